@@ -1,0 +1,79 @@
+//! `engine inspect`.
+
+use std::path::PathBuf;
+
+use engine::graph::{GraphStats, stats};
+use engine::trace::{Trace, TraceMeta};
+use serde::Serialize;
+
+/// Arguments of `engine inspect`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trace file to summarise.
+    trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `engine inspect --json` output.
+#[derive(Serialize)]
+struct Report<'a> {
+    file: String,
+    workload: &'a str,
+    meta: &'a TraceMeta,
+    #[serde(flatten)]
+    stats: GraphStats,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let trace = Trace::read(&a.trace)?;
+    let report = Report {
+        file: a.trace.display().to_string(),
+        workload: &trace.workload,
+        meta: &trace.meta,
+        stats: stats(&trace.graph),
+    };
+    if a.json {
+        return crate::cli::print_json(&report);
+    }
+    let m = report.meta;
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
+    println!("trace     {}", report.file);
+    println!(
+        "workload  {} (level {}, batch {}, hidden {}, data {}, seed {})",
+        report.workload,
+        opt(m.level.map(|l| l.name().to_string())),
+        opt(m.batch_size.map(|v| v.to_string())),
+        opt(m.hidden.map(|v| v.to_string())),
+        opt(m.dataset.clone()),
+        opt(m.seed.map(|v| v.to_string())),
+    );
+    let s = &report.stats;
+    println!(
+        "nodes {}  edges {}  instances {}  depth {}  lower bound {} batches",
+        s.nodes, s.edges, s.instances, s.depth, s.lower_bound
+    );
+    let width = s
+        .types
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!(
+        "{:>4}  {:<width$}  {:>9}  {:>8}  {:>6}",
+        "id", "type", "batchable", "nodes", "lb"
+    );
+    for t in &s.types {
+        println!(
+            "{:>4}  {:<width$}  {:>9}  {:>8}  {:>6}",
+            t.id,
+            t.name,
+            if t.batchable { "yes" } else { "no" },
+            t.nodes,
+            t.lower_bound
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! Command-line interface. Each subcommand lives in its own module; every one
+//! prints a human table by default and a documented JSON object with `--json`
+//! (fields in `docs/cli.md`).
+
+mod bench;
+mod cells;
+mod fixtures;
+mod inspect;
+mod record;
+mod workloads;
+
+use clap::{Parser, Subcommand};
+
+/// batchlab engine: record operator-typed dataflow traces of dynamic neural
+/// networks on real data, and inspect them.
+#[derive(Debug, Parser)]
+#[command(name = "engine", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Record the dataflow graph of one mini-batch of a workload into a trace file.
+    Record(record::Args),
+    /// Summarise a trace: nodes, edges, types with counts, depth, lower bound.
+    Inspect(inspect::Args),
+    /// List the workload zoo with its cells and data.
+    Workloads(workloads::Args),
+    /// List the built-in cells, or show one instantiated at a hidden size.
+    Cells(cells::Args),
+    /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
+    Fixtures(fixtures::Args),
+    /// Measure record, write and read throughput on a large trace.
+    Bench(bench::Args),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Workloads(a) => workloads::run(a),
+        Command::Cells(a) => cells::run(a),
+        Command::Fixtures(a) => fixtures::run(a),
+        Command::Bench(a) => bench::run(a),
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

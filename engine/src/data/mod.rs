@@ -1,0 +1,35 @@
+//! Benchmark inputs: the real ED-Batch data sets as structure-only
+//! fixtures, and seeded synthetic generators.
+//!
+//! Dynamic-batching workloads depend only on input *shapes*: parse trees
+//! (TreeLSTM & co.), sentence and word lengths (BiLSTM taggers), sequence
+//! pair lengths (LSTM-NMT) and character/word lattices (LatticeLSTM/GRU).
+//! The raw corpora are third-party text, so the repository ships compact
+//! fixtures in `data/` holding only those shapes; they are compiled into the
+//! binary ([`load_embedded`]) so nothing outside the binary is read at run
+//! time. [`convert`] regenerates them from the raw files and [`synthetic`]
+//! makes inputs of any size from a seed.
+//!
+//! Layout (private submodules, re-exported here): `structures` defines the
+//! shapes and their invariants, `fixtures` the text format (parse and
+//! format, exact inverses), `dataset` and `embedded` the shipped data sets,
+//! `summary` descriptive statistics, `error` the error types.
+
+pub mod convert;
+mod dataset;
+mod embedded;
+mod error;
+mod fixtures;
+mod structures;
+mod summary;
+pub mod synthetic;
+
+pub use dataset::Dataset;
+pub use embedded::{embedded_text, load_embedded};
+pub use error::{DataError, StructureError, SyntheticError, UnknownDataset};
+pub use fixtures::{
+    FIXTURE_MAGIC, MAX_LATTICE_NODES, fixture_header, format_fixture, load_fixture_file,
+    parse_fixture,
+};
+pub use structures::{Lattice, Pair, Sentence, StructureKind, Structures, Tree, TreeNode, Word};
+pub use summary::{Measure, SizeStats, Summary};

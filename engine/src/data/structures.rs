@@ -1,0 +1,339 @@
+//! The structure-only shapes of the benchmark inputs.
+//!
+//! Dynamic networks only care about the *shape* of an input (which cells
+//! exist and how they depend on each other), never about the words. These
+//! types keep exactly that: tree shapes, word lengths, sequence lengths and
+//! lattice arcs. Indices are `u32` to keep large corpora compact.
+//!
+//! Each type has a `validate` method stating its invariants; the fixture
+//! parsers, the converters and the synthetic generators only ever produce
+//! valid values.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::error::StructureError;
+
+/// One node of a binary [`Tree`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TreeNode {
+    /// A word.
+    Leaf,
+    /// A binary constituent; `left` and `right` index into [`Tree::nodes`].
+    Internal {
+        /// Index of the left child.
+        left: u32,
+        /// Index of the right child.
+        right: u32,
+    },
+}
+
+/// A binary tree stored in post-order: each node's subtrees come right
+/// before it (left subtree, then right subtree, then the node), so the root
+/// is the last node and every child index is smaller than its parent's.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tree {
+    /// The nodes in post-order.
+    pub nodes: Vec<TreeNode>,
+}
+
+impl Tree {
+    /// Number of leaves.
+    pub fn leaves(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| matches!(n, TreeNode::Leaf))
+            .count()
+    }
+
+    /// Number of nodes (leaves and internal nodes).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when the tree has no node at all (never true for a valid tree).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Index of the root: the last node (0 for an empty tree).
+    pub fn root(&self) -> u32 {
+        u32::try_from(self.nodes.len().saturating_sub(1)).unwrap_or(u32::MAX)
+    }
+
+    /// Number of nodes on the longest root-to-leaf path; a single leaf has
+    /// depth 1 and an empty tree depth 0. Child indices that are out of
+    /// range or not smaller than their parent's count as depth 0, so this
+    /// never panics on an invalid tree.
+    pub fn depth(&self) -> usize {
+        let mut depth = vec![0usize; self.nodes.len()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            depth[i] = match *node {
+                TreeNode::Leaf => 1,
+                TreeNode::Internal { left, right } => {
+                    let of = |c: u32| {
+                        let c = c as usize;
+                        if c < i { depth[c] } else { 0 }
+                    };
+                    1 + of(left).max(of(right))
+                }
+            };
+        }
+        depth.last().copied().unwrap_or(0)
+    }
+
+    /// Checks the invariants: non-empty, strict post-order (the children of
+    /// an internal node are the two subtrees completed just before it), a
+    /// single root, and at most `u32::MAX` nodes.
+    pub fn validate(&self) -> Result<(), StructureError> {
+        if self.nodes.is_empty() {
+            return Err(StructureError("empty tree".into()));
+        }
+        if u32::try_from(self.nodes.len()).is_err() {
+            return Err(StructureError("tree has more than u32::MAX nodes".into()));
+        }
+        // Simulates the post-order walk: completed subtrees wait on a stack
+        // until their parent consumes them.
+        let mut pending: Vec<u32> = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let TreeNode::Internal { left, right } = *node {
+                let got_right = pending.pop();
+                let got_left = pending.pop();
+                if got_left != Some(left) || got_right != Some(right) {
+                    return Err(StructureError(format!(
+                        "node {i}: children ({left}, {right}) are not the two subtrees \
+                         completed just before it (post-order expects {got_left:?}, {got_right:?})"
+                    )));
+                }
+            }
+            // Fits: the length was checked against u32::MAX above.
+            pending.push(i as u32);
+        }
+        if pending.len() != 1 {
+            return Err(StructureError(format!(
+                "{} disconnected subtrees; a tree has exactly one root",
+                pending.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// One word of a [`Sentence`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Word {
+    /// Length in characters (Unicode scalar values); at least 1.
+    pub chars: u32,
+    /// True when the word is rare in its corpus (VPPS's BiLSTMwChar runs a
+    /// character LSTM over rare words only).
+    pub rare: bool,
+}
+
+/// A tagged sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Sentence {
+    /// The words, in order; at least one.
+    pub words: Vec<Word>,
+}
+
+impl Sentence {
+    /// Checks: at least one word, every word at least one character long.
+    pub fn validate(&self) -> Result<(), StructureError> {
+        if self.words.is_empty() {
+            return Err(StructureError("empty sentence".into()));
+        }
+        if let Some(i) = self.words.iter().position(|w| w.chars == 0) {
+            return Err(StructureError(format!(
+                "word {} has zero characters",
+                i + 1
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A translation pair, as token counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pair {
+    /// Source tokens (without `<s>`/`</s>`); at least 1.
+    pub src: u32,
+    /// Target tokens (without `<s>`/`</s>`); at least 1.
+    pub tgt: u32,
+}
+
+impl Pair {
+    /// Checks that both sides are non-empty.
+    pub fn validate(&self) -> Result<(), StructureError> {
+        if self.src == 0 || self.tgt == 0 {
+            return Err(StructureError(format!(
+                "empty side in pair (src {}, tgt {})",
+                self.src, self.tgt
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A character/word lattice (LatticeLSTM, LatticeGRU).
+///
+/// Node `i` stands for character `i`. A recorder builds one char cell per
+/// node, fed by the char cell of node `i - 1` when `char_arc[i]`, and one word
+/// cell per word arc `(from, to)`, fed by the char cell at `from` and feeding
+/// the char cell at `to`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Lattice {
+    /// Number of nodes; at least 1.
+    pub nodes: u32,
+    /// `char_arc[i]`: node `i` has an arc from node `i - 1`. Length `nodes`;
+    /// `char_arc[0]` is false. A node without one starts a new chain.
+    pub char_arc: Vec<bool>,
+    /// Word arcs `(from, to)` with `from + 1 < to < nodes`, strictly sorted by
+    /// `(to, from)` (so no duplicates).
+    pub word_arcs: Vec<(u32, u32)>,
+}
+
+impl Lattice {
+    /// Checks the invariants documented on the fields.
+    pub fn validate(&self) -> Result<(), StructureError> {
+        if self.nodes == 0 {
+            return Err(StructureError("lattice has no nodes".into()));
+        }
+        if self.char_arc.len() != self.nodes as usize {
+            return Err(StructureError(format!(
+                "char_arc has {} entries for {} nodes",
+                self.char_arc.len(),
+                self.nodes
+            )));
+        }
+        if self.char_arc[0] {
+            return Err(StructureError("node 0 cannot have a char arc".into()));
+        }
+        let mut prev: Option<(u32, u32)> = None;
+        for &(from, to) in &self.word_arcs {
+            if from.checked_add(1).is_none_or(|f1| f1 >= to) || to >= self.nodes {
+                return Err(StructureError(format!(
+                    "word arc {from}-{to}: need from + 1 < to < {}",
+                    self.nodes
+                )));
+            }
+            if let Some((pf, pt)) = prev
+                && (pt, pf) >= (to, from)
+            {
+                return Err(StructureError(format!(
+                    "word arc {from}-{to} after {pf}-{pt}: arcs must be strictly sorted by (to, from)"
+                )));
+            }
+            prev = Some((from, to));
+        }
+        Ok(())
+    }
+}
+
+/// Which kind of structure a data set holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructureKind {
+    /// Binary trees (`.trees`).
+    Trees,
+    /// Tagged sentences (`.sents`).
+    Sentences,
+    /// Translation pairs (`.pairs`).
+    Pairs,
+    /// Character/word lattices (`.lattice`).
+    Lattices,
+}
+
+impl StructureKind {
+    /// All kinds, in declaration order.
+    pub const ALL: [StructureKind; 4] = [
+        StructureKind::Trees,
+        StructureKind::Sentences,
+        StructureKind::Pairs,
+        StructureKind::Lattices,
+    ];
+
+    /// The word used in fixture headers (`# batchlab fixture v1 <name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StructureKind::Trees => "trees",
+            StructureKind::Sentences => "sentences",
+            StructureKind::Pairs => "pairs",
+            StructureKind::Lattices => "lattices",
+        }
+    }
+
+    /// The fixture file extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            StructureKind::Trees => "trees",
+            StructureKind::Sentences => "sents",
+            StructureKind::Pairs => "pairs",
+            StructureKind::Lattices => "lattice",
+        }
+    }
+
+    /// The kind whose fixture files end in `.{ext}`.
+    pub fn from_extension(ext: &str) -> Option<StructureKind> {
+        StructureKind::ALL
+            .into_iter()
+            .find(|k| k.extension() == ext)
+    }
+}
+
+/// The samples of one data set, all of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Structures {
+    /// Binary trees.
+    Trees(Vec<Tree>),
+    /// Tagged sentences.
+    Sentences(Vec<Sentence>),
+    /// Translation pairs.
+    Pairs(Vec<Pair>),
+    /// Lattices.
+    Lattices(Vec<Lattice>),
+}
+
+impl Structures {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        match self {
+            Structures::Trees(v) => v.len(),
+            Structures::Sentences(v) => v.len(),
+            Structures::Pairs(v) => v.len(),
+            Structures::Lattices(v) => v.len(),
+        }
+    }
+
+    /// True when there is no sample.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The kind of the samples.
+    pub fn kind(&self) -> StructureKind {
+        match self {
+            Structures::Trees(_) => StructureKind::Trees,
+            Structures::Sentences(_) => StructureKind::Sentences,
+            Structures::Pairs(_) => StructureKind::Pairs,
+            Structures::Lattices(_) => StructureKind::Lattices,
+        }
+    }
+
+    /// Validates every sample; the error names the 0-based sample index.
+    pub fn validate(&self) -> Result<(), StructureError> {
+        fn all<T>(
+            items: &[T],
+            check: impl Fn(&T) -> Result<(), StructureError>,
+        ) -> Result<(), StructureError> {
+            for (i, item) in items.iter().enumerate() {
+                check(item).map_err(|e| StructureError(format!("sample {i}: {}", e.0)))?;
+            }
+            Ok(())
+        }
+        match self {
+            Structures::Trees(v) => all(v, Tree::validate),
+            Structures::Sentences(v) => all(v, Sentence::validate),
+            Structures::Pairs(v) => all(v, Pair::validate),
+            Structures::Lattices(v) => all(v, Lattice::validate),
+        }
+    }
+}

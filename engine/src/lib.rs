@@ -1,0 +1,11 @@
+//! # engine — batchlab's graph IR, trace format, cells, workloads and recorder
+//!
+//! See the crate README and `docs/` for the full tour.
+#![warn(missing_docs)]
+
+pub mod cells;
+pub mod data;
+pub mod graph;
+pub mod io;
+pub mod trace;
+pub mod workloads;

@@ -1,0 +1,170 @@
+//! Trace file format v1: the operator-typed dataflow graph of one mini-batch.
+//!
+//! ```json
+//! {"format": "batchlab-trace", "version": 1,
+//!  "workload": "tree-lstm",
+//!  "meta": {"batch_size": 32, "hidden": 64, "dataset": "sst-train", "seed": 7, "level": "cell"},
+//!  "types": [{"name": "tree_lstm.leaf[h=64]", "batchable": true}],
+//!  "nodes": [{"type": 0, "args": []}, {"type": 0, "args": [0], "instance": 0}]}
+//! ```
+//!
+//! Type id = index in `types`, node id = index in `nodes`. `meta`, `instance` and
+//! `batchable` (default true) are optional so traces made by other tools are
+//! accepted; unknown fields anywhere else are rejected. The full specification is
+//! `docs/trace-format.md`. The writer is canonical (fixed key order, one node per
+//! line), so write → read → write reproduces the bytes.
+
+mod read;
+mod write;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::graph::{Graph, GraphError};
+
+/// The value of the `format` field.
+pub const FORMAT: &str = "batchlab-trace";
+/// The only version this build reads and writes.
+pub const VERSION: u32 = 1;
+
+/// Granularity of a trace's nodes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// One node per cell invocation (static subgraph) or free-standing op.
+    Cell,
+    /// One node per primitive op: cells expanded (DyNet without static subgraphs).
+    Op,
+}
+
+impl Level {
+    /// The name used in files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Cell => "cell",
+            Level::Op => "op",
+        }
+    }
+}
+
+/// Optional provenance of a trace. Unknown keys are kept (sorted) in `extra`, so
+/// other tools may record what they like.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceMeta {
+    /// Number of input samples in the mini-batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// Hidden size of the cells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u32>,
+    /// Data source name (e.g. `sst-train`, `synthetic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// Seed that chose the samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Node granularity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    /// Any other keys, in sorted order.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// A trace: workload name, provenance and the graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    /// Workload that produced it (the engine knows the cells of its own workloads).
+    pub workload: String,
+    /// Provenance.
+    pub meta: TraceMeta,
+    /// The dataflow graph.
+    pub graph: Graph,
+}
+
+/// Errors reading or writing a trace. Every variant names the file.
+#[derive(Debug, Error)]
+pub enum TraceError {
+    /// The file could not be read or written.
+    #[error("{file}: {source}")]
+    Io {
+        /// File name.
+        file: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Not JSON, or JSON not of the trace's shape (unknown field, wrong type...).
+    #[error("{file}:{line}:{column}: {message}")]
+    Json {
+        /// File name.
+        file: String,
+        /// 1-based line (0 when unknown).
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// `format` is not `batchlab-trace`.
+    #[error("{file}: field `format`: expected \"{FORMAT}\", found {found:?}")]
+    Format {
+        /// File name.
+        file: String,
+        /// The value found.
+        found: String,
+    },
+    /// `version` is not one this build reads.
+    #[error(
+        "{file}: field `version`: unsupported version {found} (this build reads version {VERSION})"
+    )]
+    Version {
+        /// File name.
+        file: String,
+        /// The value found.
+        found: u64,
+    },
+    /// The graph is structurally invalid.
+    #[error("{file}: {source}")]
+    Graph {
+        /// File name.
+        file: String,
+        /// Cause.
+        source: GraphError,
+    },
+}
+
+impl Trace {
+    /// Parses a trace from JSON text; `file` names the source in errors.
+    pub fn from_json(text: &str, file: &str) -> Result<Trace, TraceError> {
+        read::parse(text, file)
+    }
+
+    /// Reads and validates a trace file.
+    pub fn read(path: &Path) -> Result<Trace, TraceError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::from_json(&text, &file)
+    }
+
+    /// The canonical JSON text of this trace.
+    pub fn to_json(&self) -> String {
+        write::to_json(self)
+    }
+
+    /// Writes the canonical JSON atomically.
+    pub fn write(&self, path: &Path) -> Result<(), TraceError> {
+        crate::io::write_atomic(path, self.to_json().as_bytes()).map_err(|source| TraceError::Io {
+            file: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

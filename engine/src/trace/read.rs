@@ -1,0 +1,226 @@
+//! Trace reader. Nodes are deserialized straight into the CSR arrays of a
+//! [`GraphBuilder`] (a `DeserializeSeed` per node), so reading allocates no
+//! per-node vectors; validation is then the builder's.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::{FORMAT, Trace, TraceError, TraceMeta, VERSION};
+use crate::graph::{GraphBuilder, TypeTable};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrace {
+    format: String,
+    version: u64,
+    workload: String,
+    #[serde(default)]
+    meta: TraceMeta,
+    types: Vec<RawType>,
+    nodes: RawNodes,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawType {
+    name: String,
+    #[serde(default = "default_batchable")]
+    batchable: bool,
+}
+
+fn default_batchable() -> bool {
+    true
+}
+
+/// Only the identifying fields, read when a full parse fails so that a file of
+/// another format or version gets that error rather than a field error.
+#[derive(Deserialize)]
+struct Header {
+    format: Option<String>,
+    version: Option<u64>,
+}
+
+pub(super) fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
+    let raw: RawTrace = match serde_json::from_str(text) {
+        Ok(raw) => raw,
+        Err(err) => {
+            if let Ok(h) = serde_json::from_str::<Header>(text) {
+                check_header(h.format.as_deref(), h.version, file)?;
+            }
+            return Err(json_error(&err, file));
+        }
+    };
+    check_header(Some(&raw.format), Some(raw.version), file)?;
+    let graph_err = |source| TraceError::Graph {
+        file: file.to_string(),
+        source,
+    };
+    let mut types = TypeTable::new();
+    for t in &raw.types {
+        types.push(&t.name, t.batchable).map_err(graph_err)?;
+    }
+    let mut builder = raw.nodes.0;
+    builder.replace_types(types);
+    let graph = builder.finish().map_err(graph_err)?;
+    Ok(Trace {
+        workload: raw.workload,
+        meta: raw.meta,
+        graph,
+    })
+}
+
+fn check_header(format: Option<&str>, version: Option<u64>, file: &str) -> Result<(), TraceError> {
+    if let Some(found) = format
+        && found != FORMAT
+    {
+        return Err(TraceError::Format {
+            file: file.to_string(),
+            found: found.to_string(),
+        });
+    }
+    if let Some(found) = version
+        && found != u64::from(VERSION)
+    {
+        return Err(TraceError::Version {
+            file: file.to_string(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+fn json_error(err: &serde_json::Error, file: &str) -> TraceError {
+    let text = err.to_string();
+    // serde_json appends " at line L column C"; we report those as fields.
+    let message = match text.rfind(" at line ") {
+        Some(i) if err.line() > 0 => text[..i].to_string(),
+        _ => text,
+    };
+    TraceError::Json {
+        file: file.to_string(),
+        line: err.line(),
+        column: err.column(),
+        message,
+    }
+}
+
+/// The `nodes` array, already in CSR form.
+struct RawNodes(GraphBuilder);
+
+impl<'de> Deserialize<'de> for RawNodes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_seq(NodesVisitor)
+    }
+}
+
+struct NodesVisitor;
+
+impl<'de> Visitor<'de> for NodesVisitor {
+    type Value = RawNodes;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of nodes")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawNodes, A::Error> {
+        let mut b = GraphBuilder::new();
+        let hint = seq.size_hint().unwrap_or(0);
+        b.reserve(hint, hint);
+        while seq.next_element_seed(NodeSeed(&mut b))?.is_some() {}
+        Ok(RawNodes(b))
+    }
+}
+
+/// Deserializes one node object, appending it to the builder.
+struct NodeSeed<'a>(&'a mut GraphBuilder);
+
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+/// Keys of a node object; the derive rejects any other key with
+/// "unknown field `x`, expected one of `type`, `args`, `instance`".
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum NodeField {
+    Type,
+    Args,
+    Instance,
+}
+
+impl<'de> Visitor<'de> for NodeSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a node object {\"type\": .., \"args\": [..], \"instance\": ..}")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let b = self.0;
+        let node = b.len();
+        let mut ty: Option<u32> = None;
+        let mut instance: Option<u32> = None;
+        let mut args_seen = false;
+        while let Some(key) = map.next_key::<NodeField>()? {
+            match key {
+                NodeField::Type if ty.is_some() => {
+                    return Err(de::Error::duplicate_field("type"));
+                }
+                NodeField::Type => ty = Some(map.next_value()?),
+                NodeField::Args if args_seen => return Err(de::Error::duplicate_field("args")),
+                NodeField::Args => {
+                    map.next_value_seed(ArgsSeed(b))?;
+                    args_seen = true;
+                }
+                NodeField::Instance if instance.is_some() => {
+                    return Err(de::Error::duplicate_field("instance"));
+                }
+                NodeField::Instance => instance = Some(map.next_value()?),
+            }
+        }
+        let ty = ty.ok_or_else(|| de::Error::missing_field("type"))?;
+        if !args_seen {
+            return Err(de::Error::missing_field("args"));
+        }
+        if instance == Some(u32::MAX) {
+            return Err(de::Error::custom(format!(
+                "node {node}: instance {} out of range",
+                u32::MAX
+            )));
+        }
+        b.close_raw_node(ty, instance.unwrap_or(u32::MAX));
+        Ok(())
+    }
+}
+
+/// Deserializes an argument list straight into the builder's flat argument vector.
+struct ArgsSeed<'a>(&'a mut GraphBuilder);
+
+impl<'de> DeserializeSeed<'de> for ArgsSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ArgsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of node indices")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(a) = seq.next_element::<u32>()? {
+            self.0.push_raw_arg(a);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+use super::*;
+use crate::graph::{GraphBuilder, NodeId};
+
+const SMALL: &str = r#"{"format": "batchlab-trace", "version": 1,
+ "workload": "tree-lstm",
+ "meta": {"batch_size": 2, "hidden": 64, "dataset": "sst-train", "seed": 7, "level": "cell", "tool": "x"},
+ "types": [{"name": "leaf[h=64]", "batchable": true}, {"name": "sum"}, {"name": "loss", "batchable": false}],
+ "nodes": [{"type": 0, "args": [], "instance": 0}, {"type": 0, "args": [], "instance": 1},
+           {"args": [0, 1], "type": 1}, {"type": 2, "args": [2]}]}"#;
+
+fn parse(text: &str) -> Result<Trace, TraceError> {
+    Trace::from_json(text, "t.json")
+}
+
+fn err(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+/// SMALL with one substring replaced (must occur).
+fn mutate(from: &str, to: &str) -> String {
+    assert!(SMALL.contains(from), "{from}");
+    SMALL.replacen(from, to, 1)
+}
+
+#[test]
+fn reads_optional_fields_with_defaults() {
+    let t = parse(SMALL).unwrap();
+    assert_eq!(t.workload, "tree-lstm");
+    assert_eq!(t.meta.batch_size, Some(2));
+    assert_eq!(t.meta.level, Some(Level::Cell));
+    assert_eq!(t.meta.extra["tool"], serde_json::json!("x"));
+    let g = &t.graph;
+    assert_eq!(g.len(), 4);
+    assert!(
+        g.types().batchable(g.node_type(NodeId(2))),
+        "batchable defaults to true"
+    );
+    assert!(!g.types().batchable(g.node_type(NodeId(3))));
+    assert_eq!(g.instance(NodeId(1)), Some(1));
+    assert_eq!(g.instance(NodeId(2)), None);
+    assert_eq!(g.args(NodeId(2)), &[NodeId(0), NodeId(1)]);
+}
+
+#[test]
+fn meta_may_be_absent() {
+    let text = r#"{"format":"batchlab-trace","version":1,"workload":"w","types":[{"name":"a"}],
+                   "nodes":[{"type":0,"args":[]}]}"#;
+    let t = parse(text).unwrap();
+    assert_eq!(t.meta, TraceMeta::default());
+}
+
+#[test]
+fn write_read_write_is_byte_identical() {
+    let first = parse(SMALL).unwrap().to_json();
+    let second = parse(&first).unwrap().to_json();
+    assert_eq!(first, second);
+    assert!(first.contains("\n    {\"type\": 0, \"args\": [], \"instance\": 0},\n"));
+}
+
+#[test]
+fn empty_graph_round_trips() {
+    let t = Trace {
+        workload: "w".into(),
+        meta: TraceMeta::default(),
+        graph: GraphBuilder::new().finish().unwrap(),
+    };
+    let text = t.to_json();
+    assert_eq!(parse(&text).unwrap(), t);
+}
+
+#[test]
+fn unknown_format_is_rejected() {
+    assert_eq!(
+        err(&mutate("\"batchlab-trace\"", "\"other-trace\"")),
+        "t.json: field `format`: expected \"batchlab-trace\", found \"other-trace\""
+    );
+}
+
+#[test]
+fn unknown_version_is_rejected_even_when_fields_differ() {
+    // A future version may add fields; the version error must win.
+    let text = mutate("\"version\": 1,", "\"version\": 2, \"edges\": [],");
+    assert_eq!(
+        err(&text),
+        "t.json: field `version`: unsupported version 2 (this build reads version 1)"
+    );
+}
+
+#[test]
+fn unknown_top_level_field_names_field_and_line() {
+    let text = mutate("\"workload\"", "\"colour\": 1, \"workload\"");
+    let e = err(&text);
+    assert!(e.starts_with("t.json:2:"), "{e}");
+    assert!(e.contains("unknown field `colour`"), "{e}");
+}
+
+#[test]
+fn unknown_node_field_is_rejected() {
+    let e = err(&mutate(
+        "{\"type\": 2, \"args\": [2]}",
+        "{\"type\": 2, \"arg\": [2]}",
+    ));
+    assert!(e.contains("unknown field `arg`"), "{e}");
+}
+
+#[test]
+fn missing_node_fields_are_rejected() {
+    let e = err(&mutate("{\"type\": 2, \"args\": [2]}", "{\"args\": [2]}"));
+    assert!(e.contains("missing field `type`"), "{e}");
+    let e = err(&mutate("{\"type\": 2, \"args\": [2]}", "{\"type\": 2}"));
+    assert!(e.contains("missing field `args`"), "{e}");
+}
+
+#[test]
+fn type_index_out_of_range_names_node() {
+    assert_eq!(
+        err(&mutate(
+            "{\"type\": 2, \"args\": [2]}",
+            "{\"type\": 7, \"args\": [2]}"
+        )),
+        "t.json: node 3: type 7 out of range (the trace has 3 types)"
+    );
+}
+
+#[test]
+fn argument_out_of_range_names_node() {
+    assert_eq!(
+        err(&mutate("\"args\": [2]", "\"args\": [2, 40]")),
+        "t.json: node 3: argument #1 = 40 out of range (the trace has 4 nodes)"
+    );
+}
+
+#[test]
+fn self_loop_names_node() {
+    assert_eq!(
+        err(&mutate("\"args\": [2]", "\"args\": [3]")),
+        "t.json: node 3: lists itself as an argument (self-loop)"
+    );
+}
+
+#[test]
+fn cycle_names_its_nodes() {
+    // 0 -> 2 -> 3 and now 3 -> 0.
+    let text = mutate(
+        "{\"type\": 0, \"args\": [], \"instance\": 0}",
+        "{\"type\": 0, \"args\": [3], \"instance\": 0}",
+    );
+    assert_eq!(err(&text), "t.json: cycle through nodes 0 -> 2 -> 3 -> 0");
+}
+
+#[test]
+fn duplicate_type_names_are_rejected() {
+    assert_eq!(
+        err(&mutate("{\"name\": \"sum\"}", "{\"name\": \"leaf[h=64]\"}")),
+        "t.json: type 1: duplicate type name \"leaf[h=64]\" (first defined as type 0)"
+    );
+}
+
+#[test]
+fn negative_and_fractional_indices_are_json_errors() {
+    let e = err(&mutate("\"args\": [2]", "\"args\": [-1]"));
+    assert!(e.starts_with("t.json:"), "{e}");
+    let e = err(&mutate("\"args\": [2]", "\"args\": [1.5]"));
+    assert!(e.contains("invalid type"), "{e}");
+}
+
+#[test]
+fn reserved_instance_value_is_rejected() {
+    let e = err(&mutate("\"instance\": 1}", "\"instance\": 4294967295}"));
+    assert!(e.contains("instance 4294967295 out of range"), "{e}");
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let e = Trace::read(std::path::Path::new("/nonexistent/batchlab.json")).unwrap_err();
+    assert!(
+        e.to_string().starts_with("/nonexistent/batchlab.json: "),
+        "{e}"
+    );
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary bytes never panic the reader.
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse(&text);
+        }
+
+        /// Mutated valid traces: either an error, or a trace that validates and
+        /// round-trips through the canonical writer.
+        #[test]
+        fn mutated_traces_error_or_round_trip(
+            pos in 0usize..SMALL.len(),
+            len in 0usize..6,
+            insert in "[0-9\\[\\]{},:\"a-z ]{0,6}",
+        ) {
+            let mut text = SMALL.to_string();
+            let start = (0..=pos).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            let end = (start + len..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+            text.replace_range(start..end, &insert);
+            if let Ok(t) = parse(&text) {
+                let canonical = t.to_json();
+                let again = parse(&canonical).expect("canonical output re-reads");
+                prop_assert_eq!(again.to_json(), canonical);
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Per-structure graph builders: how one input sample (a sentence, a sentence
+//! pair, a parse tree, a lattice) unrolls into cell invocations.
+
+use rand::RngExt;
+
+use super::record::Rec;
+use crate::data::{Lattice, Pair, Sentence, Tree, TreeNode};
+use crate::graph::NodeId;
+
+/// An LSTM-style chain over `inputs`; `backward` runs it right to left. Returns the
+/// states in position order. `init` seeds the first step's `prev` port.
+fn chain(
+    rec: &mut Rec,
+    role: &str,
+    inputs: &[NodeId],
+    backward: bool,
+    init: Option<NodeId>,
+) -> Vec<NodeId> {
+    let mut states = vec![NodeId(0); inputs.len()];
+    let mut prev = init;
+    let order: Box<dyn Iterator<Item = usize>> = if backward {
+        Box::new((0..inputs.len()).rev())
+    } else {
+        Box::new(0..inputs.len())
+    };
+    for i in order {
+        let s = match prev {
+            Some(p) => rec.node(role, &[inputs[i], p]),
+            None => rec.node(role, &[inputs[i]]),
+        };
+        states[i] = s;
+        prev = Some(s);
+    }
+    states
+}
+
+fn lookups(rec: &mut Rec, role: &str, n: usize) -> Vec<NodeId> {
+    (0..n).map(|_| rec.node(role, &[])).collect()
+}
+
+/// BiLSTM tagger; with `chars`, rare words are embedded by a character BiLSTM.
+pub(super) fn tagger(rec: &mut Rec, s: &Sentence, chars: bool) {
+    let mut embeds = Vec::with_capacity(s.words.len());
+    for w in &s.words {
+        if chars && w.rare && w.chars > 0 {
+            let cs = lookups(rec, "embed.char", w.chars as usize);
+            let f = chain(rec, "lstm.char_fwd", &cs, false, None);
+            let b = chain(rec, "lstm.char_bwd", &cs, true, None);
+            let (last, first) = (f[f.len() - 1], b[0]);
+            embeds.push(rec.node("tagger.char_word", &[last, first]));
+        } else {
+            embeds.push(rec.node("embed.word", &[]));
+        }
+    }
+    let f = chain(rec, "lstm.fwd", &embeds, false, None);
+    let b = chain(rec, "lstm.bwd", &embeds, true, None);
+    for i in 0..embeds.len() {
+        let m = rec.node("tagger.mlp", &[f[i], b[i]]);
+        rec.loss("tagger.loss", m);
+    }
+}
+
+/// LSTM language model: a loss per step.
+pub(super) fn language_model(rec: &mut Rec, s: &Sentence) {
+    let e = lookups(rec, "embed.word", s.words.len());
+    for h in chain(rec, "lstm.lm", &e, false, None) {
+        rec.loss("lm.loss", h);
+    }
+}
+
+/// Encoder-decoder: the decoder's first step continues from the encoder's last state.
+pub(super) fn nmt(rec: &mut Rec, p: &Pair) {
+    let src = lookups(rec, "embed.src", p.src as usize);
+    let enc = chain(rec, "lstm.enc", &src, false, None);
+    let tgt = lookups(rec, "embed.tgt", p.tgt as usize);
+    for h in chain(rec, "lstm.dec", &tgt, false, enc.last().copied()) {
+        rec.loss("nmt.loss", h);
+    }
+}
+
+/// Which tree nodes get a loss.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TreeLoss {
+    /// Every node (sentiment at every phrase, as in SST training).
+    EveryNode,
+    /// The root only.
+    Root,
+}
+
+/// How a tree model turns a leaf into a state.
+#[derive(Clone, Copy)]
+pub(super) enum Leaf {
+    /// A word lookup fed into a leaf cell.
+    EmbedThenCell(&'static str),
+    /// A leaf cell that does its own lookups (MV-RNN).
+    Cell(&'static str),
+    /// The word lookup itself is the state (Tree-FC).
+    Embed,
+}
+
+/// A bottom-up tree model; `internal` picks the internal role per node.
+pub(super) fn tree(
+    rec: &mut Rec,
+    t: &Tree,
+    leaf: Leaf,
+    internal: &mut dyn FnMut(&mut Rec) -> &'static str,
+    loss: TreeLoss,
+) {
+    let mut out = Vec::with_capacity(t.nodes.len());
+    for node in &t.nodes {
+        let v = match *node {
+            TreeNode::Leaf => match leaf {
+                Leaf::EmbedThenCell(cell) => {
+                    let e = rec.node("embed.word", &[]);
+                    rec.node(cell, &[e])
+                }
+                Leaf::Cell(cell) => rec.node(cell, &[]),
+                Leaf::Embed => rec.node("embed.word", &[]),
+            },
+            TreeNode::Internal { left, right } => {
+                let role = internal(rec);
+                rec.node(role, &[out[left as usize], out[right as usize]])
+            }
+        };
+        out.push(v);
+    }
+    match loss {
+        TreeLoss::EveryNode => {
+            for &v in &out {
+                rec.loss("sentiment.loss", v);
+            }
+        }
+        TreeLoss::Root => {
+            if let Some(&root) = out.last() {
+                rec.loss("sentiment.loss", root);
+            }
+        }
+    }
+}
+
+/// Draws the internal role of TreeLSTM-2Type: 50/50 from the trace's seeded stream.
+pub(super) fn two_type_internal(rec: &mut Rec) -> &'static str {
+    if rec.rng.random_bool(0.5) {
+        "tree_lstm.internal_a"
+    } else {
+        "tree_lstm.internal_b"
+    }
+}
+
+/// Time-delay triangle over a sentence of `n` words: layer k combines adjacent
+/// states of layer k-1 until one remains.
+pub(super) fn time_delay(rec: &mut Rec, n: usize, leaf_cell: Option<&str>, combine: &str) {
+    let mut layer: Vec<NodeId> = lookups(rec, "embed.word", n);
+    if let Some(cell) = leaf_cell {
+        layer = layer.iter().map(|&e| rec.node(cell, &[e])).collect();
+    }
+    while layer.len() > 1 {
+        layer = layer
+            .windows(2)
+            .map(|w| rec.node(combine, &[w[0], w[1]]))
+            .collect();
+    }
+    if let Some(&apex) = layer.first() {
+        rec.loss("sentiment.loss", apex);
+    }
+}
+
+/// Lattice model: per node, word cells for arcs ending there, then its char cell
+/// (fed by the previous char cell over a char arc and by those word cells).
+pub(super) fn lattice(rec: &mut Rec, l: &Lattice) {
+    let n = l.nodes as usize;
+    let mut chars: Vec<NodeId> = Vec::with_capacity(n);
+    let mut arc = 0;
+    for i in 0..n {
+        let mut args = vec![rec.node("embed.char", &[])];
+        if l.char_arc.get(i).copied().unwrap_or(false) && i > 0 {
+            args.push(chars[i - 1]);
+        }
+        while arc < l.word_arcs.len() && l.word_arcs[arc].1 as usize == i {
+            let from = l.word_arcs[arc].0 as usize;
+            let e = rec.node("embed.word", &[]);
+            args.push(rec.node("lattice.word", &[e, chars[from]]));
+            arc += 1;
+        }
+        let c = rec.node("lattice.char", &args);
+        rec.loss("ner.loss", c);
+        chars.push(c);
+    }
+}

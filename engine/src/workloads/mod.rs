@@ -1,0 +1,21 @@
+//! The workload zoo and the trace recorder.
+//!
+//! A workload is a set of roles (cells with their own parameters) plus a source
+//! of input structures: sentences, sentence pairs, parse trees or lattices, real
+//! (shipped fixtures) or synthetic. [`record`] unrolls a mini-batch of B samples
+//! into one instance-level graph; with [`Level::Op`](crate::trace::Level::Op) every
+//! cell is expanded into its primitive ops.
+
+mod binding;
+mod build;
+mod expand;
+mod record;
+mod spec;
+
+pub use binding::{BindError, bind_ports};
+pub use expand::{ExpandError, to_op_level};
+pub use record::{DataChoice, RecordError, RecordOptions, record, record_samples};
+pub use spec::{DefaultData, RoleSpec, WORKLOADS, WorkloadSpec, role_of, type_name, workload};
+
+#[cfg(test)]
+mod tests;
