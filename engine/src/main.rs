@@ -9,7 +9,7 @@ fn main() -> std::process::ExitCode {
     match cli::run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cli::error_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }

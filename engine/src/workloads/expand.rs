@@ -6,9 +6,9 @@
 use thiserror::Error;
 
 use super::binding::{BindError, bind_ports};
-use super::spec::{WorkloadSpec, role_of};
+use super::spec::{RoleSpec, WorkloadSpec, role_of};
 use crate::cells::{Cell, CellError, CellLibrary, ValueKind};
-use crate::graph::{Graph, GraphBuilder, GraphError, NodeId};
+use crate::graph::{Graph, GraphBuilder, GraphError, NodeId, TypeId};
 
 /// Expansion errors.
 #[derive(Debug, Error)]
@@ -70,6 +70,9 @@ pub fn to_op_level(
         type_role.push(w.roles.iter().position(|r| r.role == role_of(&op.name)));
     }
     let mut out = GraphBuilder::new();
+    // Op types per role, interned on the role's first node: signature strings are
+    // built once per role, not once per node.
+    let mut op_types: Vec<Option<Vec<TypeId>>> = vec![None; w.roles.len()];
     // For each cell-level node, the op node holding each of its cell's outputs.
     let mut outputs: Vec<Vec<Option<NodeId>>> = Vec::with_capacity(g.len());
     for v in g.nodes() {
@@ -117,19 +120,19 @@ pub fn to_op_level(
                 };
             }
         }
-        for (k, op) in cell.ops.iter().enumerate() {
-            let args: Vec<NodeId> = op
-                .args
-                .iter()
-                .filter(|a| !matches!(cell.values[a.0 as usize].kind, ValueKind::Param))
-                .filter_map(|a| value_node[a.0 as usize])
-                .collect();
-            let mut sig = cell.op_signature(k, role.role);
-            if !role.batchable {
-                // Keep non-batchable ops apart from batchable ops of equal signature.
-                sig = format!("{}/{sig}", role.role);
-            }
-            let ty = out.types_mut().intern(&sig, role.batchable)?;
+        if op_types[role_idx].is_none() {
+            op_types[role_idx] = Some(intern_op_types(&mut out, cell, role)?);
+        }
+        let tys = op_types[role_idx].as_deref().unwrap_or(&[]);
+        let mut args: Vec<NodeId> = Vec::new();
+        for (op, &ty) in cell.ops.iter().zip(tys) {
+            args.clear();
+            args.extend(
+                op.args
+                    .iter()
+                    .filter(|a| !matches!(cell.values[a.0 as usize].kind, ValueKind::Param))
+                    .filter_map(|a| value_node[a.0 as usize]),
+            );
             value_node[op.out.0 as usize] = Some(out.add_node(ty, &args, instance));
         }
         outputs.push(
@@ -140,6 +143,23 @@ pub fn to_op_level(
         );
     }
     Ok(out.finish()?)
+}
+
+fn intern_op_types(
+    out: &mut GraphBuilder,
+    cell: &Cell,
+    role: &RoleSpec,
+) -> Result<Vec<TypeId>, GraphError> {
+    (0..cell.ops.len())
+        .map(|k| {
+            let mut sig = cell.op_signature(k, role.role);
+            if !role.batchable {
+                // Keep non-batchable ops apart from batchable ops of equal signature.
+                sig = format!("{}/{sig}", role.role);
+            }
+            out.types_mut().intern(&sig, role.batchable)
+        })
+        .collect()
 }
 
 fn dims(shape: &[usize]) -> String {

@@ -1,0 +1,177 @@
+//! End-to-end tests of the `engine` binary: exit codes, messages and JSON fields.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn engine(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(args)
+        .output()
+        .expect("engine runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("batchlab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+#[test]
+fn record_then_inspect_reports_the_same_graph() {
+    let out = tmp("nested/dir/tree.json");
+    let o = engine(&[
+        "record",
+        "--workload",
+        "tree-lstm",
+        "--batch",
+        "32",
+        "--hidden",
+        "64",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = engine(&["inspect", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["nodes"], ins["nodes"]);
+    assert_eq!(rec["lower_bound"], ins["lower_bound"]);
+    assert_eq!(ins["instances"], 32);
+    assert_eq!(ins["meta"]["dataset"], "sst-train");
+    let types = ins["types"].as_array().unwrap();
+    let total: u64 = types.iter().map(|t| t["nodes"].as_u64().unwrap()).sum();
+    assert_eq!(Some(total), ins["nodes"].as_u64());
+    let lb: u64 = types
+        .iter()
+        .map(|t| t["lower_bound"].as_u64().unwrap())
+        .sum();
+    assert_eq!(Some(lb), ins["lower_bound"].as_u64());
+}
+
+#[test]
+fn same_seed_gives_identical_files() {
+    let a = tmp("a.json");
+    let b = tmp("b.json");
+    for p in [&a, &b] {
+        let o = engine(&[
+            "record",
+            "--workload",
+            "lattice-gru",
+            "--batch",
+            "8",
+            "--hidden",
+            "32",
+            "--seed",
+            "3",
+            "--level",
+            "op",
+            "--out",
+            p.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn bad_inputs_fail_with_a_clear_message() {
+    let o = engine(&["inspect", "/nonexistent/trace.json"]);
+    assert!(!o.status.success());
+    assert_eq!(
+        stderr(&o).trim(),
+        "error: /nonexistent/trace.json: No such file or directory (os error 2)"
+    );
+
+    let cyclic = tmp("cyclic.json");
+    std::fs::write(
+        &cyclic,
+        r#"{"format":"batchlab-trace","version":1,"workload":"w","types":[{"name":"a"}],
+            "nodes":[{"type":0,"args":[1]},{"type":0,"args":[0]}]}"#,
+    )
+    .unwrap();
+    let o = engine(&["inspect", cyclic.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("cycle through nodes 0 -> 1 -> 0"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = engine(&[
+        "record",
+        "--workload",
+        "nope",
+        "--batch",
+        "1",
+        "--hidden",
+        "4",
+        "--out",
+        "/tmp/x",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown workload \"nope\"; known workloads: bilstm-tagger"));
+
+    let bad = tmp("bad.trees");
+    std::fs::write(&bad, "# batchlab fixture v1 trees\n((xx)x\n").unwrap();
+    let o = engine(&[
+        "record",
+        "--workload",
+        "tree-lstm",
+        "--data",
+        bad.to_str().unwrap(),
+        "--batch",
+        "1",
+        "--hidden",
+        "4",
+        "--out",
+        tmp("never.json").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("bad.trees:2: expected ')'"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!tmp("never.json").exists(), "no output on failure");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in [
+        "record",
+        "inspect",
+        "workloads",
+        "cells",
+        "fixtures",
+        "bench",
+    ] {
+        let o = engine(&[sub, "--help"]);
+        assert!(o.status.success(), "{sub}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("--json"), "{sub} documents --json");
+    }
+}
+
+#[test]
+fn workloads_json_lists_fifteen_with_roles() {
+    let o = engine(&["workloads", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v.as_array().unwrap();
+    assert_eq!(list.len(), 15);
+    let lattice = list.iter().find(|w| w["name"] == "lattice-lstm").unwrap();
+    assert_eq!(lattice["default_data"], "weibo-train");
+    assert!(
+        lattice["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["role"] == "lattice.char" && r["cell"] == "lattice_lstm.char")
+    );
+}
