@@ -118,26 +118,9 @@ impl CellSpec {
     }
 }
 
-/// Converts a serde-saphyr error into [`CellError::Parse`], keeping its location
-/// as fields and its message without the rendered source snippet (the snippet is
-/// multi-line and repeats the file; the location is enough to find the spot).
+/// Converts a serde-saphyr error into [`CellError::Parse`] (see [`crate::yaml`]).
 fn parse_error(err: &serde_saphyr::Error, source: &str) -> CellError {
-    use serde_saphyr::MessageFormatter;
-    let (line, column) = err
-        .location()
-        .map_or((0, 0), |loc| (loc.line(), loc.column()));
-    let bare = err.without_snippet();
-    let raw = serde_saphyr::DefaultMessageFormatter.format_message(bare);
-    // The message can echo file content; control characters would let a file
-    // rewrite the terminal, so they are escaped as the crate's docs advise.
-    let mut message = String::with_capacity(raw.len());
-    for c in raw.chars() {
-        if c.is_control() {
-            message.extend(c.escape_default());
-        } else {
-            message.push(c);
-        }
-    }
+    let (line, column, message) = crate::yaml::error_parts(err);
     CellError::Parse {
         file: source.to_owned(),
         line,

@@ -1,0 +1,108 @@
+//! The runtime policy seam: Algorithm 1's loop asks a [`BatchPolicy`] for the next
+//! batch until the graph is done. Every policy — the classic heuristics and the
+//! learned FSM — sits behind this one trait, so the replay engine times them alike.
+
+use thiserror::Error;
+
+use super::frontier::Frontier;
+use super::same_type::SameTypeDag;
+use super::schedule::Schedule;
+use crate::graph::{Graph, NodeId, TypeId, depths};
+
+/// The next batch a policy wants.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Every ready node of the type (Algorithm 1).
+    All(TypeId),
+    /// Ready nodes of the type at this topological depth only (TF Fold).
+    AtDepth(TypeId, u32),
+}
+
+/// Policy failures.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum PolicyError {
+    /// The policy chose a type with no ready node: the loop would not progress.
+    #[error("policy {policy} chose type {ty}, which has no ready node")]
+    Stuck {
+        /// Policy name.
+        policy: String,
+        /// The type chosen.
+        ty: String,
+    },
+    /// The policy cannot run on this graph.
+    #[error("policy {policy}: {reason}")]
+    Unusable {
+        /// Policy name.
+        policy: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A batching policy: maps the frontier state to the next batch.
+pub trait BatchPolicy {
+    /// Name for reports (e.g. `agenda`, `fsm(sort)`).
+    fn name(&self) -> String;
+
+    /// Per-graph precomputation, called once before scheduling `g`.
+    fn prepare(&mut self, _g: &Graph) -> Result<(), PolicyError> {
+        Ok(())
+    }
+
+    /// The next batch. Called only while some node is ready.
+    fn choose(&mut self, f: &Frontier) -> Choice;
+
+    /// Told which nodes just ran (for policies that track remaining work).
+    fn executed(&mut self, _g: &Graph, _batch: &[NodeId]) {}
+
+    /// Decisions that fell back to another policy (FSM states never seen).
+    fn misses(&self) -> u64 {
+        0
+    }
+}
+
+/// Counters of one scheduling run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RunStats {
+    /// Batches executed.
+    pub batches: u64,
+    /// Decisions that fell back (FSM misses).
+    pub misses: u64,
+}
+
+/// Runs Algorithm 1 with `policy` on `g` and returns the schedule.
+pub fn run_policy(
+    g: &Graph,
+    st: &SameTypeDag,
+    policy: &mut dyn BatchPolicy,
+) -> Result<(Schedule, RunStats), PolicyError> {
+    policy.prepare(g)?;
+    let mut f = Frontier::new(g, st);
+    let mut s = Schedule::new();
+    let misses_before = policy.misses();
+    // Topological depths, computed only if a policy batches by depth.
+    let mut depth: Option<Vec<u32>> = None;
+    while !f.is_done() {
+        let choice = policy.choose(&f);
+        let (ty, n) = match choice {
+            Choice::All(t) => (t, f.step(t, s.buffer())),
+            Choice::AtDepth(t, d) => {
+                let depth = depth.get_or_insert_with(|| depths(g));
+                (t, f.step_filtered(t, |v| depth[v.index()] == d, s.buffer()))
+            }
+        };
+        if n == 0 {
+            return Err(PolicyError::Stuck {
+                policy: policy.name(),
+                ty: g.types().name(ty).to_string(),
+            });
+        }
+        s.close_batch(ty);
+        policy.executed(g, s.batch(s.len() - 1).1);
+    }
+    let stats = RunStats {
+        batches: s.len() as u64,
+        misses: policy.misses() - misses_before,
+    };
+    Ok((s, stats))
+}

@@ -1,0 +1,240 @@
+//! The policy file (YAML, `docs/policy-format.md`): a learned FSM — its encoding,
+//! how it was trained, and per state the chosen action and the Q values. Written
+//! by `search train`, read by the runtime [`FsmPolicy`](super::FsmPolicy). Lists
+//! are in a stable order (states by their tokens, Q values by action name), so the
+//! same training run gives the same bytes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use super::encoding::Encoding;
+
+/// Value of the `format` field.
+pub const POLICY_FORMAT: &str = "batchlab-policy";
+/// The version this build reads and writes.
+pub const POLICY_VERSION: u32 = 1;
+
+/// A policy file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// Always `batchlab-policy`.
+    pub format: String,
+    /// Always 1.
+    pub version: u32,
+    /// State encoding of the keys.
+    pub encoding: Encoding,
+    /// Workload of the training trace (the runtime warns on a mismatch).
+    pub workload: String,
+    /// Where the policy came from.
+    pub provenance: Provenance,
+    /// Trainer settings.
+    pub hyperparameters: Hyperparameters,
+    /// Training outcome.
+    pub training: TrainingSummary,
+    /// The policy's type names, sorted: state tokens index this list.
+    pub types: Vec<String>,
+    /// One entry per state seen in training.
+    pub states: Vec<StateEntry>,
+}
+
+/// Provenance of a policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    /// Training trace path as given.
+    pub trace: String,
+    /// Its node count.
+    pub nodes: u64,
+    /// Its `meta.batch_size`, if any.
+    pub batch_size: Option<u32>,
+    /// Its `meta.hidden`, if any.
+    pub hidden: Option<u32>,
+    /// Its `meta.dataset`, if any.
+    pub dataset: Option<String>,
+    /// Trainer seed.
+    pub seed: u64,
+}
+
+/// Q-learning settings (see `search train --help`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hyperparameters {
+    /// Step size of the Q update.
+    pub learning_rate: f64,
+    /// Discount.
+    pub gamma: f64,
+    /// Exploration rate of the first episode.
+    pub epsilon_start: f64,
+    /// Factor applied to epsilon after each episode.
+    pub epsilon_decay: f64,
+    /// Lowest exploration rate.
+    pub epsilon_floor: f64,
+    /// Bootstrapping horizon N.
+    pub n_step: u32,
+    /// Episode budget.
+    pub max_episodes: u32,
+    /// A greedy rollout every this many episodes.
+    pub rollout_every: u32,
+    /// Weight α of the sufficient-condition term of the reward (Eq. 1).
+    pub alpha: f64,
+    /// Stop once greedy batches ≤ stop_ratio × lower bound.
+    pub stop_ratio: f64,
+}
+
+/// Training outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSummary {
+    /// Episodes run.
+    pub episodes: u32,
+    /// Batches of the best greedy rollout (the kept Q-table's).
+    pub best_batches: u64,
+    /// Lower bound of the training trace.
+    pub lower_bound: u64,
+    /// Episode after which the kept Q-table was found.
+    pub best_episode: u32,
+    /// Why training stopped: `lower-bound` or `budget`.
+    pub stop_reason: String,
+}
+
+/// One state of the FSM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateEntry {
+    /// The state's tokens: type names; `*name` marks a type meeting the
+    /// sufficient condition (sort-cond); `phase:K` a progress phase (sort-phase).
+    pub state: Vec<String>,
+    /// The action (a type name) with the highest Q value.
+    pub action: String,
+    /// Q value of every action tried in this state, by action name.
+    pub q: BTreeMap<String, f64>,
+}
+
+/// Errors reading or writing a policy file. Every variant names the file.
+#[derive(Debug, Error)]
+pub enum PolicyFileError {
+    /// I/O failure.
+    #[error("{file}: {source}")]
+    Io {
+        /// File.
+        file: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// YAML syntax or shape (unknown field, missing field, wrong type).
+    #[error("{file}:{line}:{column}: {message}")]
+    Yaml {
+        /// File.
+        file: String,
+        /// Line (1-based, 0 unknown).
+        line: u64,
+        /// Column.
+        column: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// Content that parses but is inconsistent.
+    #[error("{file}: {message}")]
+    Invalid {
+        /// File.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl PolicyFile {
+    /// Parses policy YAML; `file` names the source in errors.
+    pub fn from_yaml(text: &str, file: &str) -> Result<PolicyFile, PolicyFileError> {
+        let p: PolicyFile = serde_saphyr::from_str(text).map_err(|e| {
+            let (line, column, message) = crate::yaml::error_parts(&e);
+            PolicyFileError::Yaml {
+                file: file.to_string(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        p.check(file)?;
+        Ok(p)
+    }
+
+    /// Reads a policy file.
+    pub fn read(path: &Path) -> Result<PolicyFile, PolicyFileError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyFileError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        Self::from_yaml(&text, &file)
+    }
+
+    /// The YAML text.
+    pub fn to_yaml(&self) -> Result<String, PolicyFileError> {
+        serde_saphyr::to_string(self).map_err(|e| PolicyFileError::Invalid {
+            file: "(policy)".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the YAML atomically.
+    pub fn write(&self, path: &Path) -> Result<(), PolicyFileError> {
+        let text = self.to_yaml()?;
+        crate::io::write_atomic(path, text.as_bytes()).map_err(|source| PolicyFileError::Io {
+            file: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Checks format, version, and that every state token and action names a
+    /// listed type.
+    fn check(&self, file: &str) -> Result<(), PolicyFileError> {
+        let invalid = |message: String| PolicyFileError::Invalid {
+            file: file.to_string(),
+            message,
+        };
+        if self.format != POLICY_FORMAT {
+            return Err(invalid(format!(
+                "field `format`: expected \"{POLICY_FORMAT}\", found {:?}",
+                self.format
+            )));
+        }
+        if self.version != POLICY_VERSION {
+            return Err(invalid(format!(
+                "field `version`: unsupported version {} (this build reads {POLICY_VERSION})",
+                self.version
+            )));
+        }
+        let known = |name: &str| {
+            self.types
+                .binary_search_by(|t| t.as_str().cmp(name))
+                .is_ok()
+        };
+        if self.types.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(invalid(
+                "field `types`: names must be sorted and unique".into(),
+            ));
+        }
+        for (i, s) in self.states.iter().enumerate() {
+            for tok in &s.state {
+                let name = tok.strip_prefix('*').unwrap_or(tok);
+                if !tok.starts_with("phase:") && !known(name) {
+                    return Err(invalid(format!(
+                        "states[{i}]: token {tok:?} names no type in `types`"
+                    )));
+                }
+            }
+            if !known(&s.action) {
+                return Err(invalid(format!(
+                    "states[{i}]: action {:?} names no type in `types`",
+                    s.action
+                )));
+            }
+        }
+        Ok(())
+    }
+}
