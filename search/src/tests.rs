@@ -1,0 +1,92 @@
+use engine::cells::CellLibrary;
+use engine::graph::{Graph, GraphBuilder, NodeId, TypeId, lower_bound};
+use engine::sched::{Encoding, FsmPolicy, SameTypeDag, run_policy, validate_schedule};
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+
+use crate::export::policy_file;
+use crate::trainer::{TrainConfig, default_hyperparameters, train};
+
+fn record(name: &str, batch: usize, seed: u64) -> Trace {
+    workloads::record(
+        &RecordOptions {
+            workload: workloads::workload(name).unwrap(),
+            data: DataChoice::Default,
+            batch,
+            hidden: 16,
+            level: Level::Cell,
+            seed,
+        },
+        &CellLibrary::builtin().unwrap(),
+    )
+    .unwrap()
+}
+
+fn cfg(encoding: Encoding, seed: u64) -> TrainConfig {
+    TrainConfig {
+        encoding,
+        hyper: default_hyperparameters(),
+        seed,
+    }
+}
+
+/// ED-Batch Fig. 1 (see engine::sched tests): optimum 6, agenda 7, depth 9.
+fn fig1() -> Graph {
+    let mut b = GraphBuilder::new();
+    for (n, batchable) in [("X", true), ("I", true), ("O", true), ("R", false)] {
+        b.types_mut().push(n, batchable).unwrap();
+    }
+    let mut add = |t: u32, args: &[u32]| {
+        let args: Vec<NodeId> = args.iter().map(|&a| NodeId(a)).collect();
+        b.add_node(TypeId(t), &args, Some(0));
+    };
+    for _ in 0..4 {
+        add(0, &[]);
+    }
+    add(1, &[0, 1]);
+    add(1, &[4, 2]);
+    add(1, &[5, 3]);
+    for src in 0..7 {
+        add(2, &[src]);
+    }
+    add(3, &(7..14).collect::<Vec<_>>());
+    b.finish().unwrap()
+}
+
+#[test]
+fn fsm_learns_the_optimum_of_fig1_where_agenda_and_depth_fail() {
+    let g = fig1();
+    let st = SameTypeDag::new(&g);
+    for enc in Encoding::ALL {
+        let t = train(&g, &st, &cfg(enc, 3), &mut |_, _| {});
+        assert_eq!(t.report.best_batches, 6, "{enc:?}");
+    }
+}
+
+#[test]
+fn exported_policy_replays_the_trained_batch_count() {
+    let trace = record("lattice-lstm", 8, 2);
+    let st = SameTypeDag::new(&trace.graph);
+    let c = cfg(Encoding::Sort, 5);
+    let trained = train(&trace.graph, &st, &c, &mut |_, _| {});
+    let file = policy_file(&trained, &trace, "t.json", &c.hyper, c.seed);
+    let mut fsm = FsmPolicy::new(file).unwrap();
+    let (s, stats) = run_policy(&trace.graph, &st, &mut fsm).unwrap();
+    validate_schedule(&trace.graph, &s).unwrap();
+    assert_eq!(stats.batches, trained.report.best_batches);
+    assert!(stats.batches >= lower_bound(&trace.graph).total);
+}
+
+#[test]
+fn same_seed_same_policy_bytes() {
+    let trace = record("tree-lstm-2type", 8, 4);
+    let st = SameTypeDag::new(&trace.graph);
+    let yaml = |seed| {
+        let c = cfg(Encoding::SortCond, seed);
+        let t = train(&trace.graph, &st, &c, &mut |_, _| {});
+        policy_file(&t, &trace, "t.json", &c.hyper, c.seed)
+            .to_yaml()
+            .unwrap()
+    };
+    assert_eq!(yaml(9), yaml(9));
+}
