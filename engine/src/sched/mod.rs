@@ -44,7 +44,7 @@ pub use encoding::{COMPLETE, Encoding, PHASE, PHASES, StateEncoder, UNKNOWN};
 pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
-pub use policy::{BatchPolicy, Choice, PolicyError, RunStats, run_policy};
+pub use policy::{BatchPolicy, Choice, PolicyError, RunStats, run_policy, run_policy_with};
 pub use policy_file::{
     Hyperparameters, POLICY_FORMAT, POLICY_VERSION, PolicyFile, PolicyFileError, Provenance,
     StateEntry, TrainingSummary,

@@ -76,6 +76,18 @@ pub fn run_policy(
     st: &SameTypeDag,
     policy: &mut dyn BatchPolicy,
 ) -> Result<(Schedule, RunStats), PolicyError> {
+    run_policy_with(g, st, policy, &mut |_| {})
+}
+
+/// [`run_policy`], calling `on_batch` with each batch as soon as it is chosen,
+/// so an executor can run it before the policy picks the next (the policy's
+/// time stays separable from the executor's).
+pub fn run_policy_with(
+    g: &Graph,
+    st: &SameTypeDag,
+    policy: &mut dyn BatchPolicy,
+    on_batch: &mut dyn FnMut(&[NodeId]),
+) -> Result<(Schedule, RunStats), PolicyError> {
     policy.prepare(g)?;
     let mut f = Frontier::new(g, st);
     let mut s = Schedule::new();
@@ -98,7 +110,9 @@ pub fn run_policy(
             });
         }
         s.close_batch(ty);
-        policy.executed(g, s.batch(s.len() - 1).1);
+        let batch = s.batch(s.len() - 1).1;
+        on_batch(batch);
+        policy.executed(g, batch);
     }
     let stats = RunStats {
         batches: s.len() as u64,

@@ -1,0 +1,66 @@
+//! Executing a batch of same-role nodes as one cell run: gather the producers'
+//! outputs into the cell's input rows (summing `many` ports), run the cell over
+//! all rows, scatter the outputs back to the nodes' slots. This is Cavs' scheme
+//! (gather at cell entry, scatter at exit); the reference runs it with one node.
+
+use super::Counters;
+use super::interp::{Scratch, run_cell};
+use super::model::Model;
+use super::store::Store;
+use crate::graph::{Graph, NodeId};
+
+/// Runs `batch` (nodes of one role) and records what it moved and launched.
+pub fn run_batch(
+    g: &Graph,
+    model: &Model,
+    store: &mut Store,
+    scratch: &mut Scratch,
+    data: &mut Vec<(u32, u32)>,
+    batch: &[NodeId],
+    c: &mut Counters,
+) {
+    let Some(&first) = batch.first() else {
+        return;
+    };
+    let role_idx = model.type_role[g.node_type(first).index()];
+    let rm = &model.roles[role_idx];
+    let cell = &rm.cell;
+    let k = batch.len();
+    scratch.prepare_inputs(rm, k);
+    let mut gathered = 0u64;
+    for (r, &v) in batch.iter().enumerate() {
+        for (p, port) in cell.ports.iter().enumerate() {
+            for &pos in &model.bindings[v.index()][p] {
+                let u = g.args(v)[pos as usize];
+                let u_role = model.type_role[g.node_type(u).index()];
+                for (j, &input) in port.inputs.iter().enumerate() {
+                    let n = cell.values[input.0 as usize].numel();
+                    let src = store.output(u, u_role, j);
+                    let dst = &mut scratch.vals[input.0 as usize][r * n..(r + 1) * n];
+                    // Several producers on a `many` port are summed.
+                    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+                    gathered += n as u64 * 4;
+                }
+            }
+        }
+    }
+    data.clear();
+    data.extend(batch.iter().map(|&v| model.node_data(v)));
+    c.kernels += run_cell(rm, k, data, scratch);
+    let mut scattered = 0u64;
+    for (j, o) in cell.outputs.iter().enumerate() {
+        let n = cell.values[o.0 as usize].numel();
+        let src = &scratch.vals[o.0 as usize];
+        for (r, &v) in batch.iter().enumerate() {
+            store
+                .output_mut(v, role_idx, j)
+                .copy_from_slice(&src[r * n..(r + 1) * n]);
+            scattered += n as u64 * 4;
+        }
+    }
+    // One gather kernel at entry and one scatter kernel at exit per batch.
+    c.kernels += 2;
+    c.bytes_gathered += gathered;
+    c.bytes_scattered += scattered;
+    c.batches += 1;
+}

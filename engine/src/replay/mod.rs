@@ -1,0 +1,213 @@
+//! The replay engine: executes a recorded trace with real kernels and measures
+//! what batching buys (ED-Batch §5, Cavs §3.3).
+//!
+//! A [`Model`] gives every role of the trace's workload its cell and seeded
+//! parameters; a [`Store`] holds every node's outputs in one arena; executors
+//! run batches of same-role nodes through the cell interpreter. `reference`
+//! runs one node at a time (the numerical oracle); `cavs` batches every ready
+//! vertex (rounds over types); `policy` runs any [`BatchPolicy`] — agenda,
+//! typewise or a learned FSM — with Cavs-style gather/scatter at cell borders.
+
+mod cellexec;
+mod interp;
+pub mod kernels;
+mod model;
+mod store;
+
+use std::time::Instant;
+
+use serde::Serialize;
+use thiserror::Error;
+
+pub use model::{Model, RoleModel};
+pub use store::Store;
+
+use crate::cells::{CellError, CellLibrary};
+use crate::graph::NodeId;
+use crate::sched::{BatchPolicy, CavsPolicy, PolicyError, SameTypeDag, run_policy_with};
+use crate::trace::Trace;
+use crate::workloads::BindError;
+
+/// Replay failures.
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    /// The trace's workload is not one of the zoo, so its types have no cells.
+    #[error(
+        "trace workload {0:?} has no cell definitions: replay needs a trace recorded by `engine record` (see `engine workloads`)"
+    )]
+    NoCells(String),
+    /// Neither `meta.hidden` nor the type names give the hidden size.
+    #[error("the trace gives no hidden size (meta.hidden, or `[h=N]` in type names)")]
+    NoHidden,
+    /// A type is not a role of the workload.
+    #[error("type {type_name:?} is not a role of workload {workload}")]
+    UnknownType {
+        /// Type name.
+        type_name: String,
+        /// Workload.
+        workload: String,
+    },
+    /// A type's hidden size differs from the trace's.
+    #[error("type {type_name:?} does not have the trace's hidden size {hidden}")]
+    HiddenMismatch {
+        /// Type name.
+        type_name: String,
+        /// Expected hidden size.
+        hidden: usize,
+    },
+    /// A cell failed to instantiate.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// A node's arguments do not fit its cell.
+    #[error("node {node}: {source}")]
+    Bind {
+        /// Node.
+        node: u32,
+        /// Cause.
+        source: BindError,
+    },
+    /// The batching policy failed.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+/// Work counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Batches executed.
+    pub batches: u64,
+    /// Kernels launched (cell ops plus gather/scatter kernels).
+    pub kernels: u64,
+    /// Bytes copied into batch inputs.
+    pub bytes_gathered: u64,
+    /// Bytes copied out of batch outputs.
+    pub bytes_scattered: u64,
+}
+
+/// Timing split of one run (ED-Batch Fig. 9), in seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeSplit {
+    /// Building the run's structures (model binding, arena, same-type DAG).
+    pub construction: f64,
+    /// Choosing batches (the policy, frontier updates).
+    pub scheduling: f64,
+    /// Running kernels and copies.
+    pub execution: f64,
+}
+
+/// The executors of this module.
+pub enum Executor {
+    /// One node at a time in topological order, no batching: the oracle.
+    Reference,
+    /// Cavs: every ready vertex, type by type in rounds.
+    Cavs,
+    /// Any batching policy at the instance level (agenda, typewise, FSM...).
+    Policy(Box<dyn BatchPolicy + Send>),
+}
+
+/// Result of [`replay`]: the node outputs and the measurements.
+pub struct Replayed {
+    /// Every node's outputs.
+    pub store: Store,
+    /// Work counters.
+    pub counters: Counters,
+    /// Time split.
+    pub time: TimeSplit,
+    /// Fallback decisions of the policy (FSM misses).
+    pub misses: u64,
+}
+
+/// Builds the model of `trace` (cells and seeded weights).
+pub fn model(trace: &Trace, cells: &CellLibrary, seed: u64) -> Result<Model, ReplayError> {
+    Model::new(trace, cells, seed)
+}
+
+/// Runs `trace` with `executor` on the CPU.
+pub fn replay(
+    trace: &Trace,
+    model: &Model,
+    executor: &mut Executor,
+) -> Result<Replayed, ReplayError> {
+    let g = &trace.graph;
+    let t0 = Instant::now();
+    let mut store = Store::new(g, model);
+    let mut scratch = interp::Scratch::default();
+    let mut data = Vec::new();
+    let mut counters = Counters::default();
+    let mut time = TimeSplit::default();
+    let mut misses = 0;
+    match executor {
+        Executor::Reference => {
+            time.construction = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            for &v in g.topo_order() {
+                cellexec::run_batch(
+                    g,
+                    model,
+                    &mut store,
+                    &mut scratch,
+                    &mut data,
+                    &[v],
+                    &mut counters,
+                );
+            }
+            time.execution = t1.elapsed().as_secs_f64();
+        }
+        Executor::Cavs | Executor::Policy(_) => {
+            let st = SameTypeDag::new(g);
+            time.construction = t0.elapsed().as_secs_f64();
+            let mut cavs = CavsPolicy::default();
+            let policy: &mut dyn BatchPolicy = match executor {
+                Executor::Policy(p) => p.as_mut(),
+                _ => &mut cavs,
+            };
+            let t1 = Instant::now();
+            let mut exec = 0.0;
+            let mut on_batch = |batch: &[NodeId]| {
+                let t = Instant::now();
+                cellexec::run_batch(
+                    g,
+                    model,
+                    &mut store,
+                    &mut scratch,
+                    &mut data,
+                    batch,
+                    &mut counters,
+                );
+                exec += t.elapsed().as_secs_f64();
+            };
+            let (_, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;
+            misses = stats.misses;
+            time.execution = exec;
+            time.scheduling = t1.elapsed().as_secs_f64() - exec;
+        }
+    }
+    Ok(Replayed {
+        store,
+        counters,
+        time,
+        misses,
+    })
+}
+
+/// Largest normwise relative difference between two runs' node outputs:
+/// max over nodes of ‖a − b‖∞ / max(‖b‖∞, 1e-6).
+pub fn max_rel_error(trace: &Trace, a: &Store, b: &Store) -> f64 {
+    trace
+        .graph
+        .nodes()
+        .map(|v| {
+            let (x, y) = (a.node(v), b.node(v));
+            let diff = x
+                .iter()
+                .zip(y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0.0f32, f32::max);
+            let norm = y.iter().map(|q| q.abs()).fold(0.0f32, f32::max).max(1e-6);
+            f64::from(diff / norm)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests;
