@@ -9,6 +9,7 @@
 //! typewise or a learned FSM — with Cavs-style gather/scatter at cell borders.
 
 mod cellexec;
+mod dynet;
 mod interp;
 pub mod kernels;
 mod model;
@@ -69,6 +70,9 @@ pub enum ReplayError {
     /// The batching policy failed.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// Expanding the trace to primitive ops failed.
+    #[error(transparent)]
+    Expand(#[from] crate::workloads::ExpandError),
 }
 
 /// Work counters of one run.
@@ -103,6 +107,9 @@ pub enum Executor {
     Cavs,
     /// Any batching policy at the instance level (agenda, typewise, FSM...).
     Policy(Box<dyn BatchPolicy + Send>),
+    /// DyNet without static subgraphs: primitive ops batched by the policy
+    /// (agenda or depth), gathers around every batched op.
+    Dynet(Box<dyn BatchPolicy + Send>),
 }
 
 /// Result of [`replay`]: the node outputs and the measurements.
@@ -126,8 +133,18 @@ pub fn model(trace: &Trace, cells: &CellLibrary, seed: u64) -> Result<Model, Rep
 pub fn replay(
     trace: &Trace,
     model: &Model,
+    cells: &CellLibrary,
     executor: &mut Executor,
 ) -> Result<Replayed, ReplayError> {
+    if let Executor::Dynet(policy) = executor {
+        let (store, counters, time, misses) = dynet::run(trace, model, cells, policy.as_mut())?;
+        return Ok(Replayed {
+            store,
+            counters,
+            time,
+            misses,
+        });
+    }
     let g = &trace.graph;
     let t0 = Instant::now();
     let mut store = Store::new(g, model);
@@ -153,7 +170,7 @@ pub fn replay(
             }
             time.execution = t1.elapsed().as_secs_f64();
         }
-        Executor::Cavs | Executor::Policy(_) => {
+        Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) => {
             let st = SameTypeDag::new(g);
             time.construction = t0.elapsed().as_secs_f64();
             let mut cavs = CavsPolicy::default();

@@ -44,6 +44,51 @@ pub enum ExpandError {
     Graph(#[from] GraphError),
 }
 
+/// Where an operand of an op node comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgSrc {
+    /// A parameter of the node's role (value id in its cell).
+    Param(u32),
+    /// Another op node's result.
+    Node(NodeId),
+    /// An absent optional input: zeros.
+    Zero,
+}
+
+/// What an op node computes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpOrigin {
+    /// Op `op` of the cell of role `role`, run for cell-level node `node`;
+    /// `args` gives every operand, in the op's argument order.
+    CellOp {
+        /// Cell-level node.
+        node: NodeId,
+        /// Role index in the workload.
+        role: u32,
+        /// Op index in the cell.
+        op: u32,
+        /// Operand sources.
+        args: Vec<ArgSrc>,
+    },
+    /// Sum of several producers feeding one input of a `many` port of `node`.
+    PortSum {
+        /// Cell-level node.
+        node: NodeId,
+        /// Elements per instance.
+        numel: u32,
+    },
+}
+
+/// An op-level graph with, per op node, what it computes (for executors).
+pub struct OpProgram {
+    /// The op-level graph.
+    pub graph: Graph,
+    /// Per op node, its origin.
+    pub origins: Vec<OpOrigin>,
+    /// Per cell-level node, the op node holding each cell output.
+    pub cell_outputs: Vec<Vec<Option<NodeId>>>,
+}
+
 /// Cell instance and role index per role of the workload, instantiated once.
 struct RoleCells {
     cells: Vec<Cell>,
@@ -56,6 +101,16 @@ pub fn to_op_level(
     lib: &CellLibrary,
     hidden: usize,
 ) -> Result<Graph, ExpandError> {
+    expand(w, g, lib, hidden).map(|p| p.graph)
+}
+
+/// [`to_op_level`], keeping what every op node computes.
+pub fn expand(
+    w: &WorkloadSpec,
+    g: &Graph,
+    lib: &CellLibrary,
+    hidden: usize,
+) -> Result<OpProgram, ExpandError> {
     let roles = RoleCells {
         cells: w
             .roles
@@ -75,6 +130,7 @@ pub fn to_op_level(
     let mut op_types: Vec<Option<Vec<TypeId>>> = vec![None; w.roles.len()];
     // For each cell-level node, the op node holding each of its cell's outputs.
     let mut outputs: Vec<Vec<Option<NodeId>>> = Vec::with_capacity(g.len());
+    let mut origins: Vec<OpOrigin> = Vec::new();
     for v in g.nodes() {
         let role_idx =
             type_role[g.node_type(v).index()].ok_or_else(|| ExpandError::UnknownRole {
@@ -115,6 +171,10 @@ pub fn to_op_level(
                     _ => {
                         let dims = dims(&cell.values[input.0 as usize].shape);
                         let ty = out.types_mut().intern(&format!("port_sum[{dims}]"), true)?;
+                        origins.push(OpOrigin::PortSum {
+                            node: v,
+                            numel: cell.values[input.0 as usize].numel() as u32,
+                        });
                         Some(out.add_node(ty, &feeds, instance))
                     }
                 };
@@ -125,7 +185,20 @@ pub fn to_op_level(
         }
         let tys = op_types[role_idx].as_deref().unwrap_or(&[]);
         let mut args: Vec<NodeId> = Vec::new();
-        for (op, &ty) in cell.ops.iter().zip(tys) {
+        for (k, (op, &ty)) in cell.ops.iter().zip(tys).enumerate() {
+            origins.push(OpOrigin::CellOp {
+                node: v,
+                role: role_idx as u32,
+                op: k as u32,
+                args: op
+                    .args
+                    .iter()
+                    .map(|a| match cell.values[a.0 as usize].kind {
+                        ValueKind::Param => ArgSrc::Param(a.0),
+                        _ => value_node[a.0 as usize].map_or(ArgSrc::Zero, ArgSrc::Node),
+                    })
+                    .collect(),
+            });
             args.clear();
             args.extend(
                 op.args
@@ -142,7 +215,11 @@ pub fn to_op_level(
                 .collect(),
         );
     }
-    Ok(out.finish()?)
+    Ok(OpProgram {
+        graph: out.finish()?,
+        origins,
+        cell_outputs: outputs,
+    })
 }
 
 fn intern_op_types(

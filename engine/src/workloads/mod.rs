@@ -13,7 +13,7 @@ mod record;
 mod spec;
 
 pub use binding::{BindError, bind_ports};
-pub use expand::{ExpandError, to_op_level};
+pub use expand::{ArgSrc, ExpandError, OpOrigin, OpProgram, expand, to_op_level};
 pub use record::{DataChoice, RecordError, RecordOptions, record, record_samples};
 pub use spec::{DefaultData, RoleSpec, WORKLOADS, WorkloadSpec, role_of, type_name, workload};
 
