@@ -175,3 +175,72 @@ fn workloads_json_lists_fifteen_with_roles() {
             .any(|r| r["role"] == "lattice.char" && r["cell"] == "lattice_lstm.char")
     );
 }
+
+#[test]
+fn replay_runs_and_checks_against_the_reference() {
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "tree-gru",
+        "--batch",
+        "4",
+        "--hidden",
+        "16",
+        "--executor",
+        "cavs",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["instances"], 4);
+    assert!(v["max_rel_error"].as_f64().unwrap() < 1e-4);
+    assert!(v["counters"]["batches"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn replay_bad_inputs_fail_clearly() {
+    let o = engine(&["replay", "--workload", "rvnn", "--executor", "policy"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--executor policy needs --policy"),
+        "{}",
+        stderr(&o)
+    );
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--executor",
+        "cavs",
+        "--device",
+        "cuda",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("device \"cuda\" is not available"),
+        "{}",
+        stderr(&o)
+    );
+    let foreign = tmp("foreign.json");
+    std::fs::write(
+        &foreign,
+        r#"{"format":"batchlab-trace","version":1,"workload":"mine","types":[{"name":"a"}],
+            "nodes":[{"type":0,"args":[]}]}"#,
+    )
+    .unwrap();
+    let o = engine(&[
+        "replay",
+        "--trace",
+        foreign.to_str().unwrap(),
+        "--executor",
+        "cavs",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("has no cell definitions"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -7,6 +7,7 @@ mod cells;
 mod fixtures;
 mod inspect;
 mod record;
+mod replay;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,8 @@ enum Command {
     Workloads(workloads::Args),
     /// List the built-in cells, or show one instantiated at a hidden size.
     Cells(cells::Args),
+    /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
+    Replay(replay::Args),
     /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
     Fixtures(fixtures::Args),
     /// Measure record, write and read throughput on a large trace.
@@ -43,6 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(a) => inspect::run(a),
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
+        Command::Replay(a) => replay::run(a),
         Command::Fixtures(a) => fixtures::run(a),
         Command::Bench(a) => bench::run(a),
     }

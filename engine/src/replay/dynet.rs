@@ -26,7 +26,7 @@ pub fn run(
     let t0 = Instant::now();
     let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
     let og = &prog.graph;
-    let st = SameTypeDag::new(og);
+    let st = SameTypeDag::for_policy(og, policy);
     let numel: Vec<usize> = prog
         .origins
         .iter()

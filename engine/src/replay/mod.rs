@@ -171,13 +171,13 @@ pub fn replay(
             time.execution = t1.elapsed().as_secs_f64();
         }
         Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) => {
-            let st = SameTypeDag::new(g);
-            time.construction = t0.elapsed().as_secs_f64();
             let mut cavs = CavsPolicy::default();
             let policy: &mut dyn BatchPolicy = match executor {
                 Executor::Policy(p) => p.as_mut(),
                 _ => &mut cavs,
             };
+            let st = SameTypeDag::for_policy(g, policy);
+            time.construction = t0.elapsed().as_secs_f64();
             let t1 = Instant::now();
             let mut exec = 0.0;
             let mut on_batch = |batch: &[NodeId]| {

@@ -23,6 +23,10 @@ impl BatchPolicy for DepthPolicy {
         Ok(())
     }
 
+    fn needs_sub_frontier(&self) -> bool {
+        false
+    }
+
     fn choose(&mut self, f: &Frontier) -> Choice {
         // The smallest depth among ready nodes is the current level: every node
         // of a smaller depth has run, since its depth is smaller than its users'.
@@ -110,6 +114,10 @@ impl BatchPolicy for AgendaPolicy {
         Choice::All(best.map_or(TypeId(0), |b| b.2))
     }
 
+    fn needs_sub_frontier(&self) -> bool {
+        false
+    }
+
     fn executed(&mut self, g: &Graph, batch: &[NodeId]) {
         if !self.updated {
             return;
@@ -137,6 +145,10 @@ impl BatchPolicy for CavsPolicy {
     fn prepare(&mut self, _g: &Graph) -> Result<(), PolicyError> {
         self.round.clear();
         Ok(())
+    }
+
+    fn needs_sub_frontier(&self) -> bool {
+        false
     }
 
     fn choose(&mut self, f: &Frontier) -> Choice {

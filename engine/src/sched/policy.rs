@@ -59,6 +59,12 @@ pub trait BatchPolicy {
     fn misses(&self) -> u64 {
         0
     }
+
+    /// Whether the policy reads |Frontier(G^t)| (`Frontier::sub_frontier`,
+    /// `ratio`); if not, callers may skip building the exact same-type DAG.
+    fn needs_sub_frontier(&self) -> bool {
+        true
+    }
 }
 
 /// Counters of one scheduling run.

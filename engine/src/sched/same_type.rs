@@ -60,6 +60,29 @@ impl SameTypeDag {
         }
     }
 
+    /// A DAG without edges, for policies that never read |Frontier(G^t)|
+    /// ([`BatchPolicy::needs_sub_frontier`](super::BatchPolicy::needs_sub_frontier)
+    /// is false): with it a [`Frontier`](super::Frontier)'s `sub_frontier` counts
+    /// every unexecuted node of the type, which such policies ignore. The exact DAG
+    /// can be dense on op-level graphs (millions of edges), so skipping it
+    /// matters there.
+    pub fn without_edges(g: &Graph) -> Self {
+        SameTypeDag {
+            succ_start: vec![0; g.len() + 1],
+            succ: Vec::new(),
+            in_degree: vec![0; g.len()],
+        }
+    }
+
+    /// The DAG `policy` needs: exact if it reads |Frontier(G^t)|, else empty.
+    pub fn for_policy(g: &Graph, policy: &dyn super::BatchPolicy) -> Self {
+        if policy.needs_sub_frontier() {
+            Self::new(g)
+        } else {
+            Self::without_edges(g)
+        }
+    }
+
     /// Nearest same-type successors of `v`, in id order.
     #[inline]
     pub fn successors(&self, v: NodeId) -> &[NodeId] {

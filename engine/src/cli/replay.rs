@@ -1,0 +1,218 @@
+//! `engine replay`: run a trace with real kernels and measure.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use engine::cells::CellLibrary;
+use engine::replay::{self, Counters, Executor, TimeSplit};
+use engine::sched::{FsmPolicy, PolicyFile, heuristic};
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+use serde::Serialize;
+
+/// Arguments of `engine replay`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Trace to replay (recorded by `engine record`, cell level).
+    #[arg(long, conflicts_with = "workload")]
+    trace: Option<PathBuf>,
+    /// Record this workload on the fly instead of reading a trace.
+    #[arg(long)]
+    workload: Option<String>,
+    /// Batch size when recording on the fly.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Hidden size when recording on the fly.
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// Executor: `reference` (one node at a time), `dynet` (primitive ops batched
+    /// by --policy agenda|depth), `cavs` (all ready vertices), `policy` (cells
+    /// batched by --policy: a heuristic name or a policy file from `search train`).
+    #[arg(long)]
+    executor: String,
+    /// Batching policy for `dynet` (agenda, agenda-updated, depth) and `policy`
+    /// (depth, agenda, agenda-updated, cavs, typewise, or P.yaml).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Device: only `cpu` in this build.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Timed repetitions (the median is reported) after one warm-up run.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Seed of the weights and per-node data (and of on-the-fly recording).
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Skip the comparison with the reference executor.
+    #[arg(long)]
+    no_check: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `engine replay --json` output.
+#[derive(Serialize)]
+struct Report {
+    workload: String,
+    executor: String,
+    policy: Option<String>,
+    device: String,
+    nodes: usize,
+    instances: usize,
+    hidden: usize,
+    repeat: usize,
+    counters: Counters,
+    time: TimeSplit,
+    total_s: f64,
+    instances_per_s: f64,
+    policy_misses: u64,
+    max_rel_error: Option<f64>,
+}
+
+fn executor(a: &Args) -> anyhow::Result<Executor> {
+    let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
+        let name = a.policy.as_deref().unwrap_or(default);
+        if let Some(p) = heuristic(name) {
+            return Ok(p);
+        }
+        if name.ends_with(".yaml") || name.ends_with(".yml") {
+            let file = PolicyFile::read(std::path::Path::new(name))?;
+            return Ok(Box::new(FsmPolicy::new(file)?));
+        }
+        bail!(
+            "unknown policy {name:?}: a heuristic (depth, agenda, agenda-updated, cavs, typewise) or a policy file (.yaml) from `search train`"
+        )
+    };
+    Ok(match a.executor.as_str() {
+        "reference" => Executor::Reference,
+        "cavs" => Executor::Cavs,
+        "dynet" => Executor::Dynet(policy("agenda-updated")?),
+        "policy" => {
+            if a.policy.is_none() {
+                bail!(
+                    "--executor policy needs --policy (a heuristic name, or a policy file: train one with `search train --trace T.json --out P.yaml`)"
+                );
+            }
+            Executor::Policy(policy("typewise")?)
+        }
+        other => bail!("unknown executor {other:?}: expected reference, dynet, cavs or policy"),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.device != "cpu" {
+        bail!(
+            "device {:?} is not available in this build: only `cpu` (the CUDA backend is not built yet)",
+            a.device
+        );
+    }
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let cells = CellLibrary::builtin()?;
+    let trace = match (&a.trace, &a.workload) {
+        (Some(p), _) => Trace::read(p)?,
+        (None, Some(w)) => {
+            let Some(spec) = workloads::workload(w) else {
+                bail!("unknown workload {w:?} (see `engine workloads`)");
+            };
+            workloads::record(
+                &RecordOptions {
+                    workload: spec,
+                    data: DataChoice::Default,
+                    batch: a.batch,
+                    hidden: a.hidden,
+                    level: Level::Cell,
+                    seed: a.seed,
+                },
+                &cells,
+            )?
+        }
+        (None, None) => bail!("give --trace T.json or --workload W"),
+    };
+    if trace.meta.level == Some(Level::Op) {
+        bail!(
+            "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
+        );
+    }
+    let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
+    let mut ex = executor(&a)?;
+    // Warm-up, then timed repeats.
+    replay::replay(&trace, &model, &cells, &mut ex)?;
+    let mut runs = Vec::with_capacity(a.repeat);
+    for _ in 0..a.repeat {
+        runs.push(replay::replay(&trace, &model, &cells, &mut ex)?);
+    }
+    let max_rel_error = if a.no_check {
+        None
+    } else {
+        let reference = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
+        Some(replay::max_rel_error(
+            &trace,
+            &runs[0].store,
+            &reference.store,
+        ))
+    };
+    let time = TimeSplit {
+        construction: median(runs.iter().map(|r| r.time.construction).collect()),
+        scheduling: median(runs.iter().map(|r| r.time.scheduling).collect()),
+        execution: median(runs.iter().map(|r| r.time.execution).collect()),
+    };
+    let total_s = median(
+        runs.iter()
+            .map(|r| r.time.construction + r.time.scheduling + r.time.execution)
+            .collect(),
+    );
+    let instances = trace.graph.num_instances();
+    let report = Report {
+        workload: trace.workload.clone(),
+        executor: a.executor.clone(),
+        policy: a.policy.clone(),
+        device: a.device.clone(),
+        nodes: trace.graph.len(),
+        instances,
+        hidden: model.hidden,
+        repeat: a.repeat,
+        counters: runs[0].counters.clone(),
+        time,
+        total_s,
+        instances_per_s: instances as f64 / total_s.max(1e-12),
+        policy_misses: runs[0].misses,
+        max_rel_error,
+    };
+    if a.json {
+        return crate::cli::print_json(&report);
+    }
+    let c = &report.counters;
+    println!(
+        "{} {} ({} nodes, {} instances, h={}): {} batches, {} kernels, {:.1} kB gathered, {:.1} kB scattered",
+        report.workload,
+        report.executor,
+        report.nodes,
+        report.instances,
+        report.hidden,
+        c.batches,
+        c.kernels,
+        c.bytes_gathered as f64 / 1e3,
+        c.bytes_scattered as f64 / 1e3
+    );
+    println!(
+        "  time {:.3} ms (construction {:.3}, scheduling {:.3}, execution {:.3}); {:.0} instances/s; misses {}; max rel error {}",
+        report.total_s * 1e3,
+        report.time.construction * 1e3,
+        report.time.scheduling * 1e3,
+        report.time.execution * 1e3,
+        report.instances_per_s,
+        report.policy_misses,
+        report
+            .max_rel_error
+            .map_or("-".to_string(), |e| format!("{e:.2e}"))
+    );
+    Ok(())
+}
