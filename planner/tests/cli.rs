@@ -1,0 +1,228 @@
+//! End-to-end tests of the `planner` binary: exit codes, messages, JSON fields.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn planner(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_planner"))
+        .args(args)
+        .output()
+        .expect("planner runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("batchlab-planner-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Writes the LSTM layout at hidden 64, batch 8 and returns its path.
+fn lstm_layout(name: &str) -> PathBuf {
+    let out = tmp(name);
+    let o = planner(&[
+        "layout",
+        "--cell",
+        "lstm",
+        "--hidden",
+        "64",
+        "--batch",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
+#[test]
+fn layout_json_reports_planned_and_baseline() {
+    let out = tmp("gru.json");
+    let base = tmp("gru-dynet.json");
+    let r = json(&planner(&[
+        "layout",
+        "--cell",
+        "gru",
+        "--hidden",
+        "64",
+        "--batch",
+        "8",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+        "--baseline-out",
+        base.to_str().unwrap(),
+    ]));
+    assert_eq!(r["cell"], "gru");
+    assert_eq!(r["batches"], 8);
+    assert_eq!(r["planned"]["copy_bytes"], 0);
+    assert!(r["baseline"]["copy_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        r["ratios"]["copy_bytes"].is_null(),
+        "planned 0: no finite ratio"
+    );
+    assert!(r["compile_ms"].as_f64().unwrap() >= 0.0);
+    for f in [&out, &base] {
+        let c = json(&planner(&["check", f.to_str().unwrap(), "--json"]));
+        assert_eq!(c["ok"], true);
+        assert_eq!(c["batches"], 8);
+    }
+    let c = json(&planner(&["check", base.to_str().unwrap(), "--json"]));
+    assert_eq!(c["allocation"], "dynet");
+    assert!(c["copies"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn layout_all_lists_every_builtin_cell() {
+    let r = json(&planner(&[
+        "layout", "--all", "--hidden", "8", "--batch", "2", "--json",
+    ]));
+    let rows = r.as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        engine::cells::CellLibrary::builtin().unwrap().len()
+    );
+    assert!(rows.iter().any(|row| row["cell"] == "tree_lstm.internal"));
+    let text = planner(&["layout", "--all", "--hidden", "8", "--batch", "2"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("all removed"));
+}
+
+#[test]
+fn unknown_cell_lists_the_known_ones() {
+    let o = planner(&["layout", "--cell", "nope", "--hidden", "64", "--batch", "8"]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("unknown cell `nope`") && e.contains("lstm"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cell_file_with_a_dangling_operand_is_reported_with_its_line() {
+    let f = tmp("dangling.yaml");
+    std::fs::write(
+        &f,
+        "name: my\nports:\n  - name: x\n    arity: one\n    inputs:\n      - {name: x, shape: [h]}\nops:\n  - {out: y, op: tanh, args: [nope]}\noutputs: [y]\n",
+    )
+    .unwrap();
+    let o = planner(&[
+        "layout",
+        "--cell",
+        "my",
+        "--hidden",
+        "8",
+        "--batch",
+        "2",
+        "--cells",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("dangling.yaml:8") && e.contains("undefined operand `nope`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn corrupt_layout_file_reports_line_and_column() {
+    let f = tmp("corrupt.json");
+    std::fs::write(
+        &f,
+        "{\n  \"format\": \"batchlab-layout\",\n  \"version\": 1,\n  oops\n}\n",
+    )
+    .unwrap();
+    let o = planner(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(e.contains("corrupt.json:4:"), "{e}");
+    let o = planner(&["check", tmp("missing.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing.json"));
+}
+
+#[test]
+fn layout_edited_to_another_hidden_size_is_rejected_clearly() {
+    let f = lstm_layout("lstm-h.json");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let edited = tmp("lstm-h32.json");
+    std::fs::write(
+        &edited,
+        text.replacen("\"hidden\": 64", "\"hidden\": 32", 1),
+    )
+    .unwrap();
+    let o = planner(&["check", edited.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains("hidden 32") && e.contains("another hidden size"),
+        "{e}"
+    );
+    let o = planner(&["check", f.to_str().unwrap(), "--hidden", "32"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("for hidden size 64 but --hidden 32"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn wrong_format_field_is_rejected() {
+    let f = lstm_layout("lstm-fmt.json");
+    let text = std::fs::read_to_string(&f).unwrap();
+    let edited = tmp("lstm-fmt2.json");
+    std::fs::write(
+        &edited,
+        text.replacen("\"version\": 1", "\"version\": 7", 1),
+    )
+    .unwrap();
+    let o = planner(&["check", edited.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("version 7"), "{}", stderr(&o));
+}
+
+#[test]
+fn explain_prints_every_phase() {
+    let o = planner(&["explain", "--cell", "lstm"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for phase in [
+        "after construction",
+        "BROADCASTCONSTRAINT",
+        "DECIDENODESORDER",
+        "copy plan",
+    ] {
+        assert!(text.contains(phase), "missing {phase}");
+    }
+    let r = json(&planner(&["explain", "--cell", "tree_gru.leaf", "--json"]));
+    assert_eq!(r["order"].as_array().unwrap().len(), 10);
+    assert!(r["decided"].as_str().unwrap().starts_with('{'));
+}
+
+#[test]
+fn every_subcommand_documents_json_in_help() {
+    for sub in ["layout", "check", "explain"] {
+        let o = planner(&[sub, "--help"]);
+        assert!(o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("--json"),
+            "{sub}"
+        );
+    }
+    let o = planner(&["layout", "--hidden", "8", "--batch", "2"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "missing --cell/--all is a usage error"
+    );
+}
