@@ -115,16 +115,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.json {
         return crate::cli::print_json(&r);
     }
-    println!(
+    engine::outln!(
         "{} ({} level): {} nodes, {} edges, {} bytes; median of {}",
-        r.workload, r.level, r.nodes, r.edges, r.bytes, r.repeat
+        r.workload,
+        r.level,
+        r.nodes,
+        r.edges,
+        r.bytes,
+        r.repeat
     );
     for (what, s, rate) in [
         ("record", r.record_s, r.record_nodes_per_s),
         ("write", r.write_s, r.write_nodes_per_s),
         ("read", r.read_s, r.read_nodes_per_s),
     ] {
-        println!(
+        engine::outln!(
             "  {what:<7} {:>9.3} ms  {:>7.2} M nodes/s",
             s * 1e3,
             rate / 1e6

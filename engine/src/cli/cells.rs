@@ -91,17 +91,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return crate::cli::print_json(&rows);
     }
     for r in &rows {
-        println!("{} (h={}): {}", r.name, r.hidden, r.doc);
+        engine::outln!("{} (h={}): {}", r.name, r.hidden, r.doc);
         if a.name.is_some() {
             for p in &r.ports {
-                println!("  port   {p}");
+                engine::outln!("  port   {p}");
             }
             for op in &r.ops {
-                println!("  op     {op}");
+                engine::outln!("  op     {op}");
             }
-            println!("  output {}", r.outputs.join(", "));
+            engine::outln!("  output {}", r.outputs.join(", "));
         }
-        println!(
+        engine::outln!(
             "  {} ops, {} params ({} bytes)",
             r.ops.len(),
             r.params,

@@ -45,7 +45,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return crate::cli::print_json(&rows);
     }
     for r in &rows {
-        println!(
+        engine::outln!(
             "{:<12} {:<24} {:>6} samples {:>8} bytes {}",
             r.dataset,
             r.file,

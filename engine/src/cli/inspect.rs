@@ -39,8 +39,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let m = report.meta;
     let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_string());
-    println!("trace     {}", report.file);
-    println!(
+    engine::outln!("trace     {}", report.file);
+    engine::outln!(
         "workload  {} (level {}, batch {}, hidden {}, data {}, seed {})",
         report.workload,
         opt(m.level.map(|l| l.name().to_string())),
@@ -50,9 +50,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         opt(m.seed.map(|v| v.to_string())),
     );
     let s = &report.stats;
-    println!(
+    engine::outln!(
         "nodes {}  edges {}  instances {}  depth {}  lower bound {} batches",
-        s.nodes, s.edges, s.instances, s.depth, s.lower_bound
+        s.nodes,
+        s.edges,
+        s.instances,
+        s.depth,
+        s.lower_bound
     );
     let width = s
         .types
@@ -61,12 +65,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    engine::outln!(
         "{:>4}  {:<width$}  {:>9}  {:>8}  {:>6}",
-        "id", "type", "batchable", "nodes", "lb"
+        "id",
+        "type",
+        "batchable",
+        "nodes",
+        "lb"
     );
     for t in &s.types {
-        println!(
+        engine::outln!(
             "{:>4}  {:<width$}  {:>9}  {:>8}  {:>6}",
             t.id,
             t.name,

@@ -54,7 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    engine::outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

@@ -118,7 +118,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.json {
         return crate::cli::print_json(&summary);
     }
-    println!(
+    engine::outln!(
         "recorded {} ({} level, {} samples of {}, hidden {}, seed {}): {} nodes, {} edges, {} types, lower bound {} batches -> {} in {:.3} s",
         summary.workload,
         summary.level,

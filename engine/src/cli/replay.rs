@@ -190,7 +190,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return crate::cli::print_json(&report);
     }
     let c = &report.counters;
-    println!(
+    engine::outln!(
         "{} {} ({} nodes, {} instances, h={}): {} batches, {} kernels, {:.1} kB gathered, {:.1} kB scattered",
         report.workload,
         report.executor,
@@ -202,7 +202,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         c.bytes_gathered as f64 / 1e3,
         c.bytes_scattered as f64 / 1e3
     );
-    println!(
+    engine::outln!(
         "  time {:.3} ms (construction {:.3}, scheduling {:.3}, execution {:.3}); {:.0} instances/s; misses {}; max rel error {}",
         report.total_s * 1e3,
         report.time.construction * 1e3,

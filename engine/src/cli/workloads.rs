@@ -56,9 +56,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return crate::cli::print_json(&rows);
     }
     for r in &rows {
-        println!(
+        engine::outln!(
             "{:<20} {} [{}; {}]",
-            r.name, r.description, r.structure, r.default_data
+            r.name,
+            r.description,
+            r.structure,
+            r.default_data
         );
         let roles: Vec<String> = r
             .roles
@@ -72,8 +75,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 }
             })
             .collect();
-        println!("{:<20} roles: {}", "", roles.join(", "));
-        println!("{:<20} paper: {}", "", r.paper);
+        engine::outln!("{:<20} roles: {}", "", roles.join(", "));
+        engine::outln!("{:<20} paper: {}", "", r.paper);
     }
     Ok(())
 }

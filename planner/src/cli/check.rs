@@ -83,7 +83,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.json {
         return super::print_json(&out);
     }
-    println!(
+    engine::outln!(
         "ok: {}: cell {} hidden {} batch {}: {} batches; of {} batched operands {} contiguous, {} broadcast, {} copied ({} bytes)",
         out.file,
         out.cell,

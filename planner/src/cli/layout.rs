@@ -222,11 +222,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 fn print_one(r: &Row, b: Baseline) {
     let (bk, bb, label) = shown_baseline(r, b);
     let (pk, pb) = shown_planned(r, b);
-    println!(
+    engine::outln!(
         "cell {}  hidden {}  batch {}  ({} ops)",
-        r.cell, r.hidden, r.batch, r.ops
+        r.cell,
+        r.hidden,
+        r.batch,
+        r.ops
     );
-    println!(
+    engine::outln!(
         "in-cell schedule: {} batches (lower bound {}; {}; {} minimum schedule(s){}, {} composition(s) planned)",
         r.batches,
         r.lower_bound,
@@ -243,41 +246,43 @@ fn print_one(r: &Row, b: Baseline) {
         },
         r.compositions
     );
-    println!(
+    engine::outln!(
         "{:<28} {:>12} {:>14}  ratio",
         "",
         "planned",
         format!("baseline ({label})")
     );
-    println!(
+    engine::outln!(
         "{:<28} {:>12} {:>14}  {}",
         "memory kernels",
         pk,
         bk,
         show_ratio(bk, pk)
     );
-    println!(
+    engine::outln!(
         "{:<28} {:>12} {:>14}  {}",
         "copy bytes",
         pb,
         bb,
         show_ratio(bb, pb)
     );
-    println!(
+    engine::outln!(
         "{:<28} {:>12} {:>14}",
         "broadcasts (bytes if copied)",
         format!("{} ({})", r.planned.broadcasts, r.planned.broadcast_bytes),
         format!("{} ({})", r.baseline.broadcasts, r.baseline.broadcast_bytes),
     );
-    println!(
+    engine::outln!(
         "layout: {} ({} bytes), compile {:.3} ms",
-        r.layout_source, r.arena_bytes, r.compile_ms
+        r.layout_source,
+        r.arena_bytes,
+        r.compile_ms
     );
     if let Some(o) = &r.out {
-        println!("wrote {o}");
+        engine::outln!("wrote {o}");
     }
     if let Some(o) = &r.baseline_out {
-        println!("wrote {o} (baseline)");
+        engine::outln!("wrote {o} (baseline)");
     }
 }
 
@@ -286,15 +291,21 @@ fn print_table(rows: &[Row], b: Baseline) {
         Baseline::Dynet => "dynet",
         Baseline::DynetPerInstance => "dynet-per-instance",
     };
-    println!("baseline: {label}; kernels and bytes as planned / baseline");
-    println!(
+    engine::outln!("baseline: {label}; kernels and bytes as planned / baseline");
+    engine::outln!(
         "{:<22} {:>4} {:>8} {:>9} {:>22} {:>13} {:>9}",
-        "cell", "ops", "batches", "kernels", "copy bytes", "ratio", "ms"
+        "cell",
+        "ops",
+        "batches",
+        "kernels",
+        "copy bytes",
+        "ratio",
+        "ms"
     );
     for r in rows {
         let (bk, bb, _) = shown_baseline(r, b);
         let (pk, pb) = shown_planned(r, b);
-        println!(
+        engine::outln!(
             "{:<22} {:>4} {:>8} {:>9} {:>22} {:>13} {:>9.3}",
             r.cell,
             r.ops,

@@ -50,7 +50,7 @@ pub(crate) fn library(files: &[PathBuf]) -> anyhow::Result<CellLibrary> {
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    engine::outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
