@@ -34,6 +34,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// Writes one line to stdout for the command-line tools. A closed pipe (the
+/// output piped into `head`) ends the process quietly with status 0 instead of
+/// the panic `println!` gives; any other write error is reported on stderr.
+pub fn print_line(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let result = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+    if let Err(e) = result {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` for the command-line tools, via [`print_line`].
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::io::print_line(format_args!($($arg)*))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,27 +83,4 @@ mod tests {
         let path = std::env::temp_dir().join("batchlab-no-such-dir-xyz/out.json");
         assert!(write_atomic(&path, b"x").is_err());
     }
-}
-
-/// Writes one line to stdout for the command-line tools. A closed pipe (the
-/// output piped into `head`) ends the process quietly with status 0 instead of
-/// the panic `println!` gives; any other write error is reported on stderr.
-pub fn print_line(args: std::fmt::Arguments) {
-    let mut out = std::io::stdout().lock();
-    let result = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
-    if let Err(e) = result {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: writing to stdout: {e}");
-        std::process::exit(1);
-    }
-}
-
-/// `println!` for the command-line tools, via [`print_line`].
-#[macro_export]
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        $crate::io::print_line(format_args!($($arg)*))
-    };
 }
