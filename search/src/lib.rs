@@ -40,6 +40,7 @@
 #![warn(missing_docs)]
 
 pub mod export;
+pub mod optimal;
 pub mod qtable;
 pub mod trainer;
 

@@ -1,0 +1,173 @@
+//! Criterion benches of the policy search (figures in docs/benchmarks.md,
+//! "Policy search"): environment steps, FSM decisions, training.
+//!
+//! - `env_step`: one full episode of lattice-lstm (batch 32, hidden 64, record
+//!   seed 7) with a seeded random policy; throughput in node executions.
+//! - `fsm_decision`: on tree-lstm-2type, whose trained sort policy covers its
+//!   trace (on the other workloads typewise already reaches the best rollout
+//!   at episode 0, so the kept table is empty and every decision would be a
+//!   fallback): `choose()` alone on the frontier of every decision of an
+//!   episode (snapshots), then one episode driven by the FSM and the same
+//!   episode replaying the recorded choices (their difference is the decision
+//!   cost again, but within the noise of the steps).
+//! - `train_tree_lstm`, `train_lattice_lstm`: training with default
+//!   hyper-parameters (early stop on), and exactly 1000 episodes.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use engine::cells::CellLibrary;
+use engine::graph::{NodeId, TypeId};
+use engine::sched::{
+    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, Hyperparameters, SameTypeDag,
+};
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use search::export::policy_file;
+use search::trainer::{TrainConfig, default_hyperparameters, train};
+
+fn record(name: &str) -> Trace {
+    workloads::record(
+        &RecordOptions {
+            workload: workloads::workload(name).expect("built-in workload"),
+            data: DataChoice::Default,
+            batch: 32,
+            hidden: 64,
+            level: Level::Cell,
+            seed: 7,
+        },
+        &CellLibrary::builtin().expect("built-in cells"),
+    )
+    .expect("recording a built-in workload")
+}
+
+fn env_step(c: &mut Criterion) {
+    let trace = record("lattice-lstm");
+    let g = &trace.graph;
+    let st = SameTypeDag::new(g);
+    let mut f = Frontier::new(g, &st);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let mut ready: Vec<TypeId> = Vec::new();
+    let mut out: Vec<NodeId> = Vec::new();
+    let mut group = c.benchmark_group("env_step");
+    group.throughput(Throughput::Elements(g.len() as u64));
+    group.bench_function("lattice_lstm_b32_random_episode", |b| {
+        b.iter(|| {
+            f.reset();
+            while !f.is_done() {
+                ready.clear();
+                ready.extend(f.ready_types());
+                let t = ready[rng.random_range(0..ready.len())];
+                out.clear();
+                f.step(t, &mut out);
+            }
+            black_box(f.batches())
+        })
+    });
+    group.finish();
+}
+
+fn fsm_decision(c: &mut Criterion) {
+    let trace = record("tree-lstm-2type");
+    let g = &trace.graph;
+    let st = SameTypeDag::new(g);
+    let cfg = TrainConfig {
+        encoding: Encoding::Sort,
+        hyper: default_hyperparameters(),
+        seed: 1,
+    };
+    let trained = train(g, &st, &cfg, &mut |_, _| {});
+    let file = policy_file(&trained, &trace, "bench", &cfg.hyper, 1);
+    let mut fsm = FsmPolicy::new(file).expect("exported policy reads back");
+    fsm.prepare(g).expect("policy fits its training trace");
+    let mut f = Frontier::new(g, &st);
+    let mut out: Vec<NodeId> = Vec::new();
+    let mut choices = Vec::new();
+    // The frontier at every decision, to time choose() alone on real states.
+    let mut states = Vec::new();
+    while !f.is_done() {
+        states.push(f.clone());
+        let (Choice::All(t) | Choice::AtDepth(t, _)) = fsm.choose(&f);
+        choices.push(t);
+        out.clear();
+        f.step(t, &mut out);
+    }
+    let mut group = c.benchmark_group("fsm_decision");
+    group.throughput(Throughput::Elements(choices.len() as u64));
+    group.bench_function("tree_lstm_2type_b32_choose_only", |b| {
+        b.iter(|| {
+            for s in &states {
+                black_box(fsm.choose(s));
+            }
+        })
+    });
+    group.bench_function("tree_lstm_2type_b32_fsm_episode", |b| {
+        b.iter(|| {
+            f.reset();
+            while !f.is_done() {
+                let (Choice::All(t) | Choice::AtDepth(t, _)) = fsm.choose(&f);
+                out.clear();
+                f.step(t, &mut out);
+            }
+            black_box(f.batches())
+        })
+    });
+    group.bench_function("tree_lstm_2type_b32_replayed_episode", |b| {
+        b.iter(|| {
+            f.reset();
+            for &t in &choices {
+                out.clear();
+                f.step(t, &mut out);
+            }
+            black_box(f.batches())
+        })
+    });
+    group.finish();
+}
+
+fn bench_training(c: &mut Criterion, name: &str, group_name: &str) {
+    let trace = record(name);
+    let g = &trace.graph;
+    let st = SameTypeDag::new(g);
+    let mut group = c.benchmark_group(group_name);
+    group.sample_size(10);
+    let default = TrainConfig {
+        encoding: Encoding::Sort,
+        hyper: default_hyperparameters(),
+        seed: 1,
+    };
+    group.bench_function("default_early_stop", |b| {
+        b.iter(|| black_box(train(g, &st, &default, &mut |_, _| {}).report.best_batches))
+    });
+    let full = TrainConfig {
+        hyper: Hyperparameters {
+            stop_ratio: 0.0,
+            max_episodes: 1000,
+            ..default_hyperparameters()
+        },
+        ..default
+    };
+    group.bench_function("1000_episodes", |b| {
+        b.iter(|| black_box(train(g, &st, &full, &mut |_, _| {}).report.best_batches))
+    });
+    group.finish();
+}
+
+fn train_tree_lstm(c: &mut Criterion) {
+    bench_training(c, "tree-lstm", "train_tree_lstm");
+}
+
+fn train_lattice_lstm(c: &mut Criterion) {
+    bench_training(c, "lattice-lstm", "train_lattice_lstm");
+}
+
+criterion_group!(
+    benches,
+    env_step,
+    fsm_decision,
+    train_tree_lstm,
+    train_lattice_lstm
+);
+criterion_main!(benches);

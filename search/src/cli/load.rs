@@ -1,0 +1,150 @@
+//! Loading what the subcommands share: traces, policies given as a file or a
+//! heuristic name, and a timed, validated evaluation of one policy on a trace.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use engine::sched::{
+    BatchPolicy, FsmPolicy, HEURISTICS, PolicyFile, SameTypeDag, Schedule, heuristic, run_policy,
+    validate_schedule,
+};
+use engine::trace::Trace;
+
+/// Reads a trace; the error names the file (and line for malformed JSON).
+pub(crate) fn trace(path: &Path) -> anyhow::Result<Trace> {
+    Ok(Trace::read(path)?)
+}
+
+/// A policy named on the command line.
+pub(crate) enum PolicySpec {
+    /// One of [`HEURISTICS`].
+    Heuristic(&'static str),
+    /// A policy file.
+    File {
+        /// The path as given.
+        path: String,
+        /// Its contents.
+        file: Box<PolicyFile>,
+    },
+}
+
+/// Resolves `arg`: a heuristic name, else a policy file. An argument that looks
+/// like a path (has a separator or a YAML extension) is always read as a file,
+/// so a typo in a file name reports the missing file, not an unknown name.
+pub(crate) fn policy(arg: &str) -> anyhow::Result<PolicySpec> {
+    if let Some(&name) = HEURISTICS.iter().find(|h| **h == arg) {
+        return Ok(PolicySpec::Heuristic(name));
+    }
+    let looks_like_path = arg.contains(std::path::MAIN_SEPARATOR)
+        || arg.contains('/')
+        || arg.ends_with(".yaml")
+        || arg.ends_with(".yml");
+    if !looks_like_path && !Path::new(arg).exists() {
+        bail!(
+            "unknown policy {arg:?}: not a heuristic ({}) and no such policy file",
+            HEURISTICS.join(", ")
+        );
+    }
+    let file = PolicyFile::read(Path::new(arg))?;
+    Ok(PolicySpec::File {
+        path: arg.to_string(),
+        file: Box::new(file),
+    })
+}
+
+impl PolicySpec {
+    /// Row label: the heuristic name, or `fsm(<encoding>) <path>`.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            PolicySpec::Heuristic(n) => (*n).to_string(),
+            PolicySpec::File { path, file } => format!("fsm({}) {path}", file.encoding.name()),
+        }
+    }
+
+    /// Refuses a policy trained on another workload than the trace's, unless
+    /// `allow`: its type names would mostly not match, and every decision would
+    /// silently fall back.
+    pub(crate) fn check_workload(
+        &self,
+        trace: &Trace,
+        trace_path: &Path,
+        allow: bool,
+    ) -> anyhow::Result<()> {
+        if let PolicySpec::File { path, file } = self
+            && file.workload != trace.workload
+            && !allow
+        {
+            bail!(
+                "{path}: policy was trained on workload {:?} but trace {} is workload {:?} (pass --allow-other-workload to evaluate it anyway)",
+                file.workload,
+                trace_path.display(),
+                trace.workload
+            );
+        }
+        Ok(())
+    }
+
+    /// A fresh runtime policy.
+    pub(crate) fn instantiate(&self) -> anyhow::Result<Box<dyn BatchPolicy + Send>> {
+        match self {
+            PolicySpec::Heuristic(n) => {
+                heuristic(n).with_context(|| format!("heuristic {n:?} is not built in"))
+            }
+            PolicySpec::File { file, .. } => Ok(Box::new(FsmPolicy::new((**file).clone())?)),
+        }
+    }
+}
+
+/// A policy's result on one trace.
+pub(crate) struct Outcome {
+    /// Batches of the schedule.
+    pub batches: u64,
+    /// Decisions that fell back (FSM states never seen).
+    pub misses: u64,
+    /// Median wall time of one scheduling run.
+    pub seconds: f64,
+}
+
+/// Runs `policy` `repeats` times (at least once) on the trace, validates the
+/// schedule, and checks that every run gave the same one: policies are
+/// deterministic, so a difference is a bug worth stopping for.
+pub(crate) fn evaluate(
+    trace: &Trace,
+    st: &SameTypeDag,
+    policy: &mut dyn BatchPolicy,
+    repeats: usize,
+) -> anyhow::Result<Outcome> {
+    let g = &trace.graph;
+    let mut times = Vec::with_capacity(repeats.max(1));
+    let mut first: Option<(Schedule, u64)> = None;
+    for _ in 0..repeats.max(1) {
+        let start = Instant::now();
+        let (s, stats) = run_policy(g, st, policy)?;
+        times.push(start.elapsed().as_secs_f64());
+        match &first {
+            None => {
+                validate_schedule(g, &s).with_context(|| {
+                    format!("policy {} gave an invalid schedule", policy.name())
+                })?;
+                first = Some((s, stats.misses));
+            }
+            Some((s0, _)) if *s0 != s => {
+                bail!(
+                    "policy {} is not deterministic on this trace",
+                    policy.name()
+                )
+            }
+            Some(_) => {}
+        }
+    }
+    // The loop above ran at least once.
+    let Some((schedule, misses)) = first else {
+        bail!("no evaluation run");
+    };
+    Ok(Outcome {
+        batches: schedule.len() as u64,
+        misses,
+        seconds: super::median(times),
+    })
+}

@@ -1,0 +1,89 @@
+//! Command-line interface. One module per subcommand; each prints a human
+//! summary by default and one documented JSON value with `--json`
+//! (`docs/search-cli.md`). Errors reach `main` as `anyhow` chains and exit 1.
+
+mod bench;
+mod compare;
+mod dot;
+mod eval;
+mod load;
+mod optimal;
+mod show;
+mod train;
+
+use clap::{Parser, Subcommand};
+
+/// batchlab search: learn FSM batching policies (ED-Batch) by tabular
+/// Q-learning, evaluate them against the classic heuristics, and find exact
+/// optima of small graphs.
+#[derive(Debug, Parser)]
+#[command(name = "search", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Train a policy on a trace and write it as a policy file (YAML).
+    Train(train::Args),
+    /// Run one policy (a file or a heuristic name) on a trace and count batches.
+    Eval(eval::Args),
+    /// Every heuristic and the given policies on one trace, side by side.
+    Compare(compare::Args),
+    /// Exact minimum number of batches of a small trace (branch and bound).
+    Optimal(optimal::Args),
+    /// Print a policy's FSM as a table, or as Graphviz dot.
+    Show(show::Args),
+    /// Measure environment steps, FSM decisions and training time.
+    Bench(bench::Args),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Train(a) => train::run(a),
+        Command::Eval(a) => eval::run(a),
+        Command::Compare(a) => compare::run(a),
+        Command::Optimal(a) => optimal::run(a),
+        Command::Show(a) => show::run(a),
+        Command::Bench(a) => bench::run(a),
+    }
+}
+
+/// Prints `value` as pretty JSON on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the
+/// message before it already contains (library errors often embed their source).
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+/// `batches / lower_bound`, 1.0 for an empty graph.
+pub(crate) fn ratio(batches: u64, lower_bound: u64) -> f64 {
+    if lower_bound == 0 {
+        1.0
+    } else {
+        batches as f64 / lower_bound as f64
+    }
+}
+
+/// Median of a non-empty sample (upper median for even sizes).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}

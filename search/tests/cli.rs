@@ -1,0 +1,398 @@
+//! End-to-end tests of the `search` binary: exit codes, messages, JSON fields.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use engine::cells::CellLibrary;
+use engine::graph::{GraphBuilder, NodeId, TypeId};
+use engine::trace::{Level, Trace, TraceMeta};
+use engine::workloads::{self, DataChoice, RecordOptions};
+use serde_json::Value;
+
+fn search(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_search"))
+        .args(args)
+        .output()
+        .expect("search runs")
+}
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("batchlab-search-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn path(name: &str) -> String {
+    dir().join(name).display().to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn json(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn fails_with(o: &Output, needle: &str) {
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(o));
+    assert!(
+        stderr(o).contains(needle),
+        "{needle:?} not in {}",
+        stderr(o)
+    );
+}
+
+/// Records `workload` (batch, seed) to a file named after them; returns its path.
+fn trace(workload: &str, batch: usize, seed: u64) -> String {
+    trace_of(workload, DataChoice::Default, batch, seed)
+}
+
+fn trace_of(workload: &str, data: DataChoice, batch: usize, seed: u64) -> String {
+    let tag = if data == DataChoice::Synthetic {
+        "-syn"
+    } else {
+        ""
+    };
+    let p = path(&format!("{workload}{tag}-b{batch}-s{seed}.json"));
+    if !Path::new(&p).exists() {
+        let t = workloads::record(
+            &RecordOptions {
+                workload: workloads::workload(workload).unwrap(),
+                data,
+                batch,
+                hidden: 16,
+                level: Level::Cell,
+                seed,
+            },
+            &CellLibrary::builtin().unwrap(),
+        )
+        .unwrap();
+        t.write(Path::new(&p)).unwrap();
+    }
+    p
+}
+
+/// ED-Batch Fig. 1 as a trace file: optimum 6.
+fn fig1_trace() -> String {
+    let mut b = GraphBuilder::new();
+    for (n, batchable) in [("X", true), ("I", true), ("O", true), ("R", false)] {
+        b.types_mut().push(n, batchable).unwrap();
+    }
+    let mut add = |t: u32, args: &[u32]| {
+        let args: Vec<NodeId> = args.iter().map(|&a| NodeId(a)).collect();
+        b.add_node(TypeId(t), &args, Some(0));
+    };
+    for _ in 0..4 {
+        add(0, &[]);
+    }
+    add(1, &[0, 1]);
+    add(1, &[4, 2]);
+    add(1, &[5, 3]);
+    for src in 0..7 {
+        add(2, &[src]);
+    }
+    add(3, &(7..14).collect::<Vec<_>>());
+    let t = Trace {
+        workload: "fig1".into(),
+        meta: TraceMeta::default(),
+        graph: b.finish().unwrap(),
+    };
+    let p = path("fig1.json");
+    t.write(Path::new(&p)).unwrap();
+    p
+}
+
+#[test]
+fn train_then_eval_replays_the_trained_batches() {
+    let t = trace("lattice-lstm", 6, 2);
+    let out = path("lattice.yaml");
+    let r = json(&search(&[
+        "train",
+        "--trace",
+        &t,
+        "--encoding",
+        "sort-cond",
+        "--seed",
+        "3",
+        "--out",
+        &out,
+        "--json",
+    ]));
+    assert_eq!(r["encoding"], "sort-cond");
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1);
+    let batches = r["best_batches"].as_u64().unwrap();
+    let lb = r["lower_bound"].as_u64().unwrap();
+    assert!(batches >= lb);
+    assert!((r["ratio"].as_f64().unwrap() - batches as f64 / lb as f64).abs() < 1e-12);
+    let e = json(&search(&[
+        "eval", "--trace", &t, "--policy", &out, "--json",
+    ]));
+    assert_eq!(e["batches"].as_u64(), Some(batches));
+    assert_eq!(e["decisions"].as_u64(), Some(batches));
+    let misses = e["misses"].as_f64().unwrap();
+    assert!((e["miss_rate"].as_f64().unwrap() - misses / batches as f64).abs() < 1e-12);
+}
+
+#[test]
+fn train_all_keeps_the_fewest_batches_earliest_on_ties() {
+    let t = trace("tree-lstm-2type", 6, 4);
+    let out = path("all.yaml");
+    let r = json(&search(&[
+        "train",
+        "--trace",
+        &t,
+        "--encoding",
+        "all",
+        "--episodes",
+        "200",
+        "--out",
+        &out,
+        "--json",
+    ]));
+    let runs = r["runs"].as_array().unwrap();
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|x| x["encoding"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["base", "max", "sort", "sort-cond", "sort-phase"]);
+    let min = runs
+        .iter()
+        .map(|x| x["best_batches"].as_u64().unwrap())
+        .min();
+    let first = runs
+        .iter()
+        .find(|x| x["best_batches"].as_u64() == min)
+        .unwrap();
+    assert_eq!(r["encoding"], first["encoding"]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let enc = first["encoding"].as_str().unwrap();
+    assert!(text.contains(&format!("encoding: {enc}")), "{text}");
+}
+
+#[test]
+fn same_seed_writes_identical_policy_files() {
+    let t = trace("tree-gru", 5, 1);
+    let (a, b) = (path("same-a.yaml"), path("same-b.yaml"));
+    for out in [&a, &b] {
+        let o = search(&[
+            "train",
+            "--trace",
+            &t,
+            "--encoding",
+            "all",
+            "--seed",
+            "5",
+            "--out",
+            out,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+}
+
+#[test]
+fn eval_and_compare_cover_heuristics_and_policy_files() {
+    let t = fig1_trace();
+    let e = json(&search(&[
+        "eval",
+        "--trace",
+        &t,
+        "--policy",
+        "agenda-updated",
+        "--json",
+    ]));
+    assert_eq!(e["batches"], 7);
+    assert_eq!(e["lower_bound"], 6);
+    assert_eq!(e["misses"], 0);
+    let out = path("fig1.yaml");
+    json(&search(&["train", "--trace", &t, "--out", &out, "--json"]));
+    let c = json(&search(&[
+        "compare", "--trace", &t, "--policy", &out, "--json",
+    ]));
+    let rows = c["rows"].as_array().unwrap();
+    let got: Vec<(&str, u64)> = rows
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["batches"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        got[..5],
+        [
+            ("depth", 9),
+            ("agenda", 9),
+            ("agenda-updated", 7),
+            ("cavs", 7),
+            ("typewise", 6)
+        ]
+    );
+    assert!(got[5].0.starts_with("fsm(sort) "));
+    assert_eq!(got[5].1, 6);
+}
+
+#[test]
+fn policy_errors_name_the_problem_and_exit_1() {
+    let t = trace("tree-lstm", 3, 1);
+    fails_with(
+        &search(&["eval", "--trace", &t, "--policy", "greedy"]),
+        "unknown policy \"greedy\"",
+    );
+    let missing = path("missing.yaml");
+    fails_with(
+        &search(&["eval", "--trace", &t, "--policy", &missing]),
+        &missing,
+    );
+    let bad = path("bad.yaml");
+    std::fs::write(&bad, "format: batchlab-policy\nversion: 1\nencoding: [\n").unwrap();
+    fails_with(
+        &search(&["eval", "--trace", &t, "--policy", &bad]),
+        &format!("{bad}:"),
+    );
+    let no_trace = path("no-trace.json");
+    fails_with(
+        &search(&["eval", "--trace", &no_trace, "--policy", "depth"]),
+        &no_trace,
+    );
+    // A tree-lstm policy on a tree-gru trace: refused unless allowed.
+    let pol = path("tree.yaml");
+    json(&search(&["train", "--trace", &t, "--out", &pol, "--json"]));
+    let other = trace("tree-gru", 3, 1);
+    fails_with(
+        &search(&["eval", "--trace", &other, "--policy", &pol]),
+        "trained on workload \"tree-lstm\"",
+    );
+    let o = search(&[
+        "eval",
+        "--trace",
+        &other,
+        "--policy",
+        &pol,
+        "--allow-other-workload",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    fails_with(
+        &search(&[
+            "train",
+            "--trace",
+            &t,
+            "--learning-rate",
+            "0",
+            "--out",
+            &pol,
+        ]),
+        "--learning-rate",
+    );
+}
+
+#[test]
+fn optimal_solves_fig1_and_refuses_large_traces() {
+    let t = fig1_trace();
+    let r = json(&search(&["optimal", "--trace", &t, "--json"]));
+    assert_eq!(r["batches"], 6);
+    assert_eq!(r["proved"], true);
+    assert_eq!(r["schedule"].as_array().unwrap().len(), 6);
+    let big = trace("tree-lstm", 4, 1);
+    fails_with(
+        &search(&["optimal", "--trace", &big]),
+        "more than the limit of 64",
+    );
+}
+
+#[test]
+fn show_prints_states_and_dot_edges_from_the_training_trace() {
+    // One synthetic tree of tree-lstm-2type where learning beats the typewise
+    // start (an untrained table would be empty: nothing to show).
+    let t = trace_of("tree-lstm-2type", DataChoice::Synthetic, 1, 22);
+    let pol = path("show.yaml");
+    json(&search(&[
+        "train",
+        "--trace",
+        &t,
+        "--encoding",
+        "sort-phase",
+        "--out",
+        &pol,
+        "--json",
+    ]));
+    let s = json(&search(&["show", "--policy", &pol, "--json"]));
+    let states = s["states"].as_array().unwrap();
+    assert!(!states.is_empty());
+    assert_eq!(states[0]["id"], "S0");
+    let o = search(&["show", "--policy", &pol, "--dot"]);
+    let dot = String::from_utf8(o.stdout).unwrap();
+    assert!(dot.contains("// edges: transitions observed"), "{dot}");
+    assert!(dot.contains("digraph fsm {"));
+    assert!(dot.contains("start -> "));
+    assert!(dot.contains("S0 [label=\"S0: [phase:0"), "{dot}");
+    // Without the training trace, states only (and says so).
+    let text = std::fs::read_to_string(&pol)
+        .unwrap()
+        .replace(&t, "gone.json");
+    let moved = path("moved.yaml");
+    std::fs::write(&moved, text).unwrap();
+    let o = search(&["show", "--policy", &moved, "--dot"]);
+    let dot = String::from_utf8(o.stdout).unwrap();
+    assert!(dot.contains("// states only"), "{dot}");
+    assert!(!dot.contains("->"));
+}
+
+#[test]
+fn every_subcommand_documents_json_and_train_help_states_the_real_defaults() {
+    for cmd in ["train", "eval", "compare", "optimal", "show", "bench"] {
+        let o = search(&[cmd, "--help"]);
+        assert!(o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("--json"),
+            "{cmd}"
+        );
+    }
+    let help = String::from_utf8(search(&["train", "--help"]).stdout).unwrap();
+    let h = search::trainer::default_hyperparameters();
+    for (flag, v) in [
+        ("--learning-rate", h.learning_rate),
+        ("--gamma", h.gamma),
+        ("--epsilon ", h.epsilon_start),
+        ("--epsilon-decay", h.epsilon_decay),
+        ("--epsilon-floor", h.epsilon_floor),
+        ("--n-step", f64::from(h.n_step)),
+        ("--episodes", f64::from(h.max_episodes)),
+        ("--rollout-every", f64::from(h.rollout_every)),
+        ("--alpha", h.alpha),
+        ("--stop-ratio", h.stop_ratio),
+    ] {
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(flag))
+            .unwrap_or_else(|| panic!("no help line for {flag}"));
+        let stated: f64 = line
+            .rsplit_once("[default: ")
+            .and_then(|(_, d)| d.strip_suffix(']'))
+            .and_then(|d| d.parse().ok())
+            .unwrap_or_else(|| panic!("{flag}: no default in {line:?}"));
+        assert_eq!(stated, v, "{flag}: help says {stated}, trainer uses {v}");
+    }
+}
+
+#[test]
+fn bench_reports_every_section() {
+    let r = json(&search(&[
+        "bench",
+        "--workload",
+        "rvnn",
+        "--batch",
+        "2",
+        "--repeat",
+        "1",
+        "--json",
+    ]));
+    assert!(r["env_step"]["node_steps_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        r["fsm_decision"]["ns_per_decision_with_step"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let t = r["training"].as_array().unwrap();
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0]["workload"], "rvnn");
+}
