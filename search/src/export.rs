@@ -10,9 +10,11 @@ use engine::trace::Trace;
 
 use crate::trainer::Trained;
 
-/// The policy file of a training run. States with no updated action are left
-/// out (the runtime falls back there anyway); states are sorted by their tokens
-/// and Q values by action name, so equal runs give equal bytes.
+/// The policy file of a training run. A state's action is the one the final
+/// greedy rollout took there (so the FSM replays that schedule), else its best
+/// updated action; states with neither are left out (the runtime falls back
+/// there anyway). States are sorted by their tokens and Q values by action
+/// name, so equal runs give equal bytes.
 pub fn policy_file(
     trained: &Trained,
     trace: &Trace,
@@ -26,7 +28,7 @@ pub fn policy_file(
         .states()
         .iter()
         .filter_map(|sq| {
-            let (best, _) = sq.best()?;
+            let best = sq.chosen.or_else(|| sq.best().map(|b| b.0))?;
             let name = |a: u16| types[usize::from(a)].clone();
             Some(StateEntry {
                 state: key_to_tokens(&sq.key, types),

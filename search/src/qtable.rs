@@ -11,6 +11,8 @@ pub struct StateQ {
     pub key: Box<[u16]>,
     /// Actions updated at least once, with their values.
     pub q: Vec<(u16, f64)>,
+    /// The action the final greedy rollout took here (see [`QTable::set_chosen`]).
+    pub chosen: Option<u16>,
 }
 
 impl StateQ {
@@ -67,7 +69,11 @@ impl QTable {
         let i = self.states.len() as u32;
         let key: Box<[u16]> = key.into();
         self.index.insert(key.clone(), i);
-        self.states.push(StateQ { key, q: Vec::new() });
+        self.states.push(StateQ {
+            key,
+            q: Vec::new(),
+            chosen: None,
+        });
         i
     }
 
@@ -80,6 +86,20 @@ impl QTable {
     pub fn update(&mut self, s: u32, a: u16, target: f64, lr: f64) {
         let q = self.states[s as usize].slot(a);
         *q += lr * (target - *q);
+    }
+
+    /// Records the action a greedy rollout took in state `s` (the first one, if
+    /// the rollout met the state several times).
+    pub fn set_chosen(&mut self, s: u32, a: u16) {
+        let st = &mut self.states[s as usize];
+        st.chosen.get_or_insert(a);
+    }
+
+    /// The action the FSM stores for state `s`: the recorded greedy choice, else
+    /// the best updated action.
+    pub fn decision(&self, s: u32) -> Option<u16> {
+        let st = &self.states[s as usize];
+        st.chosen.or_else(|| st.best().map(|b| b.0))
     }
 
     /// Highest Q among the updated actions of state `s`; `None` if none was.

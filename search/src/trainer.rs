@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use engine::graph::{Graph, lower_bound};
+use engine::graph::{Graph, TypeId, lower_bound};
 use engine::sched::{
     Encoding, Frontier, Hyperparameters, SameTypeDag, StateEncoder, typewise_choice,
 };
@@ -92,8 +92,10 @@ pub struct TrainReport {
     pub encoding: Encoding,
     /// Episodes run.
     pub episodes: u32,
-    /// Batches of the best greedy rollout.
+    /// Batches of the exported FSM on the training trace.
     pub best_batches: u64,
+    /// Batches of the best greedy rollout (the kept table's).
+    pub rollout_batches: u64,
     /// Episode count at that rollout.
     pub best_episode: u32,
     /// Lower bound of the trace.
@@ -155,11 +157,33 @@ struct Episode<'g> {
 }
 
 impl<'g> Episode<'g> {
-    /// Greedy action of the current state: the table's best; a state without
-    /// entries (or whose best type is not ready) gets the typewise choice, as
-    /// the runtime FSM's fallback would.
-    fn greedy(&self, table: &QTable, s: u32) -> engine::graph::TypeId {
-        if let Some((a, _)) = table.state(s).best() {
+    /// Greedy action of the current state: the highest Q among the ready
+    /// actions, where the typewise choice, if never tried here, counts as good as
+    /// the best tried action and wins the tie. A state with no tried action thus
+    /// follows typewise, and learning departs from typewise only where a tried
+    /// action proved better — the heuristic is the prior, not a competitor the
+    /// first random update can displace. Ties among tried actions go to the one
+    /// earlier in the state key.
+    fn greedy(&self, table: &QTable, s: u32) -> TypeId {
+        let tw = typewise_choice(&self.f);
+        let st = table.state(s);
+        let Some((a, q)) = st.best() else {
+            return tw;
+        };
+        // Typewise's value: learned if tried, else as good as the best (and it wins ties).
+        let tw_q = st.get(self.rank[tw.index()]).unwrap_or(q);
+        let t = self.token_type[usize::from(a)];
+        if q > tw_q && self.f.ready_count(t) > 0 {
+            t
+        } else {
+            tw
+        }
+    }
+
+    /// The FSM's decision in state `s`, as the runtime takes it: the stored
+    /// action if ready, else typewise.
+    fn fsm_decision(&self, table: &QTable, s: u32) -> TypeId {
+        if let Some(a) = table.decision(s) {
             let t = self.token_type[usize::from(a)];
             if self.f.ready_count(t) > 0 {
                 return t;
@@ -175,13 +199,31 @@ impl<'g> Episode<'g> {
         reward
     }
 
-    /// A greedy episode without updates; returns its batch count.
-    fn rollout(&mut self, table: &mut QTable) -> u64 {
+    /// A greedy episode without updates; returns its batch count. With
+    /// `record`, stores each visited state's action in the table (distilling
+    /// the rollout into the FSM).
+    fn rollout(&mut self, table: &mut QTable, record: bool) -> u64 {
         self.f.reset();
         while !self.f.is_done() {
             self.enc.encode(&self.f, &self.rank, &mut self.key);
             let s = table.state_id(&self.key);
             let t = self.greedy(table, s);
+            if record {
+                table.set_chosen(s, self.rank[t.index()]);
+            }
+            self.step(t, 0.0);
+        }
+        self.f.batches() as u64
+    }
+
+    /// An episode deciding exactly as the runtime FSM would with this table;
+    /// returns its batch count.
+    fn fsm_rollout(&mut self, table: &mut QTable) -> u64 {
+        self.f.reset();
+        while !self.f.is_done() {
+            self.enc.encode(&self.f, &self.rank, &mut self.key);
+            let s = table.state_id(&self.key);
+            let t = self.fsm_decision(table, s);
             self.step(t, 0.0);
         }
         self.f.batches() as u64
@@ -215,7 +257,7 @@ pub fn train(
         node_steps: 0,
     };
     let mut table = QTable::new();
-    let first = ep.rollout(&mut table);
+    let first = ep.rollout(&mut table, false);
     let mut best = (first, 0u32, table.clone());
     let mut rollouts = vec![Rollout {
         episode: 0,
@@ -228,7 +270,10 @@ pub fn train(
     let gamma_n = h.gamma.powi(n as i32);
     let stop = |b: u64| (b as f64) <= h.stop_ratio * lb as f64;
     let mut ready: Vec<engine::graph::TypeId> = Vec::new();
-    while episodes < h.max_episodes && !stop(best.0) {
+    // Train at least until the first rollout, so that even where the untrained
+    // greedy policy (typewise) already meets the bound, the kept table is a
+    // trained one and the FSM stands on its own.
+    while episodes < h.max_episodes && !(episodes > 0 && best.1 > 0 && stop(best.0)) {
         ep.f.reset();
         ep.steps.clear();
         ep.enc.encode(&ep.f, &ep.rank, &mut ep.key);
@@ -286,13 +331,14 @@ pub fn train(
         episodes += 1;
         eps = (eps * h.epsilon_decay).max(h.epsilon_floor);
         if h.rollout_every > 0 && episodes % h.rollout_every == 0 {
-            let b = ep.rollout(&mut table);
+            let b = ep.rollout(&mut table, false);
             rollouts.push(Rollout {
                 episode: episodes,
                 batches: b,
                 states: table.len(),
             });
-            if b < best.0 {
+            // Ties go to the newer table: trained beats untrained at equal batches.
+            if b <= best.0 {
                 best = (b, episodes, table.clone());
             }
             progress(episodes, best.0);
@@ -303,13 +349,20 @@ pub fn train(
     } else {
         StopReason::Budget
     };
+    // Distil the kept table's greedy rollout into the FSM, then count what the
+    // FSM itself does (a state met twice keeps its first action, so this can
+    // differ from the rollout; the FSM's own count is the one reported).
+    let mut kept = best.2;
+    ep.rollout(&mut kept, true);
+    let fsm_batches = ep.fsm_rollout(&mut kept);
     Trained {
-        table: best.2,
+        table: kept,
         types,
         report: TrainReport {
             encoding: cfg.encoding,
             episodes,
-            best_batches: best.0,
+            best_batches: fsm_batches,
+            rollout_batches: best.0,
             best_episode: best.1,
             lower_bound: lb,
             stop_reason,
