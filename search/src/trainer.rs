@@ -271,9 +271,10 @@ pub fn train(
     let stop = |b: u64| (b as f64) <= h.stop_ratio * lb as f64;
     let mut ready: Vec<engine::graph::TypeId> = Vec::new();
     // Train at least until the first rollout, so that even where the untrained
-    // greedy policy (typewise) already meets the bound, the kept table is a
-    // trained one and the FSM stands on its own.
-    while episodes < h.max_episodes && !(episodes > 0 && best.1 > 0 && stop(best.0)) {
+    // greedy policy (typewise) already meets the bound, a trained table gets
+    // the chance to tie it (ties keep the newer table).
+    let min_episodes = h.rollout_every.max(1);
+    while episodes < h.max_episodes && !(episodes >= min_episodes && stop(best.0)) {
         ep.f.reset();
         ep.steps.clear();
         ep.enc.encode(&ep.f, &ep.rank, &mut ep.key);
