@@ -9,6 +9,7 @@ pub mod graph;
 pub mod io;
 pub mod replay;
 pub mod sched;
+pub mod tool;
 pub mod trace;
 pub mod workloads;
 pub mod yaml;

@@ -7,12 +7,5 @@ mod cli;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let args = cli::Cli::parse();
-    match cli::run(args) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", cli::error_chain(&e));
-            std::process::ExitCode::FAILURE
-        }
-    }
+    engine::tool::exit(cli::run(cli::Cli::parse()))
 }

@@ -50,22 +50,5 @@ pub(crate) fn library(files: &[PathBuf]) -> anyhow::Result<CellLibrary> {
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    engine::outln!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-/// The error and its causes joined by ": ", skipping a cause whose text the
-/// message before it already contains.
-pub fn error_chain(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-    }
-    out
+    engine::tool::print_json(value)
 }

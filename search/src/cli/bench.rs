@@ -329,7 +329,7 @@ fn training_time(name: &str, batch: usize, repeat: usize) -> anyhow::Result<Trai
 
 fn print_report(r: &Report) {
     let e = &r.env_step;
-    println!(
+    engine::outln!(
         "env step ({}, batch {}, {} nodes, random policy, {} episodes): {:.1} M node executions/s, {:.2} M decisions/s",
         e.workload,
         r.batch,
@@ -339,7 +339,7 @@ fn print_report(r: &Report) {
         e.decisions_per_s / 1e6
     );
     let d = &r.fsm_decision;
-    println!(
+    engine::outln!(
         "FSM decision ({}, {}, {} states, {} decisions/episode, {} misses): {:.1} ns per choose() ({:.1} ns by difference of episodes), {:.1} ns per decision with its step",
         d.workload,
         d.encoding,
@@ -350,7 +350,7 @@ fn print_report(r: &Report) {
         d.ns_per_choose_by_difference,
         d.ns_per_decision_with_step
     );
-    println!(
+    engine::outln!(
         "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>10} {:>12}",
         "training (sort)",
         "nodes",
@@ -363,7 +363,7 @@ fn print_report(r: &Report) {
         "s/1000 ep"
     );
     for t in &r.training {
-        println!(
+        engine::outln!(
             "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>10.4} {:>12.4}",
             t.workload,
             t.nodes,

@@ -94,9 +94,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.json {
         return super::print_json(&r);
     }
-    println!(
+    engine::outln!(
         "{} ({}, {} nodes), lower bound {}",
-        r.trace, r.workload, r.nodes, r.lower_bound
+        r.trace,
+        r.workload,
+        r.nodes,
+        r.lower_bound
     );
     let width = r
         .rows
@@ -105,12 +108,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!(
+    engine::outln!(
         "{:<width$} {:>8} {:>7} {:>7} {:>10}",
-        "policy", "batches", "ratio", "misses", "ms"
+        "policy",
+        "batches",
+        "ratio",
+        "misses",
+        "ms"
     );
     for x in &r.rows {
-        println!(
+        engine::outln!(
             "{:<width$} {:>8} {:>7.3} {:>7} {:>10.3}",
             x.name,
             x.batches,

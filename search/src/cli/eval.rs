@@ -80,7 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.json {
         return super::print_json(&r);
     }
-    println!(
+    engine::outln!(
         "{} on {} ({}, {} nodes): {} batches, lower bound {} (ratio {:.3}), {} of {} decisions missed ({:.1}%), {:.3} ms per schedule (median of {}); schedule valid",
         r.policy,
         r.trace,

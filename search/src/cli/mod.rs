@@ -53,24 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-/// The error and its causes joined by ": ", skipping a cause whose text the
-/// message before it already contains (library errors often embed their source).
-pub fn error_chain(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            if !out.is_empty() {
-                out.push_str(": ");
-            }
-            out.push_str(&text);
-        }
-    }
-    out
+    engine::tool::print_json(value)
 }
 
 /// `batches / lower_bound`, 1.0 for an empty graph.

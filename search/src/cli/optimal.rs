@@ -62,7 +62,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return super::print_json(&r);
     }
     let x = &r.result;
-    println!(
+    engine::outln!(
         "{} ({}, {} nodes): {} {} batches, lower bound {}, best heuristic {} with {}; {} expansions in {:.3} s",
         r.trace,
         r.workload,
@@ -79,6 +79,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         x.expanded,
         r.seconds
     );
-    println!("schedule: {}", x.schedule.join(", "));
+    engine::outln!("schedule: {}", x.schedule.join(", "));
     Ok(())
 }

@@ -69,7 +69,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return super::print_json(&r);
     }
     let t = &file.training;
-    println!(
+    engine::outln!(
         "{}: encoding {}, workload {}, trained on {} ({} nodes), {} episodes, {} batches (lower bound {}), {} states",
         r.policy,
         r.encoding,
@@ -83,7 +83,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     for s in &r.states {
         let q: Vec<String> = s.q.iter().map(|(a, v)| format!("{a}={v:.3}")).collect();
-        println!(
+        engine::outln!(
             "{:>4}  {} -> {}    Q: {}",
             s.id,
             super::dot::state_label(&file, s.state),

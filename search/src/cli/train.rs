@@ -256,11 +256,15 @@ fn write_policy(file: &engine::sched::PolicyFile, out: &Path) -> anyhow::Result<
 }
 
 fn print_table(s: &Summary) {
-    println!(
+    engine::outln!(
         "{} ({}, {} nodes), lower bound {}, seed {}",
-        s.trace, s.workload, s.nodes, s.chosen.lower_bound, s.seed
+        s.trace,
+        s.workload,
+        s.nodes,
+        s.chosen.lower_bound,
+        s.seed
     );
-    println!(
+    engine::outln!(
         "{:<11} {:>8} {:>8} {:>7} {:>9} {:<12} {:>7} {:>9} {:>12}",
         "encoding",
         "episodes",
@@ -273,7 +277,7 @@ fn print_table(s: &Summary) {
         "node steps/s"
     );
     for r in &s.runs {
-        println!(
+        engine::outln!(
             "{:<11} {:>8} {:>8} {:>7.3} {:>9} {:<12} {:>7} {:>9.4} {:>12.3e}",
             r.encoding,
             r.episodes,
@@ -286,8 +290,11 @@ fn print_table(s: &Summary) {
             r.node_steps_per_s
         );
     }
-    println!(
+    engine::outln!(
         "wrote {} (encoding {}, {} batches, {} states)",
-        s.out, s.chosen.encoding, s.chosen.best_batches, s.chosen.states
+        s.out,
+        s.chosen.encoding,
+        s.chosen.best_batches,
+        s.chosen.states
     );
 }
