@@ -7,6 +7,7 @@ pub mod cells;
 pub mod data;
 pub mod graph;
 pub mod io;
+pub mod layout;
 pub mod replay;
 pub mod sched;
 pub mod tool;

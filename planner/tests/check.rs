@@ -13,7 +13,7 @@ fn lstm() -> (Cell, LayoutFile) {
         .instantiate("lstm", 16)
         .unwrap();
     let plan = plan_cell(&cell, 4, &PlanOptions::default()).unwrap();
-    let file = LayoutFile::planned(&cell, &plan);
+    let file = planner::layout_file::planned_file(&cell, &plan);
     (cell, file)
 }
 

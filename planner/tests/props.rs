@@ -161,7 +161,7 @@ proptest! {
         prop_assert!(plan.search.exhaustive);
         prop_assert_eq!(plan.schedule().len(), plan.search.min_batches);
         prop_assert!(plan.search.min_batches >= plan.search.lower_bound);
-        for file in [LayoutFile::planned(&cell, &plan), LayoutFile::baseline(&cell, &plan)] {
+        for file in [planner::layout_file::planned_file(&cell, &plan), planner::layout_file::baseline_file(&cell, &plan)] {
             if let Err(e) = check_layout(&file, &cell) {
                 return Err(TestCaseError::fail(format!("seed {seed}: {e}")));
             }
@@ -177,7 +177,7 @@ proptest! {
         let inputs = cell.ports.len();
         let order = &plan.planned.planned.layout.order;
         prop_assert_eq!(&order[..inputs], &(0..inputs).collect::<Vec<_>>()[..]);
-        check_layout(&LayoutFile::planned(&cell, &plan), &cell).unwrap();
+        check_layout(&planner::layout_file::planned_file(&cell, &plan), &cell).unwrap();
     }
 
     #[test]

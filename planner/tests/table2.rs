@@ -45,8 +45,8 @@ fn every_non_broadcast_copy_is_removed_and_files_check() {
             "{name}: meets the lower bound"
         );
         for file in [
-            LayoutFile::planned(&cell, &p),
-            LayoutFile::baseline(&cell, &p),
+            planner::layout_file::planned_file(&cell, &p),
+            planner::layout_file::baseline_file(&cell, &p),
         ] {
             check_layout(&file, &cell).unwrap_or_else(|e| panic!("{name}: {e}"));
             let again = LayoutFile::parse(&file.to_json(), "mem").unwrap();
@@ -58,7 +58,7 @@ fn every_non_broadcast_copy_is_removed_and_files_check() {
 #[test]
 fn lstm_gate_weights_are_one_contiguous_operand() {
     let (cell, p) = plan("lstm", false);
-    let file = LayoutFile::planned(&cell, &p);
+    let file = planner::layout_file::planned_file(&cell, &p);
     let gates = &file.schedule[0];
     assert_eq!(gates.ops.len(), 4);
     let w = &gates.operands[1];
@@ -96,7 +96,7 @@ fn fixed_inputs_reproduce_the_mvcell_row() {
     let (pt, bt) = (p.planned.planned.eval.totals, p.baseline.eval.totals);
     assert_eq!((pt.memory_kernels, pt.copy_bytes), (2, 260 * 1024));
     assert_eq!((bt.memory_kernels, bt.copy_bytes), (2, 260 * 1024));
-    let file = LayoutFile::planned(&cell, &p);
+    let file = planner::layout_file::planned_file(&cell, &p);
     let names: Vec<&str> = file.variables[..4]
         .iter()
         .map(|v| v.name.as_str())
@@ -113,8 +113,8 @@ fn same_input_gives_identical_bytes() {
         let (c1, p1) = plan(name, false);
         let (c2, p2) = plan(name, false);
         assert_eq!(
-            LayoutFile::planned(&c1, &p1).to_json(),
-            LayoutFile::planned(&c2, &p2).to_json(),
+            planner::layout_file::planned_file(&c1, &p1).to_json(),
+            planner::layout_file::planned_file(&c2, &p2).to_json(),
             "{name}"
         );
     }

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use engine::cells::{Cell, CellLibrary};
 use planner::layout_file::TotalsEntry;
 use planner::schedule::DEFAULT_SCHEDULE_CAP;
-use planner::{CellPlan, LayoutFile, LayoutSource, PlanOptions, plan_cell};
+use planner::{CellPlan, LayoutSource, PlanOptions, plan_cell};
 use serde::Serialize;
 
 /// Which DyNet baseline the text output compares against (JSON has both).
@@ -120,8 +120,8 @@ fn plan(lib: &CellLibrary, name: &str, a: &Args) -> anyhow::Result<(Cell, CellPl
 }
 
 fn row(p: &CellPlan, a: &Args, ms: f64, out: Option<String>, baseline_out: Option<String>) -> Row {
-    let planned = TotalsEntry::from(&p.planned.planned.eval.totals);
-    let baseline = TotalsEntry::from(&p.baseline.eval.totals);
+    let planned = planner::layout_file::totals_entry(&p.planned.planned.eval.totals);
+    let baseline = planner::layout_file::totals_entry(&p.baseline.eval.totals);
     Row {
         cell: p.cell.clone(),
         hidden: p.hidden,
@@ -194,12 +194,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let (cell, p, ms) = plan(&lib, name, &a)?;
         let mut out = None;
         if let Some(path) = &a.out {
-            LayoutFile::planned(&cell, &p).write(path)?;
+            planner::layout_file::planned_file(&cell, &p).write(path)?;
             out = Some(path.display().to_string());
         }
         let mut baseline_out = None;
         if let Some(path) = &a.baseline_out {
-            LayoutFile::baseline(&cell, &p).write(path)?;
+            planner::layout_file::baseline_file(&cell, &p).write(path)?;
             baseline_out = Some(path.display().to_string());
         }
         rows.push(row(&p, &a, ms, out, baseline_out));
