@@ -53,7 +53,7 @@
 //! assert_eq!(plan.planned.planned.eval.totals.broadcast_bytes, 16 * 1024);
 //!
 //! // The layout file round-trips through the checker.
-//! let file = planner::planner::layout_file::planned_file(&lstm, &plan);
+//! let file = planner::layout_file::planned_file(&lstm, &plan);
 //! planner::check::check_layout(&file, &lstm)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
