@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
+use engine::layout::LayoutFile;
 use engine::replay::{self, Counters, Executor, TimeSplit};
 use engine::sched::{FsmPolicy, PolicyFile, heuristic};
 use engine::trace::{Level, Trace};
@@ -27,13 +28,22 @@ pub struct Args {
     hidden: usize,
     /// Executor: `reference` (one node at a time), `dynet` (primitive ops batched
     /// by --policy agenda|depth), `cavs` (all ready vertices), `policy` (cells
-    /// batched by --policy: a heuristic name or a policy file from `search train`).
+    /// batched by --policy: a heuristic name or a policy file from `search
+    /// train`), `edbatch` (cells batched by --policy, each cell run by its
+    /// planned layout from --layouts), `edbatch-nolayout` (same, DyNet-order
+    /// layouts: the layout's own contribution).
     #[arg(long)]
     executor: String,
-    /// Batching policy for `dynet` (agenda, agenda-updated, depth) and `policy`
-    /// (depth, agenda, agenda-updated, cavs, typewise, or P.yaml).
+    /// Batching policy for `dynet` (agenda, agenda-updated, depth), `policy` and
+    /// `edbatch*` (depth, agenda, agenda-updated, cavs, typewise, or a policy
+    /// file P.yaml from `search train`).
     #[arg(long)]
     policy: Option<String>,
+    /// For `edbatch` / `edbatch-nolayout`: the folder of layout files written by
+    /// `planner layout --all --hidden H --batch B --out-dir DIR` (`<cell>.json`
+    /// planned, `<cell>.baseline.json` DyNet order).
+    #[arg(long)]
+    layouts: Option<PathBuf>,
     /// Device: only `cpu` in this build.
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -70,7 +80,41 @@ struct Report {
     max_rel_error: Option<f64>,
 }
 
-fn executor(a: &Args) -> anyhow::Result<Executor> {
+/// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
+/// `<cell>.baseline.json` for the DyNet order).
+fn layouts(
+    model: &replay::Model,
+    dir: &std::path::Path,
+    baseline: bool,
+) -> anyhow::Result<Vec<(String, LayoutFile)>> {
+    let mut files = Vec::new();
+    for rm in &model.roles {
+        let name = &rm.cell.name;
+        if files
+            .iter()
+            .any(|(_, f): &(String, LayoutFile)| f.cell == *name)
+        {
+            continue;
+        }
+        let path = dir.join(if baseline {
+            format!("{name}.baseline.json")
+        } else {
+            format!("{name}.json")
+        });
+        if !path.exists() {
+            bail!(
+                "{}: no layout for cell {name}; write them with `planner layout --all --hidden {} --batch 8 --out-dir {}`",
+                path.display(),
+                model.hidden,
+                dir.display()
+            );
+        }
+        files.push((path.display().to_string(), LayoutFile::read(&path)?));
+    }
+    Ok(files)
+}
+
+fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
         if let Some(p) = heuristic(name) {
@@ -88,6 +132,23 @@ fn executor(a: &Args) -> anyhow::Result<Executor> {
         "reference" => Executor::Reference,
         "cavs" => Executor::Cavs,
         "dynet" => Executor::Dynet(policy("agenda-updated")?),
+        "edbatch" | "edbatch-nolayout" => {
+            let Some(dir) = &a.layouts else {
+                bail!(
+                    "--executor {} needs --layouts DIR (write them with `planner layout --all --hidden {} --batch 8 --out-dir DIR`)",
+                    a.executor,
+                    model.hidden
+                );
+            };
+            if a.policy.is_none() {
+                bail!(
+                    "--executor {} needs --policy: a policy file (train one with `search train --trace T.json --out P.yaml`) or a heuristic name",
+                    a.executor
+                );
+            }
+            let files = layouts(model, dir, a.executor == "edbatch-nolayout")?;
+            Executor::EdBatch(policy("typewise")?, replay::compile_layouts(model, &files)?)
+        }
         "policy" => {
             if a.policy.is_none() {
                 bail!(
@@ -96,7 +157,9 @@ fn executor(a: &Args) -> anyhow::Result<Executor> {
             }
             Executor::Policy(policy("typewise")?)
         }
-        other => bail!("unknown executor {other:?}: expected reference, dynet, cavs or policy"),
+        other => bail!(
+            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch or edbatch-nolayout"
+        ),
     })
 }
 
@@ -142,7 +205,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
-    let mut ex = executor(&a)?;
+    let mut ex = executor(&a, &model)?;
     // Warm-up, then timed repeats.
     replay::replay(&trace, &model, &cells, &mut ex)?;
     let mut runs = Vec::with_capacity(a.repeat);

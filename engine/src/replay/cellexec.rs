@@ -64,3 +64,65 @@ pub fn run_batch(
     c.bytes_scattered += scattered;
     c.batches += 1;
 }
+
+/// [`run_batch`] for a role with an in-cell program (ED-Batch): the producers'
+/// outputs are gathered into the input blocks of the program's arena, the cell
+/// runs batch by batch as the layout says, the outputs are scattered back.
+#[allow(clippy::too_many_arguments)]
+pub fn run_batch_incell(
+    g: &Graph,
+    model: &Model,
+    prog: &super::incell::CellProgram,
+    store: &mut Store,
+    arena: &mut Vec<f32>,
+    tmp: &mut Vec<Vec<f32>>,
+    data: &mut Vec<(u32, u32)>,
+    batch: &[NodeId],
+    c: &mut Counters,
+) {
+    let Some(&first) = batch.first() else {
+        return;
+    };
+    let role_idx = model.type_role[g.node_type(first).index()];
+    let cell = &model.roles[role_idx].cell;
+    let k = batch.len();
+    arena.clear();
+    arena.resize(prog.arena_len(k), 0.0);
+    let mut gathered = 0u64;
+    for (r, &v) in batch.iter().enumerate() {
+        for (p, port) in cell.ports.iter().enumerate() {
+            for &pos in &model.bindings[v.index()][p] {
+                let u = g.args(v)[pos as usize];
+                let u_role = model.type_role[g.node_type(u).index()];
+                for (j, &input) in port.inputs.iter().enumerate() {
+                    let n = cell.values[input.0 as usize].numel();
+                    let at = prog.block(input.0 as usize, k) + r * n;
+                    let src = store.output(u, u_role, j);
+                    arena[at..at + n]
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(d, s)| *d += s);
+                    gathered += n as u64 * 4;
+                }
+            }
+        }
+    }
+    data.clear();
+    data.extend(batch.iter().map(|&v| model.node_data(v)));
+    let counts = prog.run(cell, k, data, arena, tmp);
+    let mut scattered = 0u64;
+    for (j, o) in cell.outputs.iter().enumerate() {
+        let n = cell.values[o.0 as usize].numel();
+        let start = prog.block(o.0 as usize, k);
+        for (r, &v) in batch.iter().enumerate() {
+            store
+                .output_mut(v, role_idx, j)
+                .copy_from_slice(&arena[start + r * n..start + (r + 1) * n]);
+            scattered += n as u64 * 4;
+        }
+    }
+    c.kernels += counts.kernels + counts.copy_kernels + 2;
+    c.bytes_gathered += gathered + counts.copy_bytes;
+    c.bytes_scattered += scattered;
+    c.batches += 1;
+}

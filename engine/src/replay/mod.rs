@@ -10,6 +10,7 @@
 
 mod cellexec;
 mod dynet;
+mod incell;
 mod interp;
 pub mod kernels;
 mod model;
@@ -20,6 +21,7 @@ use std::time::Instant;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use incell::{CellProgram, LayoutMismatch};
 pub use model::{Model, RoleModel};
 pub use store::Store;
 
@@ -70,6 +72,9 @@ pub enum ReplayError {
     /// The batching policy failed.
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// A layout file does not fit the trace's cells.
+    #[error(transparent)]
+    Layout(#[from] LayoutMismatch),
     /// Expanding the trace to primitive ops failed.
     #[error(transparent)]
     Expand(#[from] crate::workloads::ExpandError),
@@ -110,6 +115,32 @@ pub enum Executor {
     /// DyNet without static subgraphs: primitive ops batched by the policy
     /// (agenda or depth), gathers around every batched op.
     Dynet(Box<dyn BatchPolicy + Send>),
+    /// ED-Batch: cells batched by the policy (the learned FSM), each cell run
+    /// by the in-cell schedule and memory order of its layout (per role; a role
+    /// without a program runs op by op as in `Policy`).
+    EdBatch(Box<dyn BatchPolicy + Send>, Vec<Option<CellProgram>>),
+}
+
+/// Compiles layout files (`(source, file)`) into per-role programs: each role
+/// gets the file of its cell, if any. A file for a cell no role uses is
+/// ignored; a file at another hidden size, or inconsistent with its cell, is an
+/// error naming it.
+pub fn compile_layouts(
+    model: &Model,
+    files: &[(String, crate::layout::LayoutFile)],
+) -> Result<Vec<Option<CellProgram>>, ReplayError> {
+    model
+        .roles
+        .iter()
+        .map(|rm| {
+            files
+                .iter()
+                .find(|(_, f)| f.cell == rm.cell.name)
+                .map(|(src, f)| CellProgram::new(f, rm, src))
+                .transpose()
+                .map_err(ReplayError::Layout)
+        })
+        .collect()
 }
 
 /// Result of [`replay`]: the node outputs and the measurements.
@@ -170,27 +201,45 @@ pub fn replay(
             }
             time.execution = t1.elapsed().as_secs_f64();
         }
-        Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) => {
+        Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) | Executor::EdBatch(..) => {
             let mut cavs = CavsPolicy::default();
-            let policy: &mut dyn BatchPolicy = match executor {
-                Executor::Policy(p) => p.as_mut(),
-                _ => &mut cavs,
+            let (policy, programs): (&mut dyn BatchPolicy, &[Option<CellProgram>]) = match executor
+            {
+                Executor::Policy(p) => (p.as_mut(), &[]),
+                Executor::EdBatch(p, progs) => (p.as_mut(), progs.as_slice()),
+                _ => (&mut cavs, &[]),
             };
+            let mut arena = Vec::new();
+            let mut tmp = Vec::new();
             let st = SameTypeDag::for_policy(g, policy);
             time.construction = t0.elapsed().as_secs_f64();
             let t1 = Instant::now();
             let mut exec = 0.0;
             let mut on_batch = |batch: &[NodeId]| {
                 let t = Instant::now();
-                cellexec::run_batch(
-                    g,
-                    model,
-                    &mut store,
-                    &mut scratch,
-                    &mut data,
-                    batch,
-                    &mut counters,
-                );
+                let role = model.type_role[g.node_type(batch[0]).index()];
+                match programs.get(role).and_then(Option::as_ref) {
+                    Some(prog) => cellexec::run_batch_incell(
+                        g,
+                        model,
+                        prog,
+                        &mut store,
+                        &mut arena,
+                        &mut tmp,
+                        &mut data,
+                        batch,
+                        &mut counters,
+                    ),
+                    None => cellexec::run_batch(
+                        g,
+                        model,
+                        &mut store,
+                        &mut scratch,
+                        &mut data,
+                        batch,
+                        &mut counters,
+                    ),
+                }
                 exec += t.elapsed().as_secs_f64();
             };
             let (_, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;

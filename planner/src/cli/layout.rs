@@ -47,6 +47,11 @@ pub struct Args {
     /// Also write the DyNet baseline layout file here; only with --cell.
     #[arg(long, conflicts_with = "all")]
     baseline_out: Option<PathBuf>,
+    /// Write every planned cell's layout to DIR/<cell>.json and its DyNet
+    /// baseline to DIR/<cell>.baseline.json (what `engine replay --layouts DIR`
+    /// reads).
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
     /// Keep the cell's inputs first, in port order, where their producers
     /// wrote them (the paper's setting, judging by its MVCell row).
     #[arg(long)]
@@ -189,10 +194,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(c) => vec![c.clone()],
         None => lib.names().map(str::to_owned).collect(),
     };
+    if let Some(dir) = &a.out_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating output folder {}", dir.display()))?;
+    }
     let mut rows = Vec::new();
     for name in &names {
         let (cell, p, ms) = plan(&lib, name, &a)?;
         let mut out = None;
+        if let Some(dir) = &a.out_dir {
+            let planned = dir.join(format!("{name}.json"));
+            planner::layout_file::planned_file(&cell, &p).write(&planned)?;
+            planner::layout_file::baseline_file(&cell, &p)
+                .write(&dir.join(format!("{name}.baseline.json")))?;
+            out = Some(planned.display().to_string());
+        }
         if let Some(path) = &a.out {
             planner::layout_file::planned_file(&cell, &p).write(path)?;
             out = Some(path.display().to_string());
