@@ -13,8 +13,11 @@ use planner::{PlanOptions, plan_cell};
 
 const HIDDEN: usize = 16;
 
+/// Layout files with the names they would have on disk.
+type Files = Vec<(String, LayoutFile)>;
+
 /// Planned and baseline layout files of every built-in cell.
-fn layouts(cells: &CellLibrary) -> (Vec<(String, LayoutFile)>, Vec<(String, LayoutFile)>) {
+fn layouts(cells: &CellLibrary) -> (Files, Files) {
     let (mut planned, mut baseline) = (Vec::new(), Vec::new());
     for name in cells.names() {
         let cell = cells.instantiate(name, HIDDEN).unwrap();
@@ -85,7 +88,7 @@ fn lstm_planned_layout_removes_the_gate_weight_gathers() {
     )
     .unwrap();
     let m = replay::model(&trace, &cells, 1).unwrap();
-    let run = |files: &Vec<(String, LayoutFile)>| {
+    let run = |files: &Files| {
         let mut ex = Executor::EdBatch(
             Box::new(TypewisePolicy),
             compile_layouts(&m, files).unwrap(),
