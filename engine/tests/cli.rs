@@ -244,3 +244,49 @@ fn replay_bad_inputs_fail_clearly() {
         stderr(&o)
     );
 }
+
+#[test]
+fn edbatch_without_layouts_or_policy_says_how_to_get_them() {
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--executor",
+        "edbatch",
+        "--policy",
+        "typewise",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs --layouts DIR"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("planner layout --all"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = tmp("no-layouts");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--executor",
+        "edbatch",
+        "--policy",
+        "typewise",
+        "--layouts",
+        empty.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no layout for cell"), "{}", stderr(&o));
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--executor",
+        "edbatch",
+        "--layouts",
+        empty.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("search train"), "{}", stderr(&o));
+}
