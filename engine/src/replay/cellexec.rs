@@ -96,7 +96,7 @@ pub fn run_batch_incell(
                 let u_role = model.type_role[g.node_type(u).index()];
                 for (j, &input) in port.inputs.iter().enumerate() {
                     let n = cell.values[input.0 as usize].numel();
-                    let at = prog.block(input.0 as usize, k) + r * n;
+                    let at = prog.at(input.0 as usize, r);
                     let src = store.output(u, u_role, j);
                     arena[at..at + n]
                         .iter_mut()
@@ -113,11 +113,11 @@ pub fn run_batch_incell(
     let mut scattered = 0u64;
     for (j, o) in cell.outputs.iter().enumerate() {
         let n = cell.values[o.0 as usize].numel();
-        let start = prog.block(o.0 as usize, k);
         for (r, &v) in batch.iter().enumerate() {
+            let start = prog.at(o.0 as usize, r);
             store
                 .output_mut(v, role_idx, j)
-                .copy_from_slice(&arena[start + r * n..start + (r + 1) * n]);
+                .copy_from_slice(&arena[start..start + n]);
             scattered += n as u64 * 4;
         }
     }

@@ -4,21 +4,25 @@
 //! and writing the cell's variables in the file's memory order.
 //!
 //! Per run of a batch of `k` nodes the cell's non-parameter variables live in
-//! one arena, block after block in the layout's order (a block = `k` rows of a
-//! variable); parameters live once in a parameter arena, also in layout order.
-//! An operand of an in-cell batch is read in place when its blocks are
-//! consecutive in execution order, with stride 0 when it is one variable for
-//! every op (a broadcast), and otherwise gathered into a temporary first — the
-//! copy DyNet-style allocation pays; a result that is not consecutive is
-//! written to a temporary and scattered. Contiguity depends only on the order,
+//! one arena, one record per instance holding its variables in the layout's
+//! order (instance-major); parameters live once in a parameter arena, also in
+//! layout order. An operand of an in-cell batch whose variables are consecutive
+//! in execution order is then one strided matrix read in place — the four LSTM
+//! gate products become a single GEMM against the stacked weights; one variable
+//! for every op is a broadcast (op stride 0); anything else is gathered into a
+//! packed temporary first, the copy DyNet-style allocation pays. Results are
+//! computed into a packed buffer and stored into the records (a copy every
+//! layout pays alike; it is counted as a scatter only when the results are not
+//! consecutive, as the planner counts). Contiguity depends only on the order,
 //! not on `k`, so it is decided once when the program is built; the planner's
 //! own labels are not trusted.
 
 use thiserror::Error;
 
 use super::interp::{Operand, exec_op};
+use super::kernels;
 use super::model::RoleModel;
-use crate::cells::{Cell, ValueKind};
+use crate::cells::{Cell, PrimOp, ValueKind};
 use crate::layout::LayoutFile;
 
 /// A layout that cannot drive this cell.
@@ -187,18 +191,18 @@ impl CellProgram {
         })
     }
 
-    /// Floats of the value arena for `k` rows.
+    /// Floats of the value arena for `k` instances.
     pub fn arena_len(&self, k: usize) -> usize {
         self.units * k
     }
 
-    /// Where value `v`'s block starts for `k` rows (non-parameters only).
-    pub fn block(&self, v: usize, k: usize) -> usize {
-        self.unit[v] * k
+    /// Where value `v` of instance `r` starts (non-parameters only).
+    pub fn at(&self, v: usize, r: usize) -> usize {
+        r * self.units + self.unit[v]
     }
 
-    /// Runs every in-cell batch over `k` rows whose inputs are already in
-    /// `arena`; `tmp` is scratch for gathers and scattered results.
+    /// Runs every in-cell batch over `k` instances whose inputs are already in
+    /// `arena`; `tmp` is scratch for gathers and results.
     pub fn run(
         &self,
         cell: &Cell,
@@ -209,99 +213,219 @@ impl CellProgram {
     ) -> InCellCounts {
         let mut c = InCellCounts::default();
         for b in &self.batches {
-            let m = b.ops.len();
             let first = &cell.ops[b.ops[0]];
-            tmp.resize_with(first.args.len() + 1, Vec::new);
-            // Gathers first: pack non-contiguous operands into temporaries.
+            let arity = first.args.len();
+            tmp.resize_with(arity + 1, Vec::new);
+            let (ins, out) = tmp.split_at_mut(arity);
+            let mut views = Vec::with_capacity(arity);
             for (i, acc) in b.args.iter().enumerate() {
-                if *acc != Access::Gather {
-                    continue;
-                }
-                let buf = &mut tmp[i];
-                buf.clear();
-                for &o in &b.ops {
-                    let v = cell.ops[o].args[i].0 as usize;
-                    buf.extend_from_slice(self.slice(cell, v, k, arena));
-                }
-                c.copy_kernels += 1;
-                c.copy_bytes += buf.len() as u64 * 4;
-            }
-            let out_numel = cell.values[first.out.0 as usize].numel();
-            let res_len = m * k * out_numel;
-            let (res_start, res_tmp) = if b.result_in_place {
-                (self.block(first.out.0 as usize, k), false)
-            } else {
-                (0, true)
-            };
-            let (tmps, out_tmp) = tmp.split_at_mut(first.args.len());
-            let out_tmp = &mut out_tmp[0];
-            if res_tmp {
-                out_tmp.clear();
-                out_tmp.resize(res_len, 0.0);
-            }
-            {
-                let (lo, rest) = arena.split_at_mut(if res_tmp { 0 } else { res_start });
-                let (res, hi) = rest.split_at_mut(if res_tmp { 0 } else { res_len });
-                let out: &mut [f32] = if res_tmp { out_tmp } else { res };
-                let hi_base = res_start + if res_tmp { 0 } else { res_len };
-                let read = |start: usize, len: usize| -> &[f32] {
-                    if start + len <= res_start && !res_tmp {
-                        &lo[start..start + len]
-                    } else if res_tmp {
-                        &hi[start..start + len]
-                    } else {
-                        &hi[start - hi_base..start - hi_base + len]
+                let v0 = first.args[i].0 as usize;
+                let info = &cell.values[v0];
+                let numel = info.numel();
+                let per_row = info.kind != ValueKind::Param;
+                let view = match (acc, per_row) {
+                    (Access::Gather, _) => {
+                        let buf = &mut ins[i];
+                        buf.clear();
+                        if per_row {
+                            for r in 0..k {
+                                for &o in &b.ops {
+                                    let at = self.at(cell.ops[o].args[i].0 as usize, r);
+                                    buf.extend_from_slice(&arena[at..at + numel]);
+                                }
+                            }
+                        } else {
+                            for &o in &b.ops {
+                                let v = cell.ops[o].args[i].0 as usize;
+                                buf.extend_from_slice(
+                                    &self.params[self.param_at[v]..self.param_at[v] + numel],
+                                );
+                            }
+                        }
+                        c.copy_kernels += 1;
+                        c.copy_bytes += buf.len() as u64 * 4;
+                        View {
+                            src: Src::Tmp(i),
+                            base: 0,
+                            rs: if per_row { b.ops.len() * numel } else { 0 },
+                            os: numel,
+                        }
                     }
+                    (acc, true) => View {
+                        src: Src::Arena,
+                        base: self.unit[v0],
+                        rs: self.units,
+                        os: if *acc == Access::Broadcast { 0 } else { numel },
+                    },
+                    (acc, false) => View {
+                        src: Src::Params,
+                        base: self.param_at[v0],
+                        rs: 0,
+                        os: if *acc == Access::Broadcast { 0 } else { numel },
+                    },
                 };
+                views.push(view);
+            }
+            let m = b.ops.len();
+            let out_numel = cell.values[first.out.0 as usize].numel();
+            let y = &mut out[0];
+            y.clear();
+            y.resize(k * m * out_numel, 0.0);
+            let srcs = Sources {
+                arena,
+                params: &self.params,
+                tmp: ins,
+            };
+            exec_batch(cell, &b.ops, k, data, &views, &srcs, y);
+            c.kernels += 1;
+            // Store the results into the instances' records.
+            for r in 0..k {
                 for (j, &o) in b.ops.iter().enumerate() {
-                    let op = &cell.ops[o];
-                    let operands: Vec<Operand> = op
-                        .args
-                        .iter()
-                        .enumerate()
-                        .map(|(i, a)| {
-                            let v = a.0 as usize;
-                            let info = &cell.values[v];
-                            let per_row = info.kind != ValueKind::Param;
-                            let len = if per_row {
-                                k * info.numel()
-                            } else {
-                                info.numel()
-                            };
-                            let data = match b.args[i] {
-                                Access::Gather => &tmps[i][j * len..(j + 1) * len],
-                                _ if per_row => read(self.block(v, k), len),
-                                _ => &self.params[self.param_at[v]..self.param_at[v] + len],
-                            };
-                            Operand { data, per_row }
-                        })
-                        .collect();
-                    let y = &mut out[j * k * out_numel..(j + 1) * k * out_numel];
-                    exec_op(cell, op, k, data, &operands, y);
+                    let at = self.at(cell.ops[o].out.0 as usize, r);
+                    let from = (r * m + j) * out_numel;
+                    arena[at..at + out_numel].copy_from_slice(&y[from..from + out_numel]);
                 }
             }
-            c.kernels += 1;
-            if res_tmp {
-                for (j, &o) in b.ops.iter().enumerate() {
-                    let start = self.block(cell.ops[o].out.0 as usize, k);
-                    let n = k * out_numel;
-                    arena[start..start + n]
-                        .copy_from_slice(&tmp[first.args.len()][j * n..(j + 1) * n]);
-                }
+            if !b.result_in_place {
                 c.copy_kernels += 1;
-                c.copy_bytes += res_len as u64 * 4;
+                c.copy_bytes += y.len() as u64 * 4;
             }
         }
         c
     }
+}
 
-    fn slice<'a>(&'a self, cell: &Cell, v: usize, k: usize, arena: &'a [f32]) -> &'a [f32] {
-        let info = &cell.values[v];
-        if info.kind == ValueKind::Param {
-            &self.params[self.param_at[v]..self.param_at[v] + info.numel()]
-        } else {
-            let s = self.block(v, k);
-            &arena[s..s + k * info.numel()]
+/// Where an operand's data is.
+#[derive(Clone, Copy)]
+enum Src {
+    Arena,
+    Params,
+    Tmp(usize),
+}
+
+/// An operand of a batch as a strided view: op `j`'s data for instance `r`
+/// starts at `base + r·rs + j·os`.
+#[derive(Clone, Copy)]
+struct View {
+    src: Src,
+    base: usize,
+    rs: usize,
+    os: usize,
+}
+
+struct Sources<'a> {
+    arena: &'a [f32],
+    params: &'a [f32],
+    tmp: &'a [Vec<f32>],
+}
+
+impl Sources<'_> {
+    fn data(&self, v: &View) -> &[f32] {
+        match v.src {
+            Src::Arena => self.arena,
+            Src::Params => self.params,
+            Src::Tmp(i) => &self.tmp[i],
+        }
+    }
+
+    /// Op `j`'s `len` floats of instance `r`.
+    fn seg(&self, v: &View, r: usize, j: usize, len: usize) -> &[f32] {
+        let at = v.base + r * v.rs + j * v.os;
+        &self.data(v)[at..at + len]
+    }
+}
+
+/// Runs the ops of one in-cell batch into `y`, packed as `[k][ops][out]`.
+#[allow(clippy::too_many_arguments)]
+fn exec_batch(
+    cell: &Cell,
+    ops: &[usize],
+    k: usize,
+    data: &[(u32, u32)],
+    views: &[View],
+    s: &Sources,
+    y: &mut [f32],
+) {
+    let first = &cell.ops[ops[0]];
+    let m = ops.len();
+    let out = cell.values[first.out.0 as usize].numel();
+    let row = m * out;
+    let shape = |i: usize| &cell.values[first.args[i].0 as usize].shape;
+    let numel = |i: usize| cell.values[first.args[i].0 as usize].numel();
+    let per_row = |i: usize| cell.values[first.args[i].0 as usize].kind != ValueKind::Param;
+    match first.kind {
+        PrimOp::Affine | PrimOp::Matmul => {
+            let terms: Vec<(usize, usize)> = if first.kind == PrimOp::Affine {
+                for r in 0..k {
+                    for j in 0..m {
+                        y[r * row + j * out..r * row + (j + 1) * out]
+                            .copy_from_slice(s.seg(&views[0], r, j, out));
+                    }
+                }
+                (1..views.len()).step_by(2).map(|i| (i, i + 1)).collect()
+            } else {
+                vec![(0, 1)]
+            };
+            for (wi, xi) in terms {
+                let (wv, xv) = (views[wi], views[xi]);
+                let n = numel(xi);
+                let w_shape = shape(wi);
+                let p = n / w_shape.get(1).copied().unwrap_or(1).max(1);
+                if !per_row(wi) && per_row(xi) && p == 1 {
+                    if xv.os == 0 && wv.os == numel(wi) {
+                        // One input for every op and stacked weights: one GEMM.
+                        let x = &s.data(&xv)[xv.base..];
+                        let w = &s.data(&wv)[wv.base..wv.base + m * numel(wi)];
+                        kernels::gemm_xwt_strided(k, row, n, x, xv.rs, w, 1.0, y, row);
+                    } else {
+                        for j in 0..m {
+                            let x = &s.data(&xv)[xv.base + j * xv.os..];
+                            let w = s.seg(&wv, 0, j, numel(wi));
+                            kernels::gemm_xwt_strided(
+                                k,
+                                out,
+                                n,
+                                x,
+                                xv.rs,
+                                w,
+                                1.0,
+                                &mut y[j * out..],
+                                row,
+                            );
+                        }
+                    }
+                } else {
+                    // Per-instance matrices (MV-RNN): a small product per instance and op.
+                    let (mm, nn) = (w_shape[0], w_shape.get(1).copied().unwrap_or(1));
+                    for r in 0..k {
+                        for j in 0..m {
+                            let a = s.seg(&wv, r, j, numel(wi));
+                            let bb = s.seg(&xv, r, j, n);
+                            let at = r * row + j * out;
+                            kernels::gemm(mm, nn, p, a, bb, 1.0, &mut y[at..at + out]);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            // Everything else, instance by instance and op by op on segments.
+            let mut args: Vec<Operand> = Vec::with_capacity(views.len());
+            let mut d = [(0u32, 0u32)];
+            for (r, node) in data.iter().enumerate().take(k) {
+                d[0] = *node;
+                for (j, &o) in ops.iter().enumerate() {
+                    args.clear();
+                    for (i, v) in views.iter().enumerate() {
+                        args.push(Operand {
+                            data: s.seg(v, r, j, numel(i)),
+                            per_row: per_row(i),
+                        });
+                    }
+                    let at = r * row + j * out;
+                    exec_op(cell, &cell.ops[o], 1, &d, &args, &mut y[at..at + out]);
+                }
+            }
         }
     }
 }

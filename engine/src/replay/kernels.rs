@@ -33,6 +33,46 @@ pub fn gemm_xwt(k: usize, m: usize, n: usize, x: &[f32], w: &[f32], beta: f32, y
     }
 }
 
+/// [`gemm_xwt`] on strided rows: row `r` of `x` starts at `r·rsx`, row `r` of `y`
+/// at `r·rsy` (rows of a larger record, as in an instance-major arena).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_xwt_strided(
+    k: usize,
+    m: usize,
+    n: usize,
+    x: &[f32],
+    rsx: usize,
+    w: &[f32],
+    beta: f32,
+    y: &mut [f32],
+    rsy: usize,
+) {
+    if k == 0 || m == 0 {
+        return;
+    }
+    assert!(x.len() >= (k - 1) * rsx + n && w.len() >= m * n && y.len() >= (k - 1) * rsy + m);
+    // SAFETY: the assert bounds every address the strides reach; `y` is a
+    // distinct mutable borrow.
+    unsafe {
+        matrixmultiply::sgemm(
+            k,
+            n,
+            m,
+            1.0,
+            x.as_ptr(),
+            rsx as isize,
+            1,
+            w.as_ptr(),
+            1,
+            n as isize,
+            beta,
+            y.as_mut_ptr(),
+            rsy as isize,
+            1,
+        );
+    }
+}
+
 /// `c[m×p] = beta·c + a[m×n] · b[n×p]`, all row-major (one instance's product).
 pub fn gemm(m: usize, n: usize, p: usize, a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
     debug_assert!(a.len() >= m * n && b.len() >= n * p && c.len() >= m * p);

@@ -188,6 +188,7 @@ impl BatchPolicy for FsmPolicy {
     /// Only the sort-cond encoding reads |Frontier(G^t)| itself; otherwise it is
     /// the fallback's need (typewise reads it, on misses).
     fn needs_sub_frontier(&self) -> bool {
-        self.file.encoding == super::encoding::Encoding::SortCond || self.fallback.needs_sub_frontier()
+        self.file.encoding == super::encoding::Encoding::SortCond
+            || self.fallback.needs_sub_frontier()
     }
 }
