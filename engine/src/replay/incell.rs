@@ -20,7 +20,7 @@
 use thiserror::Error;
 
 use super::interp::{Operand, exec_op};
-use super::kernels;
+use super::kernels::{self, Binary, Unary};
 use super::model::RoleModel;
 use crate::cells::{Cell, PrimOp, ValueKind};
 use crate::layout::LayoutFile;
@@ -404,6 +404,45 @@ fn exec_batch(
                             let at = r * row + j * out;
                             kernels::gemm(mm, nn, p, a, bb, 1.0, &mut y[at..at + out]);
                         }
+                    }
+                }
+            }
+        }
+        PrimOp::Sigmoid | PrimOp::Tanh | PrimOp::Relu | PrimOp::OneMinus => {
+            let f = match first.kind {
+                PrimOp::Sigmoid => Unary::Sigmoid,
+                PrimOp::Tanh => Unary::Tanh,
+                PrimOp::Relu => Unary::Relu,
+                _ => Unary::OneMinus,
+            };
+            let v = &views[0];
+            for r in 0..k {
+                let yr = &mut y[r * row..(r + 1) * row];
+                if v.os == out {
+                    // Consecutive operand: the whole batch of this instance at once.
+                    kernels::unary(f, s.seg(v, r, 0, row), yr);
+                } else {
+                    for j in 0..m {
+                        kernels::unary(f, s.seg(v, r, j, out), &mut yr[j * out..(j + 1) * out]);
+                    }
+                }
+            }
+        }
+        PrimOp::Add | PrimOp::Sub | PrimOp::Mul => {
+            let f = match first.kind {
+                PrimOp::Add => Binary::Add,
+                PrimOp::Sub => Binary::Sub,
+                _ => Binary::Mul,
+            };
+            let (a, bv) = (&views[0], &views[1]);
+            for r in 0..k {
+                let yr = &mut y[r * row..(r + 1) * row];
+                if a.os == out && bv.os == out && per_row(0) && per_row(1) {
+                    kernels::binary(f, s.seg(a, r, 0, row), s.seg(bv, r, 0, row), yr);
+                } else {
+                    for j in 0..m {
+                        let (x0, x1) = (s.seg(a, r, j, out), s.seg(bv, r, j, out));
+                        kernels::binary(f, x0, x1, &mut yr[j * out..(j + 1) * out]);
                     }
                 }
             }
