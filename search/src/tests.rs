@@ -1,5 +1,5 @@
 use engine::cells::CellLibrary;
-use engine::graph::{Graph, GraphBuilder, NodeId, TypeId, lower_bound};
+use engine::graph::{ed_batch_fig1 as fig1, lower_bound};
 use engine::sched::{Encoding, FsmPolicy, SameTypeDag, run_policy, validate_schedule};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
@@ -28,29 +28,6 @@ fn cfg(encoding: Encoding, seed: u64) -> TrainConfig {
         hyper: default_hyperparameters(),
         seed,
     }
-}
-
-/// ED-Batch Fig. 1 (see engine::sched tests): optimum 6, agenda 7, depth 9.
-fn fig1() -> Graph {
-    let mut b = GraphBuilder::new();
-    for (n, batchable) in [("X", true), ("I", true), ("O", true), ("R", false)] {
-        b.types_mut().push(n, batchable).unwrap();
-    }
-    let mut add = |t: u32, args: &[u32]| {
-        let args: Vec<NodeId> = args.iter().map(|&a| NodeId(a)).collect();
-        b.add_node(TypeId(t), &args, Some(0));
-    };
-    for _ in 0..4 {
-        add(0, &[]);
-    }
-    add(1, &[0, 1]);
-    add(1, &[4, 2]);
-    add(1, &[5, 3]);
-    for src in 0..7 {
-        add(2, &[src]);
-    }
-    add(3, &(7..14).collect::<Vec<_>>());
-    b.finish().unwrap()
 }
 
 #[test]

@@ -8,11 +8,13 @@
 //! deterministic topological order once.
 
 mod analysis;
+mod examples;
 mod ids;
 mod topo;
 mod types;
 
 pub use analysis::{GraphStats, LowerBound, TypeStats, depths, lower_bound, nodes_of_type, stats};
+pub use examples::{ed_batch_fig1, from_rows};
 pub use ids::{NodeId, TypeId};
 pub use types::{OpType, TypeTable};
 

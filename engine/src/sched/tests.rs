@@ -1,37 +1,8 @@
 use super::*;
-use crate::graph::{Graph, GraphBuilder, NodeId, TypeId, lower_bound};
+use crate::graph::{Graph, NodeId, TypeId, ed_batch_fig1 as fig1, from_rows, lower_bound};
 
-/// Graph from `(type, args)` rows over `types` (`!` suffix = non-batchable).
 fn graph(types: &[&str], nodes: &[(u32, Vec<u32>)]) -> Graph {
-    let mut b = GraphBuilder::new();
-    for name in types {
-        let (name, batchable) = match name.strip_suffix('!') {
-            Some(n) => (n, false),
-            None => (*name, true),
-        };
-        b.types_mut().push(name, batchable).unwrap();
-    }
-    for (ty, args) in nodes {
-        let args: Vec<NodeId> = args.iter().map(|&a| NodeId(a)).collect();
-        b.add_node(TypeId(*ty), &args, Some(0));
-    }
-    b.finish().unwrap()
-}
-
-/// ED-Batch Fig. 1: inputs X0..X3 (type X), a left-branching chain of internal
-/// nodes I4 = (X0, X1), I5 = (I4, X2), I6 = (I5, X3), an output O on every X and
-/// I node (7..13; depths 1,1,1,1,2,3,4), one reduction R over all outputs.
-/// Optimal: X, I4, I5, I6, O×7, R = 6 batches.
-fn fig1() -> Graph {
-    let mut n: Vec<(u32, Vec<u32>)> = vec![(0, vec![]), (0, vec![]), (0, vec![]), (0, vec![])];
-    n.push((1, vec![0, 1]));
-    n.push((1, vec![4, 2]));
-    n.push((1, vec![5, 3]));
-    for src in 0..7 {
-        n.push((2, vec![src]));
-    }
-    n.push((3, (7..14).collect()));
-    graph(&["X", "I", "O", "R!"], &n)
+    from_rows(types, nodes).unwrap()
 }
 
 fn batches(g: &Graph, p: &mut dyn BatchPolicy) -> u64 {

@@ -1,40 +1,14 @@
 use std::collections::{HashSet, VecDeque};
 
-use engine::graph::{Graph, GraphBuilder, NodeId, TypeId, lower_bound};
+use engine::graph::{Graph, ed_batch_fig1 as fig1, from_rows, lower_bound};
+
+fn graph(types: &[&str], nodes: &[(u32, Vec<u32>)]) -> Graph {
+    from_rows(types, nodes).unwrap()
+}
 use engine::sched::validate_schedule;
 use proptest::prelude::*;
 
 use super::*;
-
-/// Graph from `(type, args)` rows over `types` (`!` suffix = non-batchable).
-fn graph(types: &[&str], nodes: &[(u32, Vec<u32>)]) -> Graph {
-    let mut b = GraphBuilder::new();
-    for name in types {
-        let (name, batchable) = match name.strip_suffix('!') {
-            Some(n) => (n, false),
-            None => (*name, true),
-        };
-        b.types_mut().push(name, batchable).unwrap();
-    }
-    for (ty, args) in nodes {
-        let args: Vec<NodeId> = args.iter().map(|&a| NodeId(a)).collect();
-        b.add_node(TypeId(*ty), &args, Some(0));
-    }
-    b.finish().unwrap()
-}
-
-/// ED-Batch Fig. 1, built as in engine::sched's tests: optimum 6.
-fn fig1() -> Graph {
-    let mut n: Vec<(u32, Vec<u32>)> = vec![(0, vec![]), (0, vec![]), (0, vec![]), (0, vec![])];
-    n.push((1, vec![0, 1]));
-    n.push((1, vec![4, 2]));
-    n.push((1, vec![5, 3]));
-    for src in 0..7 {
-        n.push((2, vec![src]));
-    }
-    n.push((3, (7..14).collect()));
-    graph(&["X", "I", "O", "R!"], &n)
-}
 
 /// Two independent chains A→B and B→A: a shortest common supersequence problem
 /// (ED-Batch A.1) whose lower bound 2 is not reachable; the optimum is 3.
