@@ -9,6 +9,34 @@ use super::model::Model;
 use super::store::Store;
 use crate::graph::{Graph, NodeId};
 
+/// Calls `add(row, input value id, producer output)` for every producer feeding
+/// an input of the batch's cell (several producers on a `many` port are summed:
+/// `add` accumulates). Returns the bytes read.
+fn for_each_input(
+    g: &Graph,
+    model: &Model,
+    store: &Store,
+    batch: &[NodeId],
+    mut add: impl FnMut(usize, usize, &[f32]),
+) -> u64 {
+    let mut bytes = 0u64;
+    for (r, &v) in batch.iter().enumerate() {
+        let cell = &model.roles[model.type_role[g.node_type(v).index()]].cell;
+        for (p, port) in cell.ports.iter().enumerate() {
+            for &pos in &model.bindings[v.index()][p] {
+                let u = g.args(v)[pos as usize];
+                let u_role = model.type_role[g.node_type(u).index()];
+                for (j, &input) in port.inputs.iter().enumerate() {
+                    let src = store.output(u, u_role, j);
+                    add(r, input.0 as usize, src);
+                    bytes += src.len() as u64 * 4;
+                }
+            }
+        }
+    }
+    bytes
+}
+
 /// Runs `batch` (nodes of one role) and records what it moved and launched.
 pub fn run_batch(
     g: &Graph,
@@ -27,23 +55,11 @@ pub fn run_batch(
     let cell = &rm.cell;
     let k = batch.len();
     scratch.prepare_inputs(rm, k);
-    let mut gathered = 0u64;
-    for (r, &v) in batch.iter().enumerate() {
-        for (p, port) in cell.ports.iter().enumerate() {
-            for &pos in &model.bindings[v.index()][p] {
-                let u = g.args(v)[pos as usize];
-                let u_role = model.type_role[g.node_type(u).index()];
-                for (j, &input) in port.inputs.iter().enumerate() {
-                    let n = cell.values[input.0 as usize].numel();
-                    let src = store.output(u, u_role, j);
-                    let dst = &mut scratch.vals[input.0 as usize][r * n..(r + 1) * n];
-                    // Several producers on a `many` port are summed.
-                    dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
-                    gathered += n as u64 * 4;
-                }
-            }
-        }
-    }
+    let gathered = for_each_input(g, model, store, batch, |r, input, src| {
+        let n = src.len();
+        let dst = &mut scratch.vals[input][r * n..(r + 1) * n];
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+    });
     data.clear();
     data.extend(batch.iter().map(|&v| model.node_data(v)));
     c.kernels += run_cell(rm, k, data, scratch);
@@ -88,25 +104,11 @@ pub fn run_batch_incell(
     let k = batch.len();
     arena.clear();
     arena.resize(prog.arena_len(k), 0.0);
-    let mut gathered = 0u64;
-    for (r, &v) in batch.iter().enumerate() {
-        for (p, port) in cell.ports.iter().enumerate() {
-            for &pos in &model.bindings[v.index()][p] {
-                let u = g.args(v)[pos as usize];
-                let u_role = model.type_role[g.node_type(u).index()];
-                for (j, &input) in port.inputs.iter().enumerate() {
-                    let n = cell.values[input.0 as usize].numel();
-                    let at = prog.at(input.0 as usize, r);
-                    let src = store.output(u, u_role, j);
-                    arena[at..at + n]
-                        .iter_mut()
-                        .zip(src)
-                        .for_each(|(d, s)| *d += s);
-                    gathered += n as u64 * 4;
-                }
-            }
-        }
-    }
+    let gathered = for_each_input(g, model, store, batch, |r, input, src| {
+        let at = prog.at(input, r);
+        let dst = &mut arena[at..at + src.len()];
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d += s);
+    });
     data.clear();
     data.extend(batch.iter().map(|&v| model.node_data(v)));
     let counts = prog.run(cell, k, data, arena, tmp);
