@@ -50,6 +50,10 @@ pub struct Args {
     /// Timed repetitions (the median is reported) after one warm-up run.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// GEMM threads (sets MATMUL_NUM_THREADS for matrixmultiply; default: its
+    /// own, the number of physical cores, at most 4).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Seed of the weights and per-node data (and of on-the-fly recording).
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -65,6 +69,7 @@ pub struct Args {
 #[derive(Serialize)]
 struct Report {
     workload: String,
+    threads: Option<usize>,
     executor: String,
     policy: Option<String>,
     device: String,
@@ -169,6 +174,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(t) = a.threads {
+        if t == 0 {
+            bail!("--threads must be at least 1");
+        }
+        // SAFETY: the process is still single-threaded here (no GEMM has run,
+        // so matrixmultiply's thread pool, which reads this variable once, does
+        // not exist yet), so nothing reads the environment concurrently.
+        unsafe { std::env::set_var("MATMUL_NUM_THREADS", t.to_string()) };
+    }
     if a.device != "cpu" {
         bail!(
             "device {:?} is not available in this build: only `cpu` (the CUDA backend is not built yet)",
@@ -235,6 +249,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let instances = trace.graph.num_instances();
     let report = Report {
         workload: trace.workload.clone(),
+        threads: a.threads,
         executor: a.executor.clone(),
         policy: a.policy.clone(),
         device: a.device.clone(),
