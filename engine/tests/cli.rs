@@ -290,3 +290,58 @@ fn edbatch_without_layouts_or_policy_says_how_to_get_them() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("search train"), "{}", stderr(&o));
 }
+
+#[test]
+fn replay_rejects_a_policy_of_another_workload() {
+    let policy = tmp("tree.yaml");
+    let trace = tmp("tree-trace.json");
+    let o = engine(&[
+        "record",
+        "--workload",
+        "tree-lstm",
+        "--batch",
+        "2",
+        "--hidden",
+        "8",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A minimal valid policy file for tree-lstm, with no states.
+    std::fs::write(
+        &policy,
+        "format: batchlab-policy\nversion: 1\nencoding: sort\nworkload: tree-lstm\nprovenance:\n  trace: t.json\n  nodes: 1\n  batch_size: null\n  hidden: null\n  dataset: null\n  seed: 0\nhyperparameters:\n  learning_rate: 0.4\n  gamma: 1.0\n  epsilon_start: 0.5\n  epsilon_decay: 0.9\n  epsilon_floor: 0.05\n  n_step: 10\n  max_episodes: 1000\n  rollout_every: 50\n  alpha: 0.5\n  stop_ratio: 1.01\ntraining:\n  episodes: 0\n  best_batches: 0\n  lower_bound: 0\n  best_episode: 0\n  stop_reason: budget\ntypes: []\nstates: []\n",
+    )
+    .unwrap();
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--batch",
+        "2",
+        "--hidden",
+        "8",
+        "--executor",
+        "policy",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("policy trained for workload tree-lstm but the trace is rvnn"),
+        "{}",
+        stderr(&o)
+    );
+    let o = engine(&[
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--executor",
+        "policy",
+        "--policy",
+        policy.to_str().unwrap(),
+        "--repeat",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -127,6 +127,13 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
         }
         if name.ends_with(".yaml") || name.ends_with(".yml") {
             let file = PolicyFile::read(std::path::Path::new(name))?;
+            if file.workload != model.workload.name {
+                bail!(
+                    "{name}: policy trained for workload {} but the trace is {}; train one on this workload with `search train --trace T.json --out P.yaml`",
+                    file.workload,
+                    model.workload.name
+                );
+            }
             return Ok(Box::new(FsmPolicy::new(file)?));
         }
         bail!(
