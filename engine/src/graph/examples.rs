@@ -29,6 +29,12 @@ pub fn from_rows<A: AsRef<[u32]>>(types: &[&str], nodes: &[(u32, A)]) -> Result<
 /// over all outputs. The optimum is 6 batches (X, I4, I5, I6, all O, R); depth
 /// batching takes 9, DyNet's agenda (over remaining nodes) 7.
 pub fn ed_batch_fig1() -> Graph {
+    ed_batch_fig1_named(["X", "I", "O", "R"])
+}
+
+/// [`ed_batch_fig1`] with other names for the types X, I, O and R (R stays
+/// non-batchable), e.g. to test matching by name.
+pub fn ed_batch_fig1_named(names: [&str; 4]) -> Graph {
     let mut n: Vec<(u32, Vec<u32>)> = vec![(0, vec![]), (0, vec![]), (0, vec![]), (0, vec![])];
     n.push((1, vec![0, 1]));
     n.push((1, vec![4, 2]));
@@ -37,6 +43,8 @@ pub fn ed_batch_fig1() -> Graph {
         n.push((2, vec![src]));
     }
     n.push((3, (7..14).collect()));
-    // The rows above are valid by construction.
-    from_rows(&["X", "I", "O", "R!"], &n).unwrap_or_else(|e| unreachable!("fig1: {e}"))
+    let r = format!("{}!", names[3]);
+    // The rows above are valid by construction, whatever the names (a name
+    // repeated among the four is the caller's bug).
+    from_rows(&[names[0], names[1], names[2], &r], &n).unwrap_or_else(|e| panic!("fig1: {e}"))
 }

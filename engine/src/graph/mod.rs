@@ -14,7 +14,7 @@ mod topo;
 mod types;
 
 pub use analysis::{GraphStats, LowerBound, TypeStats, depths, lower_bound, nodes_of_type, stats};
-pub use examples::{ed_batch_fig1, from_rows};
+pub use examples::{ed_batch_fig1, ed_batch_fig1_named, from_rows};
 pub use ids::{NodeId, TypeId};
 pub use types::{OpType, TypeTable};
 

@@ -170,18 +170,7 @@ fn fsm_matches_types_across_hidden_sizes() {
         }
         s.q = [(s.action.clone(), -1.0)].into_iter().collect();
     }
-    let nodes: Vec<(u32, Vec<u32>)> = {
-        let mut n: Vec<(u32, Vec<u32>)> = vec![(0, vec![]), (0, vec![]), (0, vec![]), (0, vec![])];
-        n.push((1, vec![0, 1]));
-        n.push((1, vec![4, 2]));
-        n.push((1, vec![5, 3]));
-        for src in 0..7 {
-            n.push((2, vec![src]));
-        }
-        n.push((3, (7..14).collect()));
-        n
-    };
-    let g = graph(&["X[h=128]", "I[h=128]", "O[h=128]", "R[h=128]!"], &nodes);
+    let g = crate::graph::ed_batch_fig1_named(["X[h=128]", "I[h=128]", "O[h=128]", "R[h=128]"]);
     let mut fsm = FsmPolicy::new(p).unwrap();
     assert_eq!(batches(&g, &mut fsm), 6);
     assert_eq!(fsm.misses(), 0);
