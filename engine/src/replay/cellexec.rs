@@ -102,8 +102,21 @@ pub fn run_batch_incell(
     let role_idx = model.type_role[g.node_type(first).index()];
     let cell = &model.roles[role_idx].cell;
     let k = batch.len();
-    arena.clear();
-    arena.resize(prog.arena_len(k), 0.0);
+    // Only the input blocks must start at zero (producers are added in); every
+    // other variable is written by its op before any op reads it, so the rest of
+    // a reused arena is not cleared.
+    if arena.len() < prog.arena_len(k) {
+        arena.resize(prog.arena_len(k), 0.0);
+    }
+    for port in &cell.ports {
+        for &input in &port.inputs {
+            let n = cell.values[input.0 as usize].numel();
+            for r in 0..k {
+                let at = prog.at(input.0 as usize, r);
+                arena[at..at + n].fill(0.0);
+            }
+        }
+    }
     let gathered = for_each_input(g, model, store, batch, |r, input, src| {
         let at = prog.at(input, r);
         let dst = &mut arena[at..at + src.len()];
