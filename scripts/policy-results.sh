@@ -15,6 +15,7 @@
 # Writes OUT_DIR/tables.md (and the traces, policies and JSON beside it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v jq >/dev/null || { echo "this script needs jq (apt-get install jq)" >&2; exit 1; }
 out=${1:-out/policy-results}
 cargo build --release -q -p engine -p search
 E=target/release/engine

@@ -12,6 +12,7 @@
 # workload, batch and hidden) and OUT_DIR/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+command -v jq >/dev/null || { echo "this script needs jq (apt-get install jq)" >&2; exit 1; }
 out=${1:-out/replay-sweep}
 workloads=${WORKLOADS:-"tree-lstm tree-gru mv-rnn lattice-lstm bilstm-tagger lstm-nmt"}
 hiddens=${HIDDENS:-"64 256"}
