@@ -5,6 +5,7 @@
 
 pub mod cells;
 pub mod data;
+pub mod device;
 pub mod graph;
 pub mod io;
 pub mod layout;

@@ -4,6 +4,7 @@
 
 mod bench;
 mod cells;
+mod devices;
 mod fixtures;
 mod inspect;
 mod record;
@@ -33,6 +34,8 @@ enum Command {
     Cells(cells::Args),
     /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
     Replay(replay::Args),
+    /// List the devices (CPU, CUDA) and whether they can be used, and why not.
+    Devices(devices::Args),
     /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
     Fixtures(fixtures::Args),
     /// Measure record, write and read throughput on a large trace.
@@ -47,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Devices(a) => devices::run(a),
         Command::Fixtures(a) => fixtures::run(a),
         Command::Bench(a) => bench::run(a),
     }

@@ -44,7 +44,7 @@ pub struct Args {
     /// planned, `<cell>.baseline.json` DyNet order).
     #[arg(long)]
     layouts: Option<PathBuf>,
-    /// Device: only `cpu` in this build.
+    /// Device: `cpu`, or `cuda` / `cuda:N` (checked; the CUDA executors are not built yet).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Timed repetitions (the median is reported) after one warm-up run.
@@ -190,11 +190,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         // not exist yet), so nothing reads the environment concurrently.
         unsafe { std::env::set_var("MATMUL_NUM_THREADS", t.to_string()) };
     }
-    if a.device != "cpu" {
-        bail!(
-            "device {:?} is not available in this build: only `cpu` (the CUDA backend is not built yet)",
-            a.device
-        );
+    match engine::device::DeviceKind::parse(&a.device)? {
+        engine::device::DeviceKind::Cpu => {}
+        cuda => {
+            // A missing library or GPU is reported as such (never a CPU fall back).
+            engine::device::check_available(cuda)?;
+            bail!(
+                "device {}: the GPU is usable (see `engine devices --check`), but the CUDA executors are not built yet; use --device cpu",
+                a.device
+            );
+        }
     }
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");

@@ -1,0 +1,183 @@
+//! The CUDA device (cudarc): library checks, context, stream, cuBLAS and the
+//! NVRTC-compiled kernels of [`KERNELS_CU`](super::KERNELS_CU).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys::cublasOperation_t};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg,
+};
+use serde::Serialize;
+
+use super::{DeviceError, KERNELS_CU};
+
+/// An opened CUDA device with its stream, cuBLAS handle and kernels.
+pub struct CudaDevice {
+    name: String,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    _module: Arc<CudaModule>,
+    unary: CudaFunction,
+    gather: CudaFunction,
+    compile_ms: f64,
+}
+
+/// Result of [`CudaDevice::self_test`].
+#[derive(Clone, Debug, Serialize)]
+pub struct SelfTest {
+    /// Device model.
+    pub device: String,
+    /// NVRTC compile time of the kernels, ms.
+    pub compile_ms: f64,
+    /// Largest error of the sigmoid kernel against the CPU.
+    pub sigmoid_max_err: f64,
+    /// Largest error of the row-gather kernel (exact copy expected: 0).
+    pub gather_max_err: f64,
+    /// Largest relative error of cuBLAS x·Wᵀ against the CPU GEMM.
+    pub gemm_max_rel_err: f64,
+    /// Time of that GEMM (k 256, 512 × 512), µs, median of 20.
+    pub gemm_us: f64,
+}
+
+fn cuda_err(e: impl std::fmt::Debug) -> DeviceError {
+    DeviceError::Cuda(format!("{e:?}"))
+}
+
+impl CudaDevice {
+    /// Opens device `ordinal`. Each library is checked before cudarc touches
+    /// it (cudarc panics on a missing library): the error names the first one
+    /// missing.
+    pub fn open(ordinal: usize) -> Result<CudaDevice, DeviceError> {
+        // SAFETY: these only try to dlopen the named libraries.
+        let (driver, blas, nvrtc) = unsafe {
+            (
+                cudarc::driver::sys::is_culib_present(),
+                cudarc::cublas::sys::is_culib_present(),
+                cudarc::nvrtc::sys::is_culib_present(),
+            )
+        };
+        if !driver {
+            return Err(DeviceError::CudaUnavailable { lib: "libcuda" });
+        }
+        if !blas {
+            return Err(DeviceError::CudaUnavailable { lib: "libcublas" });
+        }
+        if !nvrtc {
+            return Err(DeviceError::CudaUnavailable { lib: "libnvrtc" });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
+        let name = ctx.name().map_err(cuda_err)?;
+        let stream = ctx.default_stream();
+        let blas = CudaBlas::new(stream.clone()).map_err(cuda_err)?;
+        let t = Instant::now();
+        let ptx = cudarc::nvrtc::compile_ptx(KERNELS_CU).map_err(cuda_err)?;
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let module = ctx.load_module(ptx).map_err(cuda_err)?;
+        let unary = module.load_function("unary_f32").map_err(cuda_err)?;
+        let gather = module.load_function("gather_rows_f32").map_err(cuda_err)?;
+        Ok(CudaDevice {
+            name,
+            stream,
+            blas,
+            _module: module,
+            unary,
+            gather,
+            compile_ms,
+        })
+    }
+
+    /// Device model name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs each kind of kernel once against the CPU: elementwise (sigmoid), a
+    /// multi-row gather, and a cuBLAS GEMM in the engine's row-major `x·Wᵀ`
+    /// convention (as column-major `W(op T)·xᵀ`).
+    pub fn self_test(&self) -> Result<SelfTest, DeviceError> {
+        let s = &self.stream;
+        let n = 1 << 16;
+        let host: Vec<f32> = (0..n).map(|i| (i % 23) as f32 * 0.1 - 1.1).collect();
+        let x = s.clone_htod(&host).map_err(cuda_err)?;
+        let mut y = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let (op, len) = (0i32, n as i64);
+        let mut b = s.launch_builder(&self.unary);
+        b.arg(&op).arg(&x).arg(&mut y).arg(&len);
+        // SAFETY: the kernel reads `len` floats of x and writes `len` of y, both that long.
+        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(cuda_err)?;
+        let out = s.clone_dtoh(&y).map_err(cuda_err)?;
+        let sigmoid_max_err = out
+            .iter()
+            .zip(&host)
+            .map(|(o, h)| f64::from((o - 1.0 / (1.0 + (-h).exp())).abs()))
+            .fold(0.0, f64::max);
+
+        let (rows, width) = (64usize, 128usize);
+        let offsets: Vec<i64> = (0..rows)
+            .map(|r| ((r * 7919) % (n - width)) as i64)
+            .collect();
+        let off_d = s.clone_htod(&offsets).map_err(cuda_err)?;
+        let mut g = s.alloc_zeros::<f32>(rows * width).map_err(cuda_err)?;
+        let (ri, wi) = (rows as i32, width as i32);
+        let mut b = s.launch_builder(&self.gather);
+        b.arg(&x).arg(&off_d).arg(&mut g).arg(&ri).arg(&wi);
+        // SAFETY: every offset + width stays inside x; g holds rows × width floats.
+        unsafe { b.launch(LaunchConfig::for_num_elems((rows * width) as u32)) }
+            .map_err(cuda_err)?;
+        let gh = s.clone_dtoh(&g).map_err(cuda_err)?;
+        let mut gather_max_err = 0.0f64;
+        for r in 0..rows {
+            for c in 0..width {
+                let want = host[offsets[r] as usize + c];
+                gather_max_err = gather_max_err.max(f64::from((gh[r * width + c] - want).abs()));
+            }
+        }
+
+        let (k, m, kk) = (256usize, 512usize, 512usize);
+        let xh: Vec<f32> = (0..k * kk).map(|i| ((i * 7) % 13) as f32 * 0.01).collect();
+        let wh: Vec<f32> = (0..m * kk).map(|i| ((i * 5) % 11) as f32 * 0.01).collect();
+        let xd = s.clone_htod(&xh).map_err(cuda_err)?;
+        let wd = s.clone_htod(&wh).map_err(cuda_err)?;
+        let mut yd = s.alloc_zeros::<f32>(k * m).map_err(cuda_err)?;
+        // Row-major Y[k×m] = X[k×kk]·Wᵀ is column-major Yᵀ(m×k) = W(opT)·Xᵀ.
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: m as i32,
+            n: k as i32,
+            k: kk as i32,
+            alpha: 1.0f32,
+            lda: kk as i32,
+            ldb: kk as i32,
+            beta: 0.0,
+            ldc: m as i32,
+        };
+        let mut times = Vec::with_capacity(20);
+        for _ in 0..20 {
+            s.synchronize().map_err(cuda_err)?;
+            let t = Instant::now();
+            // SAFETY: the shapes and leading dimensions match the buffers above.
+            unsafe { self.blas.gemm(cfg, &wd, &xd, &mut yd) }.map_err(cuda_err)?;
+            s.synchronize().map_err(cuda_err)?;
+            times.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        times.sort_by(f64::total_cmp);
+        let yh = s.clone_dtoh(&yd).map_err(cuda_err)?;
+        let mut cpu = vec![0.0f32; k * m];
+        crate::replay::kernels::gemm_xwt(k, m, kk, &xh, &wh, 0.0, &mut cpu);
+        let gemm_max_rel_err = yh
+            .iter()
+            .zip(&cpu)
+            .map(|(g, c)| f64::from((g - c).abs() / c.abs().max(1e-3)))
+            .fold(0.0, f64::max);
+        Ok(SelfTest {
+            device: self.name.clone(),
+            compile_ms: self.compile_ms,
+            sigmoid_max_err,
+            gather_max_err,
+            gemm_max_rel_err,
+            gemm_us: times[times.len() / 2],
+        })
+    }
+}
