@@ -19,7 +19,9 @@ pub struct CudaDevice {
     blas: CudaBlas,
     _module: Arc<CudaModule>,
     unary: CudaFunction,
+    binary: CudaFunction,
     gather: CudaFunction,
+    scatter: CudaFunction,
     compile_ms: f64,
 }
 
@@ -32,8 +34,12 @@ pub struct SelfTest {
     pub compile_ms: f64,
     /// Largest error of the sigmoid kernel against the CPU.
     pub sigmoid_max_err: f64,
+    /// Largest error of the multiply kernel (x · sigmoid(x)) against the CPU.
+    pub mul_max_err: f64,
     /// Largest error of the row-gather kernel (exact copy expected: 0).
     pub gather_max_err: f64,
+    /// Largest error of scattering the gathered rows back (exact: 0).
+    pub scatter_max_err: f64,
     /// Largest relative error of cuBLAS x·Wᵀ against the CPU GEMM.
     pub gemm_max_rel_err: f64,
     /// Time of that GEMM (k 256, 512 × 512), µs, median of 20.
@@ -75,14 +81,18 @@ impl CudaDevice {
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
         let module = ctx.load_module(ptx).map_err(cuda_err)?;
         let unary = module.load_function("unary_f32").map_err(cuda_err)?;
+        let binary = module.load_function("binary_f32").map_err(cuda_err)?;
         let gather = module.load_function("gather_rows_f32").map_err(cuda_err)?;
+        let scatter = module.load_function("scatter_rows_f32").map_err(cuda_err)?;
         Ok(CudaDevice {
             name,
             stream,
             blas,
             _module: module,
             unary,
+            binary,
             gather,
+            scatter,
             compile_ms,
         })
     }
@@ -92,8 +102,8 @@ impl CudaDevice {
         &self.name
     }
 
-    /// Runs each kind of kernel once against the CPU: elementwise (sigmoid), a
-    /// multi-row gather, and a cuBLAS GEMM in the engine's row-major `x·Wᵀ`
+    /// Runs each kernel once against the CPU: elementwise unary (sigmoid) and
+    /// binary (mul), a multi-row gather and the scatter back, and a cuBLAS GEMM in the engine's row-major `x·Wᵀ`
     /// convention (as column-major `W(op T)·xᵀ`).
     pub fn self_test(&self) -> Result<SelfTest, DeviceError> {
         let s = &self.stream;
@@ -113,6 +123,21 @@ impl CudaDevice {
             .map(|(o, h)| f64::from((o - 1.0 / (1.0 + (-h).exp())).abs()))
             .fold(0.0, f64::max);
 
+        let mut z = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let mul = 2i32;
+        let mut b = s.launch_builder(&self.binary);
+        b.arg(&mul).arg(&x).arg(&y).arg(&mut z).arg(&len);
+        // SAFETY: x, y and z all hold `len` floats.
+        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(cuda_err)?;
+        let zh = s.clone_dtoh(&z).map_err(cuda_err)?;
+        let mul_max_err = zh
+            .iter()
+            .zip(&host)
+            .zip(&out)
+            .map(|((z, h), o)| f64::from((z - h * o).abs()))
+            .fold(0.0, f64::max);
+
+        // Rows at distinct, non-overlapping offsets, so the scatter is invertible.
         let (rows, width) = (64usize, 128usize);
         let offsets: Vec<i64> = (0..rows)
             .map(|r| ((r * 7919) % (n - width)) as i64)
@@ -131,6 +156,21 @@ impl CudaDevice {
             for c in 0..width {
                 let want = host[offsets[r] as usize + c];
                 gather_max_err = gather_max_err.max(f64::from((gh[r * width + c] - want).abs()));
+            }
+        }
+
+        let mut back = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let mut b = s.launch_builder(&self.scatter);
+        b.arg(&g).arg(&off_d).arg(&mut back).arg(&ri).arg(&wi);
+        // SAFETY: as for the gather, with source and destination swapped.
+        unsafe { b.launch(LaunchConfig::for_num_elems((rows * width) as u32)) }
+            .map_err(cuda_err)?;
+        let bh = s.clone_dtoh(&back).map_err(cuda_err)?;
+        let mut scatter_max_err = 0.0f64;
+        for &o in &offsets {
+            for c in 0..width {
+                let i = o as usize + c;
+                scatter_max_err = scatter_max_err.max(f64::from((bh[i] - host[i]).abs()));
             }
         }
 
@@ -175,7 +215,9 @@ impl CudaDevice {
             device: self.name.clone(),
             compile_ms: self.compile_ms,
             sigmoid_max_err,
+            mul_max_err,
             gather_max_err,
+            scatter_max_err,
             gemm_max_rel_err,
             gemm_us: times[times.len() / 2],
         })
