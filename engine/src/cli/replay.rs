@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
 use engine::layout::LayoutFile;
 use engine::replay::{self, Counters, Executor, TimeSplit};
-use engine::sched::{FsmPolicy, PolicyFile, heuristic};
+use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
@@ -122,23 +122,16 @@ fn layouts(
 fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
-        if let Some(p) = heuristic(name) {
-            return Ok(p);
+        let arg = PolicyArg::parse(name)?;
+        if let Some(trained) = arg.trained_workload()
+            && trained != model.workload.name
+        {
+            bail!(
+                "{name}: policy trained for workload {trained} but the trace is {}; train one on this workload with `search train --trace T.json --out P.yaml`",
+                model.workload.name
+            );
         }
-        if name.ends_with(".yaml") || name.ends_with(".yml") {
-            let file = PolicyFile::read(std::path::Path::new(name))?;
-            if file.workload != model.workload.name {
-                bail!(
-                    "{name}: policy trained for workload {} but the trace is {}; train one on this workload with `search train --trace T.json --out P.yaml`",
-                    file.workload,
-                    model.workload.name
-                );
-            }
-            return Ok(Box::new(FsmPolicy::new(file)?));
-        }
-        bail!(
-            "unknown policy {name:?}: a heuristic (depth, agenda, agenda-updated, cavs, typewise) or a policy file (.yaml) from `search train`"
-        )
+        Ok(arg.instantiate()?)
     };
     Ok(match a.executor.as_str() {
         "reference" => Executor::Reference,

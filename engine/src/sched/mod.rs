@@ -36,6 +36,7 @@ mod frontier;
 mod fsm;
 mod heuristics;
 mod policy;
+mod policy_arg;
 mod policy_file;
 mod same_type;
 mod schedule;
@@ -45,6 +46,7 @@ pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
 pub use policy::{BatchPolicy, Choice, PolicyError, RunStats, run_policy, run_policy_with};
+pub use policy_arg::{PolicyArg, PolicyArgError};
 pub use policy_file::{
     Hyperparameters, POLICY_FORMAT, POLICY_VERSION, PolicyFile, PolicyFileError, Provenance,
     StateEntry, TrainingSummary,

@@ -63,7 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let trace = super::load::trace(&a.trace)?;
     for s in &specs {
-        s.check_workload(&trace, &a.trace, a.allow_other_workload)?;
+        super::load::check_workload(s, &trace, &a.trace, a.allow_other_workload)?;
     }
     let st = SameTypeDag::new(&trace.graph);
     let lb = lower_bound(&trace.graph).total;

@@ -52,7 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let spec = super::load::policy(&a.policy)?;
     let trace = super::load::trace(&a.trace)?;
-    spec.check_workload(&trace, &a.trace, a.allow_other_workload)?;
+    super::load::check_workload(&spec, &trace, &a.trace, a.allow_other_workload)?;
     let st = SameTypeDag::new(&trace.graph);
     let mut policy = spec.instantiate()?;
     let out = super::load::evaluate(&trace, &st, policy.as_mut(), a.repeat)?;

@@ -5,10 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use engine::sched::{
-    BatchPolicy, FsmPolicy, HEURISTICS, PolicyFile, SameTypeDag, Schedule, heuristic, run_policy,
-    validate_schedule,
-};
+use engine::sched::{BatchPolicy, PolicyArg, SameTypeDag, Schedule, run_policy, validate_schedule};
 use engine::trace::Trace;
 
 /// Reads a trace; the error names the file (and line for malformed JSON).
@@ -16,84 +13,35 @@ pub(crate) fn trace(path: &Path) -> anyhow::Result<Trace> {
     Ok(Trace::read(path)?)
 }
 
-/// A policy named on the command line.
-pub(crate) enum PolicySpec {
-    /// One of [`HEURISTICS`].
-    Heuristic(&'static str),
-    /// A policy file.
-    File {
-        /// The path as given.
-        path: String,
-        /// Its contents.
-        file: Box<PolicyFile>,
-    },
+/// A policy named on the command line (resolved by `engine::sched::PolicyArg`).
+pub(crate) type PolicySpec = PolicyArg;
+
+/// Resolves `arg`: a heuristic name, else a policy file.
+pub(crate) fn policy(arg: &str) -> anyhow::Result<PolicySpec> {
+    Ok(PolicyArg::parse(arg)?)
 }
 
-/// Resolves `arg`: a heuristic name, else a policy file. An argument that looks
-/// like a path (has a separator or a YAML extension) is always read as a file,
-/// so a typo in a file name reports the missing file, not an unknown name.
-pub(crate) fn policy(arg: &str) -> anyhow::Result<PolicySpec> {
-    if let Some(&name) = HEURISTICS.iter().find(|h| **h == arg) {
-        return Ok(PolicySpec::Heuristic(name));
-    }
-    let looks_like_path = arg.contains(std::path::MAIN_SEPARATOR)
-        || arg.contains('/')
-        || arg.ends_with(".yaml")
-        || arg.ends_with(".yml");
-    if !looks_like_path && !Path::new(arg).exists() {
+/// Refuses a policy trained on another workload than the trace's, unless
+/// `allow`: its type names would mostly not match, and every decision would
+/// silently fall back.
+pub(crate) fn check_workload(
+    spec: &PolicySpec,
+    trace: &Trace,
+    trace_path: &Path,
+    allow: bool,
+) -> anyhow::Result<()> {
+    if let PolicyArg::File { path, file } = spec
+        && file.workload != trace.workload
+        && !allow
+    {
         bail!(
-            "unknown policy {arg:?}: not a heuristic ({}) and no such policy file",
-            HEURISTICS.join(", ")
+            "{path}: policy was trained on workload {:?} but trace {} is workload {:?} (pass --allow-other-workload to evaluate it anyway)",
+            file.workload,
+            trace_path.display(),
+            trace.workload
         );
     }
-    let file = PolicyFile::read(Path::new(arg))?;
-    Ok(PolicySpec::File {
-        path: arg.to_string(),
-        file: Box::new(file),
-    })
-}
-
-impl PolicySpec {
-    /// Row label: the heuristic name, or `fsm(<encoding>) <path>`.
-    pub(crate) fn label(&self) -> String {
-        match self {
-            PolicySpec::Heuristic(n) => (*n).to_string(),
-            PolicySpec::File { path, file } => format!("fsm({}) {path}", file.encoding.name()),
-        }
-    }
-
-    /// Refuses a policy trained on another workload than the trace's, unless
-    /// `allow`: its type names would mostly not match, and every decision would
-    /// silently fall back.
-    pub(crate) fn check_workload(
-        &self,
-        trace: &Trace,
-        trace_path: &Path,
-        allow: bool,
-    ) -> anyhow::Result<()> {
-        if let PolicySpec::File { path, file } = self
-            && file.workload != trace.workload
-            && !allow
-        {
-            bail!(
-                "{path}: policy was trained on workload {:?} but trace {} is workload {:?} (pass --allow-other-workload to evaluate it anyway)",
-                file.workload,
-                trace_path.display(),
-                trace.workload
-            );
-        }
-        Ok(())
-    }
-
-    /// A fresh runtime policy.
-    pub(crate) fn instantiate(&self) -> anyhow::Result<Box<dyn BatchPolicy + Send>> {
-        match self {
-            PolicySpec::Heuristic(n) => {
-                heuristic(n).with_context(|| format!("heuristic {n:?} is not built in"))
-            }
-            PolicySpec::File { file, .. } => Ok(Box::new(FsmPolicy::new((**file).clone())?)),
-        }
-    }
+    Ok(())
 }
 
 /// A policy's result on one trace.
