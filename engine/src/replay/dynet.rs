@@ -83,7 +83,7 @@ pub fn run(
                     }
                     let m = cell.values[op.args[i].0 as usize].numel();
                     let src_of = |v: NodeId| match &prog.origins[v.index()] {
-                        OpOrigin::CellOp { args, .. } => args[i].clone(),
+                        OpOrigin::CellOp { args, .. } => args[i],
                         OpOrigin::PortSum { .. } => ArgSrc::Zero,
                     };
                     let first = match src_of(batch[0]) {

@@ -45,7 +45,7 @@ pub enum ExpandError {
 }
 
 /// Where an operand of an op node comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgSrc {
     /// A parameter of the node's role (value id in its cell).
     Param(u32),
