@@ -3,8 +3,9 @@
 //! numbers, and the planned layouts move fewer bytes.
 
 use engine::cells::CellLibrary;
+use engine::device::DeviceKind;
 use engine::layout::LayoutFile;
-use engine::replay::{self, Executor, compile_layouts};
+use engine::replay::{self, Executor, Session, compile_layouts, device_present};
 use engine::sched::TypewisePolicy;
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
@@ -28,8 +29,13 @@ fn layouts(cells: &CellLibrary) -> (Files, Files) {
     (planned, baseline)
 }
 
-#[test]
-fn edbatch_with_planned_and_baseline_layouts_matches_the_reference() {
+/// The body shared by the CPU test and its CUDA twin: the reference runs on
+/// the CPU (the oracle), ED-Batch on `device`.
+fn edbatch_matches_the_reference_on(device: DeviceKind) {
+    if !device_present(device).unwrap() {
+        eprintln!("skipped: {device:?} is not available on this machine");
+        return;
+    }
     let cells = CellLibrary::builtin().unwrap();
     let (planned, baseline) = layouts(&cells);
     for w in WORKLOADS {
@@ -56,9 +62,14 @@ fn edbatch_with_planned_and_baseline_layouts_matches_the_reference() {
                 w.name
             );
             let mut ex = Executor::EdBatch(Box::new(TypewisePolicy), progs);
-            let run = replay::replay(&trace, &m, &cells, &mut ex).unwrap();
+            let mut session = Session::open(device, &trace, &m, &ex).unwrap();
+            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
             let err = replay::max_rel_error(&trace, &run.store, &reference.store);
-            assert!(err < 1e-4, "{}: max relative error {err}", w.name);
+            assert!(
+                err < 1e-4,
+                "{} on {device:?}: max relative error {err}",
+                w.name
+            );
             moved.push(run.counters.bytes_gathered + run.counters.bytes_scattered);
         }
         assert!(
@@ -69,6 +80,16 @@ fn edbatch_with_planned_and_baseline_layouts_matches_the_reference() {
             moved[1]
         );
     }
+}
+
+#[test]
+fn edbatch_with_planned_and_baseline_layouts_matches_the_reference() {
+    edbatch_matches_the_reference_on(DeviceKind::Cpu);
+}
+
+#[test]
+fn edbatch_with_planned_and_baseline_layouts_matches_the_reference_on_cuda() {
+    edbatch_matches_the_reference_on(DeviceKind::Cuda(0));
 }
 
 #[test]

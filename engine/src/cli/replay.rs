@@ -44,7 +44,8 @@ pub struct Args {
     /// planned, `<cell>.baseline.json` DyNet order).
     #[arg(long)]
     layouts: Option<PathBuf>,
-    /// Device: `cpu`, or `cuda` / `cuda:N` (checked; the CUDA executors are not built yet).
+    /// Device: `cpu`, or `cuda` / `cuda:N` (every executor but `dynet`; a
+    /// machine without CUDA is an error, never a CPU fall back).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Timed repetitions (the median is reported) after one warm-up run.
@@ -83,6 +84,7 @@ struct Report {
     instances_per_s: f64,
     policy_misses: u64,
     max_rel_error: Option<f64>,
+    device_s: Option<f64>,
 }
 
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
@@ -183,17 +185,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         // not exist yet), so nothing reads the environment concurrently.
         unsafe { std::env::set_var("MATMUL_NUM_THREADS", t.to_string()) };
     }
-    match engine::device::DeviceKind::parse(&a.device)? {
-        engine::device::DeviceKind::Cpu => {}
-        cuda => {
-            // A missing library or GPU is reported as such (never a CPU fall back).
-            engine::device::check_available(cuda)?;
-            bail!(
-                "device {}: the GPU is usable (see `engine devices --check`), but the CUDA executors are not built yet; use --device cpu",
-                a.device
-            );
-        }
-    }
+    let device = engine::device::DeviceKind::parse(&a.device)?;
+    // A missing library or GPU is reported as such (never a CPU fall back).
+    engine::device::check_available(device)?;
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
@@ -225,11 +219,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
+    let mut session = replay::Session::open(device, &trace, &model, &ex)?;
     // Warm-up, then timed repeats.
-    replay::replay(&trace, &model, &cells, &mut ex)?;
+    session.run(&trace, &model, &cells, &mut ex)?;
     let mut runs = Vec::with_capacity(a.repeat);
     for _ in 0..a.repeat {
-        runs.push(replay::replay(&trace, &model, &cells, &mut ex)?);
+        runs.push(session.run(&trace, &model, &cells, &mut ex)?);
     }
     let max_rel_error = if a.no_check {
         None
@@ -252,6 +247,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .collect(),
     );
     let instances = trace.graph.num_instances();
+    let device_s = runs[0]
+        .device_s
+        .map(|_| median(runs.iter().filter_map(|r| r.device_s).collect()));
     let report = Report {
         workload: trace.workload.clone(),
         threads: a.threads,
@@ -268,6 +266,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         instances_per_s: instances as f64 / total_s.max(1e-12),
         policy_misses: runs[0].misses,
         max_rel_error,
+        device_s,
     };
     if a.json {
         return crate::cli::print_json(&report);

@@ -15,6 +15,7 @@ use super::{DeviceError, KERNELS_CU};
 /// An opened CUDA device with its stream, cuBLAS handle and kernels.
 pub struct CudaDevice {
     name: String,
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
     _module: Arc<CudaModule>,
@@ -22,7 +23,17 @@ pub struct CudaDevice {
     binary: CudaFunction,
     gather: CudaFunction,
     scatter: CudaFunction,
+    pub(crate) kernels: ReplayKernels,
     compile_ms: f64,
+}
+
+/// The table-view kernels of the replay engine (see `kernels_src`).
+pub(crate) struct ReplayKernels {
+    pub(crate) ew: CudaFunction,
+    pub(crate) copy: CudaFunction,
+    pub(crate) seg_sum: CudaFunction,
+    pub(crate) lookup: CudaFunction,
+    pub(crate) softmax: CudaFunction,
 }
 
 /// Result of [`CudaDevice::self_test`].
@@ -73,6 +84,9 @@ impl CudaDevice {
             return Err(DeviceError::CudaUnavailable { lib: "libnvrtc" });
         }
         let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
+        // SAFETY: the engine uses one stream per device, so cudarc's per-slice
+        // events (for ordering across streams) are pure overhead.
+        unsafe { ctx.disable_event_tracking() };
         let name = ctx.name().map_err(cuda_err)?;
         let stream = ctx.default_stream();
         let blas = CudaBlas::new(stream.clone()).map_err(cuda_err)?;
@@ -84,8 +98,17 @@ impl CudaDevice {
         let binary = module.load_function("binary_f32").map_err(cuda_err)?;
         let gather = module.load_function("gather_rows_f32").map_err(cuda_err)?;
         let scatter = module.load_function("scatter_rows_f32").map_err(cuda_err)?;
+        let f = |name: &str| module.load_function(name).map_err(cuda_err);
+        let kernels = ReplayKernels {
+            ew: f("ew_f32")?,
+            copy: f("copy_f32")?,
+            seg_sum: f("seg_sum_f32")?,
+            lookup: f("lookup_f32")?,
+            softmax: f("softmax_f32")?,
+        };
         Ok(CudaDevice {
             name,
+            ctx,
             stream,
             blas,
             _module: module,
@@ -93,13 +116,43 @@ impl CudaDevice {
             binary,
             gather,
             scatter,
+            kernels,
             compile_ms,
         })
+    }
+
+    /// The process-wide device `ordinal`, opened (and its kernels compiled)
+    /// on first use and shared afterwards.
+    pub fn shared(ordinal: usize) -> Result<Arc<CudaDevice>, DeviceError> {
+        static OPENED: std::sync::Mutex<Vec<(usize, Arc<CudaDevice>)>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, d)) = opened.iter().find(|(n, _)| *n == ordinal) {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(CudaDevice::open(ordinal)?);
+        opened.push((ordinal, d.clone()));
+        Ok(d)
     }
 
     /// Device model name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The device's one stream (every kernel of the engine runs on it, in order).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The cuBLAS handle (bound to [`stream`](Self::stream)).
+    pub(crate) fn blas(&self) -> &CudaBlas {
+        &self.blas
     }
 
     /// Runs each kernel once against the CPU: elementwise unary (sigmoid) and

@@ -7,6 +7,8 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 mod kernels_src;
+#[cfg(feature = "cuda")]
+mod launch;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -14,6 +16,8 @@ use thiserror::Error;
 #[cfg(feature = "cuda")]
 pub use cuda::CudaDevice;
 pub use kernels_src::KERNELS_CU;
+#[cfg(feature = "cuda")]
+pub use launch::{EwOp, TabView};
 
 /// Why a device cannot be used.
 #[derive(Debug, Error)]

@@ -56,7 +56,7 @@ pub enum LayoutMismatch {
 
 /// How an operand is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Access {
+pub(crate) enum Access {
     /// Consecutive blocks in execution order: read in place.
     InPlace,
     /// One variable for every op: read with op stride 0.
@@ -65,20 +65,25 @@ enum Access {
     Gather,
 }
 
-struct BatchProg {
-    ops: Vec<usize>,
-    args: Vec<Access>,
-    result_in_place: bool,
+/// One in-cell batch: its ops (same kind), how each operand is read, and
+/// whether the results land consecutively in the records.
+pub(crate) struct BatchProg {
+    pub(crate) ops: Vec<usize>,
+    pub(crate) args: Vec<Access>,
+    pub(crate) result_in_place: bool,
 }
 
 /// A role's cell compiled for batched execution from a layout file.
 pub struct CellProgram {
-    /// Offset of each non-parameter value in units of rows (× k = floats).
-    unit: Vec<usize>,
-    units: usize,
-    params: Vec<f32>,
-    param_at: Vec<usize>,
-    batches: Vec<BatchProg>,
+    /// Offset of each non-parameter value within an instance's record.
+    pub(crate) unit: Vec<usize>,
+    /// Floats of one instance's record.
+    pub(crate) units: usize,
+    /// Parameters in layout order.
+    pub(crate) params: Vec<f32>,
+    /// Offset of each parameter value in `params`.
+    pub(crate) param_at: Vec<usize>,
+    pub(crate) batches: Vec<BatchProg>,
 }
 
 /// Counters of one in-cell run.
@@ -189,6 +194,41 @@ impl CellProgram {
             param_at,
             batches,
         })
+    }
+
+    /// The program without a layout: variables in the cell's value order, every
+    /// op its own batch (Cavs' op-by-op execution of the cell over the batch).
+    pub fn op_by_op(rm: &RoleModel) -> CellProgram {
+        let cell = &rm.cell;
+        let n = cell.values.len();
+        let (mut unit, mut units) = (vec![usize::MAX; n], 0);
+        let (mut param_at, mut params) = (vec![usize::MAX; n], Vec::new());
+        for (v, info) in cell.values.iter().enumerate() {
+            if info.kind == ValueKind::Param {
+                param_at[v] = params.len();
+                params.extend_from_slice(&rm.params[v]);
+            } else {
+                unit[v] = units;
+                units += info.numel();
+            }
+        }
+        let batches = cell
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(o, op)| BatchProg {
+                ops: vec![o],
+                args: vec![Access::InPlace; op.args.len()],
+                result_in_place: true,
+            })
+            .collect();
+        CellProgram {
+            unit,
+            units,
+            params,
+            param_at,
+            batches,
+        }
     }
 
     /// Floats of the value arena for `k` instances.

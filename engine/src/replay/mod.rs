@@ -10,10 +10,13 @@
 
 mod cellexec;
 mod dynet;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 mod incell;
 mod interp;
 pub mod kernels;
 mod model;
+mod session;
 mod store;
 
 use std::time::Instant;
@@ -21,8 +24,9 @@ use std::time::Instant;
 use serde::Serialize;
 use thiserror::Error;
 
-pub use incell::{CellProgram, LayoutMismatch};
+pub use incell::{CellProgram, InCellCounts, LayoutMismatch};
 pub use model::{Model, RoleModel};
+pub use session::{Session, device_present};
 pub use store::Store;
 
 use crate::cells::{CellError, CellLibrary};
@@ -78,6 +82,12 @@ pub enum ReplayError {
     /// Expanding the trace to primitive ops failed.
     #[error(transparent)]
     Expand(#[from] crate::workloads::ExpandError),
+    /// The device failed (or is missing).
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
+    /// This executor does not run on this device.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// Work counters of one run.
@@ -153,6 +163,24 @@ pub struct Replayed {
     pub time: TimeSplit,
     /// Fallback decisions of the policy (FSM misses).
     pub misses: u64,
+    /// GPU time between the run's first and last kernel (CUDA events); `None`
+    /// on the CPU.
+    pub device_s: Option<f64>,
+}
+
+/// The instance-level policy an executor batches with (`None` for the
+/// reference, which runs one node at a time, and for DyNet, which batches ops),
+/// and its per-role in-cell programs (ED-Batch only).
+pub(crate) fn instance_policy<'a>(
+    executor: &'a mut Executor,
+    cavs: &'a mut CavsPolicy,
+) -> (Option<&'a mut dyn BatchPolicy>, &'a [Option<CellProgram>]) {
+    match executor {
+        Executor::Reference | Executor::Dynet(_) => (None, &[]),
+        Executor::Cavs => (Some(cavs), &[]),
+        Executor::Policy(p) => (Some(p.as_mut()), &[]),
+        Executor::EdBatch(p, progs) => (Some(p.as_mut()), progs.as_slice()),
+    }
 }
 
 /// Builds the model of `trace` (cells and seeded weights).
@@ -174,6 +202,7 @@ pub fn replay(
             counters,
             time,
             misses,
+            device_s: None,
         });
     }
     let g = &trace.graph;
@@ -203,11 +232,8 @@ pub fn replay(
         }
         Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) | Executor::EdBatch(..) => {
             let mut cavs = CavsPolicy::default();
-            let (policy, programs): (&mut dyn BatchPolicy, &[Option<CellProgram>]) = match executor
-            {
-                Executor::Policy(p) => (p.as_mut(), &[]),
-                Executor::EdBatch(p, progs) => (p.as_mut(), progs.as_slice()),
-                _ => (&mut cavs, &[]),
+            let (Some(policy), programs) = instance_policy(executor, &mut cavs) else {
+                unreachable!("the reference and dynet are handled above")
             };
             let mut arena = Vec::new();
             let mut tmp = Vec::new();
@@ -253,6 +279,7 @@ pub fn replay(
         counters,
         time,
         misses,
+        device_s: None,
     })
 }
 

@@ -55,6 +55,12 @@ impl Store {
         &self.arena[s..s + n]
     }
 
+    /// Where output `j` of node `v` starts in the arena, and its length.
+    pub fn output_range(&self, v: NodeId, role: usize, j: usize) -> (usize, usize) {
+        let (off, n) = self.out_layout[role][j];
+        (self.node_start[v.index()] + off, n)
+    }
+
     /// Mutable output `j` of node `v`.
     pub fn output_mut(&mut self, v: NodeId, role: usize, j: usize) -> &mut [f32] {
         let (off, n) = self.out_layout[role][j];

@@ -1,4 +1,5 @@
 use super::*;
+use crate::device::DeviceKind;
 use crate::sched::{AgendaPolicy, DepthPolicy, TypewisePolicy};
 use crate::trace::Level;
 use crate::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
@@ -18,8 +19,13 @@ fn record(name: &str, batch: usize, hidden: usize) -> Trace {
     .unwrap()
 }
 
-#[test]
-fn batched_executors_match_the_reference_on_every_workload() {
+/// The body shared by the CPU test and its CUDA twin: the reference runs on
+/// the CPU (the oracle); every executor `device` supports runs there.
+fn batched_executors_match_the_reference_on(device: DeviceKind) {
+    if !device_present(device).unwrap() {
+        eprintln!("skipped: {device:?} is not available on this machine");
+        return;
+    }
     let cells = CellLibrary::builtin().unwrap();
     for w in WORKLOADS {
         let trace = record(w.name, 8, 32);
@@ -29,16 +35,33 @@ fn batched_executors_match_the_reference_on_every_workload() {
         let sink = *trace.graph.topo_order().last().unwrap();
         let loss = reference.store.node(sink)[0];
         assert!(loss.is_finite() && loss > 0.0, "{}: loss {loss}", w.name);
-        for mut ex in [
+        let mut executors = vec![
             Executor::Cavs,
             Executor::Policy(Box::new(AgendaPolicy::updated())),
             Executor::Policy(Box::new(TypewisePolicy)),
             Executor::Dynet(Box::new(AgendaPolicy::updated())),
             Executor::Dynet(Box::new(DepthPolicy::default())),
-        ] {
-            let run = replay(&trace, &m, &cells, &mut ex).unwrap();
+        ];
+        if device != DeviceKind::Cpu {
+            // The oracle itself on the device.
+            executors.push(Executor::Reference);
+        }
+        for mut ex in executors {
+            let run = match Session::open(device, &trace, &m, &ex) {
+                Ok(mut s) => s.run(&trace, &m, &cells, &mut ex).unwrap(),
+                Err(ReplayError::Unsupported(_)) if device != DeviceKind::Cpu => continue,
+                Err(e) => panic!("{}: {e}", w.name),
+            };
             let err = max_rel_error(&trace, &run.store, &reference.store);
-            assert!(err < 1e-4, "{}: max relative error {err}", w.name);
+            assert!(
+                err < 1e-4,
+                "{} on {device:?}: max relative error {err}",
+                w.name
+            );
+            if matches!(ex, Executor::Reference) {
+                assert_eq!(run.counters.batches, reference.counters.batches);
+                continue;
+            }
             if !matches!(ex, Executor::Dynet(_)) {
                 // Batching cells takes fewer steps than one node at a time (the
                 // op-level executor batches ops, of which there are more).
@@ -50,6 +73,16 @@ fn batched_executors_match_the_reference_on_every_workload() {
             }
         }
     }
+}
+
+#[test]
+fn batched_executors_match_the_reference_on_every_workload() {
+    batched_executors_match_the_reference_on(DeviceKind::Cpu);
+}
+
+#[test]
+fn batched_executors_match_the_reference_on_every_workload_on_cuda() {
+    batched_executors_match_the_reference_on(DeviceKind::Cuda(0));
 }
 
 #[test]

@@ -1,0 +1,335 @@
+//! Running a trace on the GPU. The host walks the schedule exactly as the CPU
+//! executors do (the policy runs in the loop, its time is "scheduling"); each
+//! batch writes its entry/exit segments and per-node data into a fresh region
+//! of one pinned staging buffer, copies it up asynchronously and launches its
+//! kernels, without waiting: the GPU runs batch `k` while the host schedules
+//! batch `k + 1`. Regions are never reused within a run, so no copy has to wait
+//! for an earlier one; the run synchronises once, at the end.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, DevicePtr, PinnedHostSlice};
+
+use super::exec::run_program;
+use super::program::{GpuProgram, build};
+use crate::device::{CudaDevice, DeviceError};
+use crate::graph::{Graph, NodeId};
+use crate::replay::incell::CellProgram;
+use crate::replay::{
+    Counters, Executor, Model, ReplayError, Replayed, Store, TimeSplit, instance_policy,
+};
+use crate::sched::{CavsPolicy, SameTypeDag, run_policy_with};
+use crate::trace::Trace;
+
+fn err(e: impl std::fmt::Debug) -> DeviceError {
+    DeviceError::Cuda(format!("{e:?}"))
+}
+
+/// Device address of a slice (one stream, no event tracking).
+pub(super) fn addr<T>(s: &CudaSlice<T>, dev: &CudaDevice) -> u64 {
+    s.device_ptr(dev.stream()).0
+}
+
+/// A trace's executor prepared on a GPU: programs (tables, parameters) and
+/// buffers are uploaded once and reused by every [`run`](Self::run).
+pub struct CudaReplay {
+    dev: Arc<CudaDevice>,
+    progs: Vec<GpuProgram>,
+    /// Host copy of the node outputs; also gives every output's offset.
+    layout: Store,
+    store: CudaSlice<f32>,
+    work: CudaSlice<f32>,
+    staging: PinnedHostSlice<i64>,
+    uploads: CudaSlice<i64>,
+}
+
+/// Upper bound of the i64 entries a run uploads: per node, its entry segments
+/// (4 + one per producer, per input value), exit segments (5 per output) and
+/// its lookup row and label.
+fn upload_bound(g: &Graph, model: &Model) -> usize {
+    g.nodes()
+        .map(|v| {
+            let cell = &model.role_of(g, v).cell;
+            let entry: usize = cell
+                .ports
+                .iter()
+                .zip(&model.bindings[v.index()])
+                .map(|(port, bound)| port.inputs.len() * (4 + bound.len()))
+                .sum();
+            entry + 5 * cell.outputs.len() + 2
+        })
+        .sum()
+}
+
+impl CudaReplay {
+    /// Uploads the programs of `executor` for `trace` (ED-Batch: the layouts'
+    /// programs; the others run each cell op by op over the batch).
+    pub fn new(
+        dev: Arc<CudaDevice>,
+        trace: &Trace,
+        model: &Model,
+        executor: &Executor,
+    ) -> Result<CudaReplay, ReplayError> {
+        if matches!(executor, Executor::Dynet(_)) {
+            return Err(ReplayError::Unsupported(
+                "the dynet executor runs on the CPU only (use --device cpu)".into(),
+            ));
+        }
+        let progs = model
+            .roles
+            .iter()
+            .enumerate()
+            .map(|(ri, rm)| match executor {
+                Executor::EdBatch(_, ps) if ps.get(ri).is_some_and(Option::is_some) => {
+                    build(&dev, &rm.cell, ps[ri].as_ref().expect("checked"))
+                }
+                _ => build(&dev, &rm.cell, &CellProgram::op_by_op(rm)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let g = &trace.graph;
+        let layout = Store::new(g, model);
+        let s = dev.stream();
+        let store = s
+            .alloc_zeros::<f32>(layout.arena.len().max(1))
+            .map_err(err)?;
+        let bound = upload_bound(g, model).max(1);
+        // SAFETY: the staging buffer is written before each region is copied up.
+        let staging = unsafe { dev.context().alloc_pinned::<i64>(bound) }.map_err(err)?;
+        let uploads = s.alloc_zeros::<i64>(bound).map_err(err)?;
+        let work = s.alloc_zeros::<f32>(1).map_err(err)?;
+        Ok(CudaReplay {
+            dev,
+            progs,
+            layout,
+            store,
+            work,
+            staging,
+            uploads,
+        })
+    }
+
+    /// Runs the trace once; the outputs are copied back after the timed part.
+    pub fn run(
+        &mut self,
+        trace: &Trace,
+        model: &Model,
+        executor: &mut Executor,
+    ) -> Result<Replayed, ReplayError> {
+        let g = &trace.graph;
+        let t0 = Instant::now();
+        let dev = self.dev.clone();
+        let ctx = dev.context();
+        let ev = || {
+            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(err)
+        };
+        let (start, end) = (ev()?, ev()?);
+        let mut b = Batcher {
+            dev: &dev,
+            progs: &self.progs,
+            layout: &self.layout,
+            store: addr(&self.store, &dev),
+            work: &mut self.work,
+            staging: self.staging.as_mut_slice().map_err(err)?,
+            uploads: addr(&self.uploads, &dev),
+            cursor: 0,
+            counters: Counters::default(),
+            failure: None,
+            exec_s: 0.0,
+        };
+        let mut cavs = CavsPolicy::default();
+        let (policy, _) = instance_policy(executor, &mut cavs);
+        let st = policy.as_ref().map(|p| SameTypeDag::for_policy(g, &**p));
+        start.record(dev.stream()).map_err(err)?;
+        let construction = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut misses = 0;
+        match (policy, &st) {
+            (Some(p), Some(st)) => {
+                let (_, stats) = run_policy_with(g, st, p, &mut |batch| b.batch(g, model, batch))?;
+                misses = stats.misses;
+            }
+            _ => {
+                for &v in g.topo_order() {
+                    b.batch(g, model, &[v]);
+                }
+            }
+        }
+        if let Some(e) = b.failure {
+            return Err(e.into());
+        }
+        let loop_s = t1.elapsed().as_secs_f64();
+        end.record(dev.stream()).map_err(err)?;
+        let t2 = Instant::now();
+        dev.stream().synchronize().map_err(err)?;
+        let wait_s = t2.elapsed().as_secs_f64();
+        let device_s = f64::from(start.elapsed_ms(&end).map_err(err)?) / 1e3;
+        let time = TimeSplit {
+            construction,
+            scheduling: loop_s - b.exec_s,
+            execution: b.exec_s + wait_s,
+        };
+        let counters = b.counters;
+        let mut store = Store::new(g, model);
+        dev.stream()
+            .memcpy_dtoh(&self.store, store.arena.as_mut_slice())
+            .map_err(err)?;
+        Ok(Replayed {
+            store,
+            counters,
+            time,
+            misses,
+            device_s: Some(device_s),
+        })
+    }
+}
+
+/// Per-run state of the batch callback.
+struct Batcher<'a> {
+    dev: &'a CudaDevice,
+    progs: &'a [GpuProgram],
+    layout: &'a Store,
+    store: u64,
+    work: &'a mut CudaSlice<f32>,
+    staging: &'a mut [i64],
+    uploads: u64,
+    cursor: usize,
+    counters: Counters,
+    failure: Option<DeviceError>,
+    exec_s: f64,
+}
+
+impl Batcher<'_> {
+    fn batch(&mut self, g: &Graph, model: &Model, batch: &[NodeId]) {
+        if self.failure.is_some() || batch.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        if let Err(e) = self.try_batch(g, model, batch) {
+            self.failure = Some(e);
+        }
+        self.exec_s += t.elapsed().as_secs_f64();
+    }
+
+    fn try_batch(&mut self, g: &Graph, model: &Model, batch: &[NodeId]) -> Result<(), DeviceError> {
+        let role = model.type_role[g.node_type(batch[0]).index()];
+        let cell = &model.roles[role].cell;
+        let prog = &self.progs[role];
+        let k = batch.len();
+        let need = k * prog.work_units;
+        if self.work.len() < need {
+            // The old buffer is freed in stream order, after the kernels using it.
+            *self.work = self
+                .dev
+                .stream()
+                .alloc_zeros::<f32>(need.next_power_of_two())
+                .map_err(err)?;
+        }
+        let work = addr(self.work, self.dev);
+        let at = |v: usize, r: usize| (r * prog.units + prog.unit[v]) as i64;
+        let numel = |v: usize| cell.values[v].numel() as i64;
+        let n_in: usize = cell.ports.iter().map(|p| p.inputs.len()).sum::<usize>() * k;
+        let n_out = cell.outputs.len() * k;
+        let base = self.cursor;
+        let buf = &mut *self.staging;
+        // Region: entry segments, their sources, exit segments, their sources,
+        // lookup rows, labels.
+        let (in_segs, in_srcs) = (base, base + 4 * n_in);
+        let mut w = in_srcs;
+        let mut seg = in_segs;
+        let mut gathered = 0u64;
+        for (r, &v) in batch.iter().enumerate() {
+            for (p, port) in cell.ports.iter().enumerate() {
+                for (j, input) in port.inputs.iter().enumerate() {
+                    let first = (w - in_srcs) as i64;
+                    for &pos in &model.bindings[v.index()][p] {
+                        let u = g.args(v)[pos as usize];
+                        let u_role = model.type_role[g.node_type(u).index()];
+                        let (off, len) = self.layout.output_range(u, u_role, j);
+                        overflow(buf, w)?;
+                        buf[w] = off as i64;
+                        w += 1;
+                        gathered += len as u64 * 4;
+                    }
+                    let i = input.0 as usize;
+                    let entry = [at(i, r), numel(i), first, (w - in_srcs) as i64];
+                    overflow(buf, seg + 3)?;
+                    buf[seg..seg + 4].copy_from_slice(&entry);
+                    seg += 4;
+                }
+            }
+        }
+        let (out_segs, out_srcs) = (w, w + 4 * n_out);
+        let (mut seg, mut w) = (out_segs, out_srcs);
+        let mut scattered = 0u64;
+        for (j, o) in cell.outputs.iter().enumerate() {
+            for (r, &v) in batch.iter().enumerate() {
+                let (off, len) = self.layout.output_range(v, role, j);
+                overflow(buf, w)?;
+                buf[w] = at(o.0 as usize, r);
+                let entry = [
+                    off as i64,
+                    len as i64,
+                    (w - out_srcs) as i64,
+                    (w - out_srcs + 1) as i64,
+                ];
+                buf[seg..seg + 4].copy_from_slice(&entry);
+                seg += 4;
+                w += 1;
+                scattered += len as u64 * 4;
+            }
+        }
+        let (idx, labels) = (w, w + k);
+        overflow(buf, labels + k - 1)?;
+        for (r, &v) in batch.iter().enumerate() {
+            let (row, label) = model.node_data(v);
+            buf[idx + r] = i64::from(row);
+            buf[labels + r] = i64::from(label);
+        }
+        let end = labels + k;
+        let up = |i: usize| self.uploads + 8 * i as u64;
+        // SAFETY: the region lies inside both the pinned staging buffer and the
+        // device upload buffer (same length), and is never written again in
+        // this run, so the asynchronous copy reads settled data.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                up(base),
+                &buf[base..end],
+                self.dev.stream().cu_stream(),
+            )
+        }
+        .map_err(err)?;
+        // SAFETY: every segment addresses a node output inside the store or a
+        // record inside the work buffer (sized for k instances above).
+        unsafe {
+            self.dev
+                .seg_sum(work, self.store, up(in_segs), n_in, up(in_srcs))?;
+        }
+        let counts = run_program(self.dev, prog, k, work, up(idx), up(labels))?;
+        // SAFETY: as for the entry segments, with the buffers swapped.
+        unsafe {
+            self.dev
+                .seg_sum(self.store, work, up(out_segs), n_out, up(out_srcs))?;
+        }
+        self.cursor = end;
+        let c = &mut self.counters;
+        c.batches += 1;
+        c.kernels += counts.kernels + 2;
+        c.bytes_gathered += gathered + counts.copy_bytes;
+        c.bytes_scattered += scattered;
+        Ok(())
+    }
+}
+
+fn overflow(buf: &[i64], i: usize) -> Result<(), DeviceError> {
+    if i < buf.len() {
+        Ok(())
+    } else {
+        Err(DeviceError::Cuda(format!(
+            "upload staging overflow at entry {i} of {} (a bug: the bound is computed from the trace)",
+            buf.len()
+        )))
+    }
+}
