@@ -129,6 +129,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
         ),
         (
+            // Too narrow to wrap: the category labels turn vertical.
+            "grouped_bars_narrow",
+            Figure::new(
+                "Speed-up, narrow figure (hidden 64)",
+                grouped("", 64.0),
+                stamp.clone(),
+            )
+            .with_size(900, 650),
+        ),
+        (
             "lines",
             Figure::new(
                 "Throughput versus batch size (tree-lstm)",

@@ -52,7 +52,9 @@ impl Axis {
         };
         // A linear bar axis starts exactly at 0; everything else gets padding.
         if !(scale == Scale::Linear && zero && lo == 0.0) {
-            lo -= pad;
+            // Bars on a log axis start at its bottom: leave the smallest bar
+            // a visible height.
+            lo -= if zero { 2.0 * pad } else { pad };
         }
         if !(scale == Scale::Linear && zero && hi == 0.0) {
             hi += pad;
@@ -64,6 +66,15 @@ impl Axis {
                 let mid = (hi + lo) / 2.0;
                 lo = mid - min_span / 2.0;
                 hi = mid + min_span / 2.0;
+            }
+        }
+        if scale == Scale::Linear {
+            // Extend the top to the next round tick when it is close, so the
+            // highest value sits under a labelled grid line.
+            let step = nice_step(hi - lo, 6);
+            let next = (hi / step).ceil() * step;
+            if next - hi < 0.5 * step {
+                hi = next;
             }
         }
         let ticks = match scale {
@@ -157,7 +168,7 @@ fn log2_ticks(lo: f64, hi: f64) -> Vec<f64> {
 /// Decades, or 1-2-5, or 1..9 multiples: the first set giving >= 3 ticks.
 fn log10_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (a, b) = ((lo - 1e-9).ceil() as i64, (hi + 1e-9).floor() as i64);
-    if b - a + 1 >= 3 {
+    if b - a + 1 >= 4 {
         let stride = ((b - a) / 10 + 1) as usize;
         return (a..=b).step_by(stride).map(|k| k as f64).collect();
     }
@@ -174,9 +185,12 @@ fn log10_ticks(lo: f64, hi: f64) -> Vec<f64> {
                 }
             }
         }
-        if ticks.len() >= 3 {
+        if (3..=14).contains(&ticks.len()) {
             return ticks;
         }
+    }
+    if b - a + 1 >= 2 {
+        return ((a..=b).map(|k| k as f64)).collect();
     }
     value_space_ticks(Scale::Log10, lo, hi)
 }
@@ -205,13 +219,9 @@ pub(crate) fn format_step(v: f64, step: f64) -> String {
         decimals += 1;
     }
     let s = format!("{:.*}", decimals as usize, v);
-    if s.trim_start_matches('-')
-        .chars()
-        .all(|c| c == '0' || c == '.')
-    {
-        "0".to_string()
-    } else {
-        s
+    match s.strip_prefix('-') {
+        Some(abs) if abs.chars().all(|c| c == '0' || c == '.') => abs.to_string(),
+        _ => s,
     }
 }
 
@@ -266,7 +276,8 @@ mod tests {
         assert_eq!(format_value(1_000_000.0), "1e6");
         assert_eq!(format_value(0.0001), "1e-4");
         assert_eq!(format_step(0.30000000000000004, 0.1), "0.3");
-        assert_eq!(format_step(-0.0, 0.5), "0");
+        assert_eq!(format_step(-0.0, 0.5), "0.0");
+        assert_eq!(format_step(0.0, 1.0), "0");
         assert_eq!(format_step(7.5, 2.5), "7.5");
     }
 }

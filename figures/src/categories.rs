@@ -122,7 +122,7 @@ fn wrap(
     let mut lines: Vec<String> = Vec::new();
     for piece in pieces {
         match lines.last_mut() {
-            Some(last) if width(&format!("{last}{piece}").trim_end())? <= room => {
+            Some(last) if width(format!("{last}{piece}").trim_end())? <= room => {
                 last.push_str(piece)
             }
             _ => lines.push(piece.to_string()),

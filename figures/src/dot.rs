@@ -61,7 +61,7 @@ pub fn fsm_to_dot(fsm: &Fsm) -> Result<String, FigureError> {
     }
     let mut out = String::from("digraph fsm {\n");
     let _ = writeln!(out, "  label={};", quote(&fsm.title));
-    out.push_str("  labelloc=t;\n  rankdir=LR;\n");
+    out.push_str("  labelloc=t;\n  rankdir=LR;\n  fontname=\"DejaVu Sans\";\n");
     out.push_str("  node [shape=box, style=rounded, fontname=\"DejaVu Sans\"];\n");
     out.push_str("  edge [fontname=\"DejaVu Sans\", fontsize=10];\n");
     for (i, s) in fsm.states.iter().enumerate() {

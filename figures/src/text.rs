@@ -13,7 +13,7 @@ use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 use plotters_backend::text_anchor::{HPos, VPos};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
-    FontStyle,
+    FontFamily, FontStyle, FontTransform,
 };
 
 /// The embedded faces: DejaVu Sans regular and bold.
@@ -164,7 +164,7 @@ impl<B: DrawingBackend> DrawingBackend for Typeset<B> {
         pos: BackendCoord,
     ) -> Res<B> {
         if !self.raster {
-            return self.inner.draw_text(text, style, pos);
+            return self.inner.draw_text(text, &SvgText(style), pos);
         }
         let color = style.color();
         if color.alpha == 0.0 {
@@ -225,5 +225,58 @@ impl<B: DrawingBackend> DrawingBackend for Typeset<B> {
             }
         }
         Ok(())
+    }
+}
+
+/// Font family written into SVG files: the embedded face first, then the
+/// viewer's generic sans-serif.
+const SVG_FAMILY: &str = "DejaVu Sans, sans-serif";
+
+/// A text style as the SVG backend should see it: the family above, and a
+/// size such that the SVG em (plotters writes `size / 1.24`) equals the em of
+/// the rasterised text (ab_glyph scales `size` to ascent - descent).
+struct SvgText<'a, T>(&'a T);
+
+impl<T: BackendTextStyle> BackendTextStyle for SvgText<'_, T> {
+    type FontError = T::FontError;
+
+    fn color(&self) -> BackendColor {
+        self.0.color()
+    }
+
+    fn size(&self) -> f64 {
+        let font = face(self.0.style());
+        let em = font.units_per_em().unwrap_or(1.0);
+        let height = font.ascent_unscaled() - font.descent_unscaled();
+        self.0.size() * 1.24 * f64::from(em / height)
+    }
+
+    fn transform(&self) -> FontTransform {
+        self.0.transform()
+    }
+
+    fn style(&self) -> FontStyle {
+        self.0.style()
+    }
+
+    fn anchor(&self) -> plotters_backend::text_anchor::Pos {
+        self.0.anchor()
+    }
+
+    fn family(&self) -> FontFamily<'_> {
+        FontFamily::Name(SVG_FAMILY)
+    }
+
+    fn layout_box(&self, text: &str) -> Result<((i32, i32), (i32, i32)), Self::FontError> {
+        self.0.layout_box(text)
+    }
+
+    fn draw<E, F: FnMut(i32, i32, BackendColor) -> Result<(), E>>(
+        &self,
+        text: &str,
+        pos: BackendCoord,
+        draw: F,
+    ) -> Result<Result<(), E>, Self::FontError> {
+        self.0.draw(text, pos, draw)
     }
 }
