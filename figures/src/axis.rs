@@ -77,11 +77,16 @@ impl Axis {
                 hi = next;
             }
         }
-        let ticks = match scale {
+        let mut ticks = match scale {
             Scale::Linear => linear_ticks(lo, hi, 6),
             Scale::Log2 => log2_ticks(lo, hi),
             Scale::Log10 => log10_ticks(lo, hi),
         };
+        // Ticks whose value under- or overflows f64 would be labelled 0 or inf.
+        ticks.retain(|&t| {
+            let v = inverse(scale, t);
+            v.is_finite() && (scale == Scale::Linear || v > 0.0)
+        });
         Axis {
             scale,
             lo,
@@ -159,18 +164,26 @@ pub(crate) fn linear_ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
 fn log2_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (a, b) = ((lo - 1e-9).ceil() as i64, (hi + 1e-9).floor() as i64);
     if b - a + 1 >= 2 {
-        let stride = ((b - a) / 11 + 1) as usize;
-        return (a..=b).step_by(stride).map(|k| k as f64).collect();
+        return powers(a, b, 12);
     }
     value_space_ticks(Scale::Log2, lo, hi)
+}
+
+/// Exponents `a..=b`, thinned to multiples of a stride so that at most
+/// `max` remain (1, 100, 10^4... rather than 10, 1000, 10^5...).
+fn powers(a: i64, b: i64, max: i64) -> Vec<f64> {
+    let stride = (b - a) / max + 1;
+    (a..=b)
+        .filter(|k| k.rem_euclid(stride) == 0)
+        .map(|k| k as f64)
+        .collect()
 }
 
 /// Decades, or 1-2-5, or 1..9 multiples: the first set giving >= 3 ticks.
 fn log10_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (a, b) = ((lo - 1e-9).ceil() as i64, (hi + 1e-9).floor() as i64);
     if b - a + 1 >= 4 {
-        let stride = ((b - a) / 10 + 1) as usize;
-        return (a..=b).step_by(stride).map(|k| k as f64).collect();
+        return powers(a, b, 11);
     }
     for mults in [
         &[1.0, 2.0, 5.0][..],
@@ -260,6 +273,23 @@ mod tests {
         let axis = Axis::fit(Scale::Log2, 1.0, 256.0, false);
         let labels: Vec<String> = axis.ticks.iter().map(|&t| axis.label(t)).collect();
         assert_eq!(labels, ["1", "2", "4", "8", "16", "32", "64", "128", "256"]);
+    }
+
+    #[test]
+    fn wide_log10_axis_ticks_at_round_powers() {
+        let axis = Axis::fit(Scale::Log10, 1e-3, 1e12, false);
+        assert!(axis.ticks.len() <= 11, "{:?}", axis.ticks);
+        assert!(
+            axis.ticks.iter().all(|t| t.rem_euclid(2.0) == 0.0),
+            "{:?}",
+            axis.ticks
+        );
+        let axis = Axis::fit(Scale::Log10, 1e-300, 1e300, true);
+        assert!(
+            axis.ticks.iter().all(|&t| 10f64.powf(t) > 0.0),
+            "{:?}",
+            axis.ticks
+        );
     }
 
     #[test]

@@ -156,5 +156,7 @@ fn category_labels<DB: DrawingBackend>(
     let panel_w = area.dim_in_pixel().0 as i32;
     let plot_w = plot::plot_width(panel_w, plot::y_area_width(area, y)?);
     let slot = plot_w / categories.len().max(1) as i32;
-    CategoryLabels::layout(root, categories, slot)
+    // Labels may take at most 45% of the panel height.
+    let max_height = area.dim_in_pixel().1 as i32 * 45 / 100;
+    CategoryLabels::layout(root, categories, slot, max_height)
 }

@@ -26,6 +26,7 @@ impl CategoryLabels {
         root: &DrawingArea<DB, Shift>,
         categories: &[String],
         slot: i32,
+        max_height: i32,
     ) -> Result<Self, FigureError> {
         let font = style::text(style::TICK_SIZE);
         let width = |s: &str| -> Result<i32, FigureError> {
@@ -56,12 +57,27 @@ impl CategoryLabels {
                 height: GAP + n * line_h,
             });
         }
+        // Rotated: labels longer than the room below the plot are shortened
+        // with an ellipsis rather than pushing the plot away.
+        let room = max_height - GAP - 4;
         let mut longest = 0;
+        let mut rotated = Vec::with_capacity(categories.len());
         for cat in categories {
-            longest = longest.max(width(cat)?);
+            let mut label = cat.clone();
+            while width(&label)? > room && !label.is_empty() {
+                let mut chars: Vec<char> = label.chars().collect();
+                chars.truncate(chars.len().saturating_sub(2));
+                label = chars.into_iter().collect::<String>();
+                label.push('…');
+                if label.chars().count() <= 1 {
+                    break;
+                }
+            }
+            longest = longest.max(width(&label)?);
+            rotated.push(vec![label]);
         }
         Ok(CategoryLabels {
-            lines: categories.iter().map(|c| vec![c.clone()]).collect(),
+            lines: rotated,
             rotated: true,
             line_h,
             height: GAP + longest + 4,

@@ -27,6 +27,16 @@ pub enum FigureError {
         /// Smallest height accepted.
         min_height: u32,
     },
+    /// The requested image is larger than [`crate::MAX_SIDE`] on a side.
+    #[error("figure size {width}x{height} is too large (at most {max} pixels a side)")]
+    TooLarge {
+        /// Requested width in pixels.
+        width: u32,
+        /// Requested height in pixels.
+        height: u32,
+        /// Largest side accepted.
+        max: u32,
+    },
     /// A required text (title, x label, y label, series name...) is blank.
     #[error("{what} is empty: figures always carry a title, axis labels and named series")]
     MissingText {

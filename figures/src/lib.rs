@@ -13,20 +13,34 @@
 //!
 //! # Font
 //!
-//! Text is rendered with DejaVu Sans (Bitstream Vera licence, permissive),
-//! embedded from the `dejavu` crate (MIT/Apache-2.0 wrapper, no dependencies,
-//! exposes each face as `&'static [u8]`), and registered with plotters'
-//! `ab_glyph` renderer. No system font is needed, so the CI machine renders
-//! the same pixels as a developer's. SVG files name the generic `sans-serif`
-//! family and leave the glyphs to the viewer.
+//! Text uses DejaVu Sans (regular and bold; Bitstream Vera / DejaVu licence,
+//! permissive), embedded from the `dejavu` crate: a dependency-free crate
+//! (MIT/Apache-2.0) exposing each face as `&'static [u8]`, chosen over
+//! vendoring a TTF so the repository holds no binary font. The faces are
+//! registered with plotters' `ab_glyph` renderer
+//! (`plotters::style::register_font`), and no system font is ever needed, so
+//! CI renders the same pixels as a developer's machine. Because plotters
+//! 0.3.7's `ab_glyph` drawing drops glyph side bearings (uneven letter
+//! spacing), a thin backend wrapper lays text out itself with the same
+//! embedded font: exact advances and kerning for measuring (PNG and SVG lay
+//! out identically) and sub-pixel glyph placement on the bitmap. SVG text is
+//! written as `<text>` with `font-family="DejaVu Sans, sans-serif"`, sized to
+//! match the PNG.
 //!
 //! # plotters features
 //!
 //! `bitmap_backend` (rasterising into a memory buffer), `svg_backend`, and
-//! `ab_glyph` (text from the embedded font); nothing else. The PNG is encoded
-//! with the `png` crate directly instead of plotters' `bitmap_encoder`, which
-//! would pull in the whole `image` crate and can only write to a path, not to
-//! the bytes the atomic write needs.
+//! `ab_glyph`; nothing else (series and markers are drawn from basic
+//! elements). The PNG is encoded with the `png` crate directly rather than
+//! plotters' `bitmap_encoder`, which pulls in the whole `image` crate and can
+//! only write to a path, not to the bytes the atomic write needs.
+//!
+//! # Caveats
+//!
+//! DejaVu Sans covers Latin, Greek and Cyrillic; other scripts (e.g. CJK)
+//! render as empty boxes in the PNG. Labels that do not fit are wrapped at
+//! `-`, `_`, `/`, `.` or spaces, else turned vertical, and vertical labels
+//! longer than 45% of the panel height are shortened with `…`.
 //!
 //! # Example
 //!
@@ -76,4 +90,4 @@ pub use model::{
     StackComponent, StackedBars, Stamp,
 };
 pub use render::{RenderedFiles, render, render_png, render_svg, write_atomic};
-pub use validate::{MIN_HEIGHT, MIN_WIDTH, validate};
+pub use validate::{MAX_SIDE, MIN_HEIGHT, MIN_WIDTH, validate};

@@ -10,6 +10,8 @@ use crate::model::{Chart, Figure, GroupedBars, LineChart, RefLine, Scale, Stacke
 pub const MIN_WIDTH: u32 = 320;
 /// Smallest accepted image height, in pixels.
 pub const MIN_HEIGHT: u32 = 240;
+/// Largest accepted image side, in pixels.
+pub const MAX_SIDE: u32 = 16_384;
 
 /// Checks the whole figure: sizes, texts, and every panel's data.
 pub fn validate(fig: &Figure) -> Result<(), FigureError> {
@@ -19,6 +21,13 @@ pub fn validate(fig: &Figure) -> Result<(), FigureError> {
             height: fig.height,
             min_width: MIN_WIDTH,
             min_height: MIN_HEIGHT,
+        });
+    }
+    if fig.width > MAX_SIDE || fig.height > MAX_SIDE {
+        return Err(FigureError::TooLarge {
+            width: fig.width,
+            height: fig.height,
+            max: MAX_SIDE,
         });
     }
     require_text(&fig.title, "figure title")?;
