@@ -62,7 +62,7 @@ fn edbatch_matches_the_reference_on(device: DeviceKind) {
                 w.name
             );
             let mut ex = Executor::EdBatch(Box::new(TypewisePolicy), progs);
-            let mut session = Session::open(device, &trace, &m, &ex).unwrap();
+            let mut session = Session::open(device, &trace, &m, &cells, &ex).unwrap();
             let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
             let err = replay::max_rel_error(&trace, &run.store, &reference.store);
             assert!(

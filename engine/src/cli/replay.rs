@@ -44,8 +44,8 @@ pub struct Args {
     /// planned, `<cell>.baseline.json` DyNet order).
     #[arg(long)]
     layouts: Option<PathBuf>,
-    /// Device: `cpu`, or `cuda` / `cuda:N` (every executor but `dynet`; a
-    /// machine without CUDA is an error, never a CPU fall back).
+    /// Device: `cpu`, or `cuda` / `cuda:N` (every executor; a machine without
+    /// CUDA is an error, never a CPU fall back).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Timed repetitions (the median is reported) after one warm-up run.
@@ -219,7 +219,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
-    let mut session = replay::Session::open(device, &trace, &model, &ex)?;
+    let mut session = replay::Session::open(device, &trace, &model, &cells, &ex)?;
     // Warm-up, then timed repeats.
     session.run(&trace, &model, &cells, &mut ex)?;
     let mut runs = Vec::with_capacity(a.repeat);

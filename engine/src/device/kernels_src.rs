@@ -117,7 +117,8 @@ extern "C" __global__ void seg_sum_f32(float* dst, const float* src, const long*
 }
 
 // y[r, j] = row (idx[r] mod rows) of the table of op j.
-extern "C" __global__ void lookup_f32(const float* t, const long* tt, long rows, const long* idx,
+extern "C" __global__ void lookup_f32(const float* t, const long* tt, long tsh, long rows,
+                                      const long* idx,
                                       float* y, const long* yt, long yrs, long ysh,
                                       int k, int m, int len) {
     GRID_STRIDE(i, (long)k * m * len) {
@@ -125,7 +126,7 @@ extern "C" __global__ void lookup_f32(const float* t, const long* tt, long rows,
         long q = i / len;
         int j = (int)(q % m), r = (int)(q / m);
         unsigned long long row = (unsigned long long)idx[r] % (unsigned long long)rows;
-        y[ysh + yt[j] + r * yrs + c] = t[tt[j] + row * len + c];
+        y[ysh + yt[j] + r * yrs + c] = t[tsh + tt[j] + row * len + c];
     }
 }
 

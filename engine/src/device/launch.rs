@@ -168,7 +168,11 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         let (rows, k32, m32, l32) = (rows as i64, k as i32, m as i32, len as i32);
         self.launch(&self.kernels.lookup, grid(k * m * len), |l| {
-            l.arg(&table.ptr).arg(&table.tab).arg(&rows).arg(&idx);
+            l.arg(&table.ptr)
+                .arg(&table.tab)
+                .arg(&table.shift)
+                .arg(&rows)
+                .arg(&idx);
             l.arg(&y.ptr).arg(&y.tab).arg(&y.rs).arg(&y.shift);
             l.arg(&k32).arg(&m32).arg(&l32);
         })

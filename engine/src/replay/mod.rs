@@ -85,9 +85,6 @@ pub enum ReplayError {
     /// The device failed (or is missing).
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
-    /// This executor does not run on this device.
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// Work counters of one run.

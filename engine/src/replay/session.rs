@@ -24,6 +24,7 @@ impl Session {
         device: DeviceKind,
         trace: &Trace,
         model: &Model,
+        cells: &CellLibrary,
         executor: &Executor,
     ) -> Result<Session, ReplayError> {
         match device {
@@ -31,12 +32,12 @@ impl Session {
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
                 let dev = crate::device::CudaDevice::shared(n)?;
-                let r = super::gpu::CudaReplay::new(dev, trace, model, executor)?;
+                let r = super::gpu::CudaReplay::new(dev, trace, model, cells, executor)?;
                 Ok(Session::Cuda(Box::new(r)))
             }
             #[cfg(not(feature = "cuda"))]
             DeviceKind::Cuda(_) => {
-                let _ = (trace, model, executor);
+                let _ = (trace, model, cells, executor);
                 Err(DeviceError::NotBuilt.into())
             }
         }

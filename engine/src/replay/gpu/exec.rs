@@ -1,13 +1,57 @@
 //! Launches one cell program over `k` instances whose records are in the work
 //! buffer: per in-cell batch, the gathers of its non-consecutive operands, the
 //! batched kernel (cuBLAS for products, table-view kernels for the rest), and
-//! the copy of a result that is not consecutive in the records.
+//! the copy of a result that is not consecutive in the records. The kernel of
+//! one batched op is launched from resolved views ([`ROp`]), which the
+//! op-level DyNet executor builds directly.
 
 use super::program::{Buf, Extra, GBatch, GView, GpuProgram};
 use super::run::addr;
 use crate::cells::PrimOp;
 use crate::device::{CudaDevice, DeviceError, EwOp, TabView};
 use crate::replay::incell::InCellCounts;
+
+/// A view resolved for one launch: the kernels' table view, and for GEMM
+/// operands the address of op 0's instance 0 with the op stride (floats).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RView {
+    pub tv: TabView,
+    pub addr: u64,
+    pub os: i64,
+}
+
+impl RView {
+    fn at(&self, j: usize) -> u64 {
+        self.addr + 4 * (j as i64 * self.os) as u64
+    }
+}
+
+/// One operand of a resolved op.
+pub(super) struct RArg<'a> {
+    pub v: RView,
+    pub per_row: bool,
+    pub numel: usize,
+    pub shape: &'a [usize],
+}
+
+/// Kind-specific resolved views (see `program::Extra`).
+pub(super) enum RExtra {
+    None,
+    Concat(Vec<RView>),
+    Slice(RView),
+}
+
+/// A batched op ready to launch: `m` ops of one kind over `k` instances.
+pub(super) struct ROp<'a> {
+    pub kind: PrimOp,
+    pub k: usize,
+    pub m: usize,
+    pub out: usize,
+    pub args: Vec<RArg<'a>>,
+    pub y: RView,
+    pub extra: RExtra,
+    pub rows0: usize,
+}
 
 struct Ptrs {
     work: u64,
@@ -33,10 +77,13 @@ impl Ptrs {
         }
     }
 
-    /// Address of op `j`'s data of instance 0 in a uniform view.
-    fn at(&self, v: &GView, j: usize) -> u64 {
-        let floats = v.shift_k * self.k + v.base + j as i64 * v.os;
-        self.buf(v.buf) + 4 * floats as u64
+    fn resolve(&self, v: &GView) -> RView {
+        let floats = v.shift_k * self.k + v.base;
+        RView {
+            tv: self.view(v),
+            addr: self.buf(v.buf) + 4 * floats as u64,
+            os: v.os,
+        }
     }
 }
 
@@ -66,7 +113,6 @@ pub(super) fn run_program(
     Ok(c)
 }
 
-#[allow(clippy::too_many_arguments)]
 unsafe fn run_batch(
     dev: &CudaDevice,
     p: &Ptrs,
@@ -76,8 +122,7 @@ unsafe fn run_batch(
     labels: u64,
     c: &mut InCellCounts,
 ) -> Result<(), DeviceError> {
-    let (m, out) = (b.m, b.out);
-    let y = p.view(&b.y);
+    let m = b.m;
     // SAFETY (whole body): see `run_program`.
     unsafe {
         for a in &b.args {
@@ -88,22 +133,70 @@ unsafe fn run_batch(
                 c.copy_bytes += (rows * m * a.numel * 4) as u64;
             }
         }
-        let arg = |i: usize| p.view(&b.args[i].view);
-        let ew = |op: EwOp| {
-            let other = if b.args.len() > 1 { arg(1) } else { arg(0) };
-            dev.ew(op, 1.0, arg(0), other, y, k, m, out).map(|()| 1)
+        let op = ROp {
+            kind: b.kind,
+            k,
+            m,
+            out: b.out,
+            args: b
+                .args
+                .iter()
+                .map(|a| RArg {
+                    v: p.resolve(&a.view),
+                    per_row: a.per_row,
+                    numel: a.numel,
+                    shape: &a.shape,
+                })
+                .collect(),
+            y: p.resolve(&b.y),
+            extra: match &b.extra {
+                Extra::None => RExtra::None,
+                Extra::Concat(places) => {
+                    RExtra::Concat(places.iter().map(|v| p.resolve(v)).collect())
+                }
+                Extra::Slice(x) => RExtra::Slice(p.resolve(x)),
+            },
+            rows0: b.rows0,
         };
-        // Launches of the batched op itself.
-        let launches: u64 = match b.kind {
+        c.kernels += launch_op(dev, &op, idx, labels)?;
+        if let Some(st) = &b.store {
+            dev.copy(op.y.tv, p.view(st), k, m, b.out, false)?;
+            c.copy_kernels += 1;
+            c.copy_bytes += (k * m * b.out * 4) as u64;
+        }
+    }
+    Ok(())
+}
+
+/// Launches the kernels of one batched op; returns how many.
+///
+/// # Safety
+/// Every view must address `k × m` blocks of its operand inside live buffers.
+pub(super) unsafe fn launch_op(
+    dev: &CudaDevice,
+    op: &ROp,
+    idx: u64,
+    labels: u64,
+) -> Result<u64, DeviceError> {
+    let (k, m, out) = (op.k, op.m, op.out);
+    let y = op.y.tv;
+    let arg = |i: usize| op.args[i].v.tv;
+    // SAFETY (whole body): forwarded from the caller.
+    unsafe {
+        let ew = |f: EwOp| {
+            let other = if op.args.len() > 1 { arg(1) } else { arg(0) };
+            dev.ew(f, 1.0, arg(0), other, y, k, m, out).map(|()| 1)
+        };
+        Ok(match op.kind {
             PrimOp::Affine => {
                 dev.copy(arg(0), y, k, m, out, false)?;
                 let mut n = 1;
-                for wi in (1..b.args.len()).step_by(2) {
-                    n += product(dev, p, b, wi, wi + 1, 1.0, k)?;
+                for wi in (1..op.args.len()).step_by(2) {
+                    n += product(dev, op, wi, wi + 1, 1.0)?;
                 }
                 n
             }
-            PrimOp::Matmul => product(dev, p, b, 0, 1, 0.0, k)?,
+            PrimOp::Matmul => product(dev, op, 0, 1, 0.0)?,
             PrimOp::Sigmoid => ew(EwOp::Sigmoid)?,
             PrimOp::Tanh => ew(EwOp::Tanh)?,
             PrimOp::Relu => ew(EwOp::Relu)?,
@@ -113,87 +206,68 @@ unsafe fn run_batch(
             PrimOp::Mul => ew(EwOp::Mul)?,
             PrimOp::Sum | PrimOp::Mean => {
                 dev.copy(arg(0), y, k, m, out, false)?;
-                for i in 1..b.args.len() {
+                for i in 1..op.args.len() {
                     dev.ew(EwOp::Add, 1.0, y, arg(i), y, k, m, out)?;
                 }
-                if b.kind == PrimOp::Mean {
-                    let s = 1.0 / b.args.len() as f32;
+                if op.kind == PrimOp::Mean {
+                    let s = 1.0 / op.args.len() as f32;
                     dev.ew(EwOp::Scale, s, y, y, y, k, m, out)?;
                 }
-                b.args.len() as u64 + u64::from(b.kind == PrimOp::Mean)
+                op.args.len() as u64 + u64::from(op.kind == PrimOp::Mean)
             }
             PrimOp::Concat => {
-                let Extra::Concat(places) = &b.extra else {
-                    unreachable!("concat batches are built with their places")
+                let RExtra::Concat(places) = &op.extra else {
+                    unreachable!("concat ops are resolved with their places")
                 };
                 for (i, place) in places.iter().enumerate() {
-                    dev.copy(arg(i), p.view(place), k, m, b.args[i].numel, false)?;
+                    dev.copy(arg(i), place.tv, k, m, op.args[i].numel, false)?;
                 }
                 places.len() as u64
             }
             PrimOp::Slice => {
-                let Extra::Slice(x) = &b.extra else {
-                    unreachable!("slice batches are built with their source")
+                let RExtra::Slice(x) = &op.extra else {
+                    unreachable!("slice ops are resolved with their source")
                 };
-                dev.copy(p.view(x), y, k, m, out, false)?;
+                dev.copy(x.tv, y, k, m, out, false)?;
                 1
             }
-            PrimOp::Lookup => dev.lookup(arg(0), b.rows0, idx, y, k, m, out).map(|()| 1)?,
+            PrimOp::Lookup => dev
+                .lookup(arg(0), op.rows0, idx, y, k, m, out)
+                .map(|()| 1)?,
             PrimOp::Softmax => dev
-                .softmax(arg(0), y, k, m, b.args[0].numel, None)
+                .softmax(arg(0), y, k, m, op.args[0].numel, None)
                 .map(|()| 1)?,
             PrimOp::PickLoss => dev
-                .softmax(arg(0), y, k, m, b.args[0].numel, Some(labels))
+                .softmax(arg(0), y, k, m, op.args[0].numel, Some(labels))
                 .map(|()| 1)?,
-        };
-        c.kernels += launches;
-        if let Some(st) = &b.store {
-            dev.copy(y, p.view(st), k, m, out, false)?;
-            c.copy_kernels += 1;
-            c.copy_bytes += (k * m * out * 4) as u64;
-        }
+        })
     }
-    Ok(())
 }
 
-/// `y (beta=1: +)= w · x` for operands `wi`, `xi` of the batch; returns the
-/// GEMM calls made.
+/// `y (beta=1: +)= w · x` for operands `wi`, `xi`; returns the GEMM calls made.
 unsafe fn product(
     dev: &CudaDevice,
-    p: &Ptrs,
-    b: &GBatch,
+    op: &ROp,
     wi: usize,
     xi: usize,
     beta: f32,
-    k: usize,
 ) -> Result<u64, DeviceError> {
-    let (w, x) = (&b.args[wi], &b.args[xi]);
-    let (m, out, n) = (b.m, b.out, x.numel);
+    let (w, x) = (&op.args[wi], &op.args[xi]);
+    let (k, m, out, n) = (op.k, op.m, op.out, x.numel);
     let (rows, cols) = (w.shape[0], w.shape.get(1).copied().unwrap_or(1).max(1));
     let pp = n / cols;
-    let (wv, xv, yv) = (&w.view, &x.view, &b.y);
-    // SAFETY (whole body): see `run_program`.
+    let (wv, xv, yv) = (&w.v, &x.v, &op.y);
+    let (ldx, ldy) = (xv.tv.rs as usize, yv.tv.rs as usize);
+    // SAFETY (whole body): forwarded from the caller.
     unsafe {
         if !w.per_row && x.per_row && pp == 1 {
             if xv.os == 0 && wv.os == w.numel as i64 {
                 // One input for every op and stacked weights: one GEMM.
-                let (xa, wa, ya) = (p.at(xv, 0), p.at(wv, 0), p.at(yv, 0));
-                dev.gemm_xwt(
-                    k,
-                    m * out,
-                    n,
-                    xa,
-                    xv.rs as usize,
-                    wa,
-                    beta,
-                    ya,
-                    yv.rs as usize,
-                )?;
+                dev.gemm_xwt(k, m * out, n, xv.at(0), ldx, wv.at(0), beta, yv.at(0), ldy)?;
                 return Ok(1);
             }
             for j in 0..m {
-                let (xa, wa, ya) = (p.at(xv, j), p.at(wv, j), p.at(yv, j));
-                dev.gemm_xwt(k, out, n, xa, xv.rs as usize, wa, beta, ya, yv.rs as usize)?;
+                dev.gemm_xwt(k, out, n, xv.at(j), ldx, wv.at(j), beta, yv.at(j), ldy)?;
             }
         } else {
             // Per-instance matrices (MV-RNN): one strided-batched GEMM per op.
@@ -201,10 +275,10 @@ unsafe fn product(
                 dev.gemm_per_instance(
                     k,
                     (rows, cols, pp),
-                    (p.at(wv, j), wv.rs),
-                    (p.at(xv, j), xv.rs),
+                    (wv.at(j), wv.tv.rs),
+                    (xv.at(j), xv.tv.rs),
                     beta,
-                    (p.at(yv, j), yv.rs),
+                    (yv.at(j), yv.tv.rs),
                 )?;
             }
         }

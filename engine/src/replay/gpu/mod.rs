@@ -4,6 +4,7 @@
 //! device work buffer ([`program`]), launched per batch ([`exec`]) from the
 //! host's schedule loop with asynchronous uploads ([`run`]).
 
+mod dynet;
 mod exec;
 mod program;
 mod run;

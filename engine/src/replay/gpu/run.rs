@@ -10,21 +10,83 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, DevicePtr, PinnedHostSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, DevicePtr, PinnedHostSlice};
 
+use super::dynet::DynetGpu;
 use super::exec::run_program;
 use super::program::{GpuProgram, build};
+use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError};
 use crate::graph::{Graph, NodeId};
 use crate::replay::incell::CellProgram;
 use crate::replay::{
     Counters, Executor, Model, ReplayError, Replayed, Store, TimeSplit, instance_policy,
 };
-use crate::sched::{CavsPolicy, SameTypeDag, run_policy_with};
+use crate::sched::{BatchPolicy, CavsPolicy, SameTypeDag, run_policy_with};
 use crate::trace::Trace;
 
-fn err(e: impl std::fmt::Debug) -> DeviceError {
+pub(super) fn err(e: impl std::fmt::Debug) -> DeviceError {
     DeviceError::Cuda(format!("{e:?}"))
+}
+
+/// Pinned host memory and a device buffer of the same length for a run's
+/// per-batch uploads: each batch writes a fresh region and copies it up
+/// asynchronously (regions are never reused within a run).
+pub(super) struct Staging {
+    host: PinnedHostSlice<i64>,
+    dev: CudaSlice<i64>,
+    dev_addr: u64,
+}
+
+impl Staging {
+    pub(super) fn new(dev: &CudaDevice, len: usize) -> Result<Staging, DeviceError> {
+        let len = len.max(1);
+        // SAFETY: every region is written before it is copied up.
+        let host = unsafe { dev.context().alloc_pinned::<i64>(len) }.map_err(err)?;
+        let d = dev.stream().alloc_zeros::<i64>(len).map_err(err)?;
+        let dev_addr = addr(&d, dev);
+        Ok(Staging {
+            host,
+            dev: d,
+            dev_addr,
+        })
+    }
+
+    /// The host side (no copy from it is ever recorded, so this never waits).
+    pub(super) fn host(&mut self) -> &mut [i64] {
+        // Only fails if the (never recorded) event does; an empty slice then
+        // makes the caller's bounds check report it.
+        self.host.as_mut_slice().unwrap_or(&mut [])
+    }
+
+    /// Device address of entry `i`.
+    pub(super) fn dev(&self, i: usize) -> u64 {
+        debug_assert!(i <= self.dev.len());
+        self.dev_addr + 8 * i as u64
+    }
+
+    /// Copies entries `from..to` up, asynchronously.
+    pub(super) fn upload(
+        &mut self,
+        dev: &CudaDevice,
+        from: usize,
+        to: usize,
+    ) -> Result<(), DeviceError> {
+        let target = self.dev(from);
+        let host = self.host();
+        overflow(host, to.max(1) - 1)?;
+        // SAFETY: the region lies inside both buffers (same length) and is
+        // never written again in this run, so the asynchronous copy reads
+        // settled data from pinned memory.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                target,
+                &host[from..to],
+                dev.stream().cu_stream(),
+            )
+        }
+        .map_err(err)
+    }
 }
 
 /// Device address of a slice (one stream, no event tracking).
@@ -41,8 +103,9 @@ pub struct CudaReplay {
     layout: Store,
     store: CudaSlice<f32>,
     work: CudaSlice<f32>,
-    staging: PinnedHostSlice<i64>,
-    uploads: CudaSlice<i64>,
+    staging: Staging,
+    /// The op-level program and buffers of the DyNet executor.
+    dynet: Option<DynetGpu>,
 }
 
 /// Upper bound of the i64 entries a run uploads: per node, its entry segments
@@ -70,13 +133,13 @@ impl CudaReplay {
         dev: Arc<CudaDevice>,
         trace: &Trace,
         model: &Model,
+        cells: &CellLibrary,
         executor: &Executor,
     ) -> Result<CudaReplay, ReplayError> {
-        if matches!(executor, Executor::Dynet(_)) {
-            return Err(ReplayError::Unsupported(
-                "the dynet executor runs on the CPU only (use --device cpu)".into(),
-            ));
-        }
+        let dynet = match executor {
+            Executor::Dynet(_) => Some(DynetGpu::new(&dev, trace, model, cells)?),
+            _ => None,
+        };
         let progs = model
             .roles
             .iter()
@@ -94,10 +157,7 @@ impl CudaReplay {
         let store = s
             .alloc_zeros::<f32>(layout.arena.len().max(1))
             .map_err(err)?;
-        let bound = upload_bound(g, model).max(1);
-        // SAFETY: the staging buffer is written before each region is copied up.
-        let staging = unsafe { dev.context().alloc_pinned::<i64>(bound) }.map_err(err)?;
-        let uploads = s.alloc_zeros::<i64>(bound).map_err(err)?;
+        let staging = Staging::new(&dev, upload_bound(g, model))?;
         let work = s.alloc_zeros::<f32>(1).map_err(err)?;
         Ok(CudaReplay {
             dev,
@@ -106,7 +166,7 @@ impl CudaReplay {
             store,
             work,
             staging,
-            uploads,
+            dynet,
         })
     }
 
@@ -126,14 +186,16 @@ impl CudaReplay {
                 .map_err(err)
         };
         let (start, end) = (ev()?, ev()?);
+        if let (Some(dg), Executor::Dynet(policy)) = (self.dynet.as_mut(), &mut *executor) {
+            return run_dynet(&dev, dg, trace, model, policy.as_mut(), t0, (&start, &end));
+        }
         let mut b = Batcher {
             dev: &dev,
             progs: &self.progs,
             layout: &self.layout,
             store: addr(&self.store, &dev),
             work: &mut self.work,
-            staging: self.staging.as_mut_slice().map_err(err)?,
-            uploads: addr(&self.uploads, &dev),
+            staging: &mut self.staging,
             cursor: 0,
             counters: Counters::default(),
             failure: None,
@@ -193,8 +255,7 @@ struct Batcher<'a> {
     layout: &'a Store,
     store: u64,
     work: &'a mut CudaSlice<f32>,
-    staging: &'a mut [i64],
-    uploads: u64,
+    staging: &'a mut Staging,
     cursor: usize,
     counters: Counters,
     failure: Option<DeviceError>,
@@ -233,7 +294,7 @@ impl Batcher<'_> {
         let n_in: usize = cell.ports.iter().map(|p| p.inputs.len()).sum::<usize>() * k;
         let n_out = cell.outputs.len() * k;
         let base = self.cursor;
-        let buf = &mut *self.staging;
+        let buf = self.staging.host();
         // Region: entry segments, their sources, exit segments, their sources,
         // lookup rows, labels.
         let (in_segs, in_srcs) = (base, base + 4 * n_in);
@@ -289,18 +350,8 @@ impl Batcher<'_> {
             buf[labels + r] = i64::from(label);
         }
         let end = labels + k;
-        let up = |i: usize| self.uploads + 8 * i as u64;
-        // SAFETY: the region lies inside both the pinned staging buffer and the
-        // device upload buffer (same length), and is never written again in
-        // this run, so the asynchronous copy reads settled data.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(
-                up(base),
-                &buf[base..end],
-                self.dev.stream().cu_stream(),
-            )
-        }
-        .map_err(err)?;
+        self.staging.upload(self.dev, base, end)?;
+        let up = |i: usize| self.staging.dev(i);
         // SAFETY: every segment addresses a node output inside the store or a
         // record inside the work buffer (sized for k instances above).
         unsafe {
@@ -323,7 +374,7 @@ impl Batcher<'_> {
     }
 }
 
-fn overflow(buf: &[i64], i: usize) -> Result<(), DeviceError> {
+pub(super) fn overflow(buf: &[i64], i: usize) -> Result<(), DeviceError> {
     if i < buf.len() {
         Ok(())
     } else {
@@ -332,4 +383,60 @@ fn overflow(buf: &[i64], i: usize) -> Result<(), DeviceError> {
             buf.len()
         )))
     }
+}
+
+/// The DyNet executor's run: the policy batches the op-level graph; each batch
+/// is launched by [`DynetRun::batch`](super::dynet::DynetRun::batch).
+fn run_dynet(
+    dev: &CudaDevice,
+    dg: &mut DynetGpu,
+    trace: &Trace,
+    model: &Model,
+    policy: &mut dyn BatchPolicy,
+    t0: Instant,
+    (start, end): (&CudaEvent, &CudaEvent),
+) -> Result<Replayed, ReplayError> {
+    let prog = dg.program();
+    let og = &prog.graph;
+    let st = SameTypeDag::for_policy(og, policy);
+    let mut run = dg.start();
+    let mut counters = Counters::default();
+    let mut failure = None;
+    let mut exec_s = 0.0;
+    start.record(dev.stream()).map_err(err)?;
+    let construction = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let (_, stats) = run_policy_with(og, &st, policy, &mut |batch| {
+        if failure.is_some() || batch.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        if let Err(e) = run.batch(dev, model, batch, &mut counters) {
+            failure = Some(e);
+        }
+        exec_s += t.elapsed().as_secs_f64();
+    })?;
+    if let Some(e) = failure {
+        return Err(e.into());
+    }
+    let loop_s = t1.elapsed().as_secs_f64();
+    end.record(dev.stream()).map_err(err)?;
+    let t2 = Instant::now();
+    dev.stream().synchronize().map_err(err)?;
+    let wait_s = t2.elapsed().as_secs_f64();
+    let device_s = f64::from(start.elapsed_ms(end).map_err(err)?) / 1e3;
+    let slot = std::mem::take(&mut run.slot);
+    drop(run);
+    let store = dg.outputs(dev, trace, model, &slot)?;
+    Ok(Replayed {
+        store,
+        counters,
+        time: TimeSplit {
+            construction,
+            scheduling: loop_s - exec_s,
+            execution: exec_s + wait_s,
+        },
+        misses: stats.misses,
+        device_s: Some(device_s),
+    })
 }
