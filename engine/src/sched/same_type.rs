@@ -21,37 +21,29 @@ impl SameTypeDag {
     /// meeting their own type again — linear for the zoo's models, where every
     /// type recurs within a few steps along any path.
     pub fn new(g: &Graph) -> Self {
+        use rayon::prelude::*;
         let n = g.len();
+        // The searches are independent: nodes are split into ranges searched in
+        // parallel (each with its own visit stamps), then concatenated in id
+        // order, so the result does not depend on the thread count.
+        let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
+        let parts: Vec<(Vec<u32>, Vec<NodeId>)> = (0..n)
+            .step_by(chunk)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|lo| search_range(g, lo..(lo + chunk).min(n)))
+            .collect();
         let mut succ_start = Vec::with_capacity(n + 1);
-        let mut succ: Vec<NodeId> = Vec::new();
-        let mut in_degree = vec![0u32; n];
-        // Visit stamps avoid clearing a visited set per search.
-        let mut seen = vec![u32::MAX; n];
-        let mut stack: Vec<NodeId> = Vec::new();
+        let mut succ: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
         succ_start.push(0);
-        for u in g.nodes() {
-            let t = g.node_type(u);
-            let stamp = u.0;
-            stack.clear();
-            stack.extend_from_slice(g.users(u));
-            let first = succ.len();
-            while let Some(w) = stack.pop() {
-                if seen[w.index()] == stamp {
-                    continue;
-                }
-                seen[w.index()] = stamp;
-                if g.node_type(w) == t {
-                    succ.push(w);
-                } else {
-                    stack.extend_from_slice(g.users(w));
-                }
-            }
-            // Sorted successor lists keep every later walk deterministic.
-            succ[first..].sort_unstable();
-            for w in &succ[first..] {
-                in_degree[w.index()] += 1;
-            }
-            succ_start.push(succ.len() as u32);
+        for (ends, s) in parts {
+            let base = succ.len() as u32;
+            succ_start.extend(ends.iter().map(|e| base + e));
+            succ.extend(s);
+        }
+        let mut in_degree = vec![0u32; n];
+        for w in &succ {
+            in_degree[w.index()] += 1;
         }
         SameTypeDag {
             succ_start,
@@ -99,4 +91,36 @@ impl SameTypeDag {
     pub fn num_edges(&self) -> usize {
         self.succ.len()
     }
+}
+
+/// Nearest same-type successors of the nodes in `range`: the end offset of
+/// each node's list (relative to the range's first) and the lists, sorted.
+fn search_range(g: &Graph, range: std::ops::Range<usize>) -> (Vec<u32>, Vec<NodeId>) {
+    // Visit stamps avoid clearing a visited set per search.
+    let mut seen = vec![u32::MAX; g.len()];
+    let mut stack: Vec<NodeId> = Vec::new();
+    let mut ends = Vec::with_capacity(range.len());
+    let mut succ = Vec::new();
+    for i in range {
+        let u = NodeId(i as u32);
+        let t = g.node_type(u);
+        stack.clear();
+        stack.extend_from_slice(g.users(u));
+        let first = succ.len();
+        while let Some(w) = stack.pop() {
+            if seen[w.index()] == u.0 {
+                continue;
+            }
+            seen[w.index()] = u.0;
+            if g.node_type(w) == t {
+                succ.push(w);
+            } else {
+                stack.extend_from_slice(g.users(w));
+            }
+        }
+        // Sorted successor lists keep every later walk deterministic.
+        succ[first..].sort_unstable();
+        ends.push(succ.len() as u32);
+    }
+    (ends, succ)
 }
