@@ -13,6 +13,7 @@ mod dynet;
 mod incell;
 mod interp;
 pub mod kernels;
+pub mod measure;
 mod model;
 mod store;
 
