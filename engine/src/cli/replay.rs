@@ -170,11 +170,6 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(t) = a.threads {
         if t == 0 {
@@ -220,36 +215,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
     let mut session = replay::Session::open(device, &trace, &model, &cells, &ex)?;
-    // Warm-up, then timed repeats.
-    session.run(&trace, &model, &cells, &mut ex)?;
-    let mut runs = Vec::with_capacity(a.repeat);
-    for _ in 0..a.repeat {
-        runs.push(session.run(&trace, &model, &cells, &mut ex)?);
-    }
+    // Warm-up, then timed repeats (engine::replay::measure).
+    let opts = replay::measure::MeasureOptions {
+        warmup: true,
+        repeats: a.repeat,
+    };
+    let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
     let max_rel_error = if a.no_check {
         None
     } else {
         let reference = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
-        Some(replay::max_rel_error(
-            &trace,
-            &runs[0].store,
-            &reference.store,
-        ))
+        Some(replay::max_rel_error(&trace, &m.store, &reference.store))
     };
-    let time = TimeSplit {
-        construction: median(runs.iter().map(|r| r.time.construction).collect()),
-        scheduling: median(runs.iter().map(|r| r.time.scheduling).collect()),
-        execution: median(runs.iter().map(|r| r.time.execution).collect()),
-    };
-    let total_s = median(
-        runs.iter()
-            .map(|r| r.time.construction + r.time.scheduling + r.time.execution)
-            .collect(),
-    );
+    let (time, total_s) = (m.time, m.total_s);
     let instances = trace.graph.num_instances();
-    let device_s = runs[0]
-        .device_s
-        .map(|_| median(runs.iter().filter_map(|r| r.device_s).collect()));
+    let device_s = m.device_s;
     let report = Report {
         workload: trace.workload.clone(),
         threads: a.threads,
@@ -260,11 +240,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         instances,
         hidden: model.hidden,
         repeat: a.repeat,
-        counters: runs[0].counters.clone(),
+        counters: m.counters,
         time,
         total_s,
         instances_per_s: instances as f64 / total_s.max(1e-12),
-        policy_misses: runs[0].misses,
+        policy_misses: m.misses,
         max_rel_error,
         device_s,
     };

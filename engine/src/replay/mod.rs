@@ -15,6 +15,7 @@ pub mod gpu;
 mod incell;
 mod interp;
 pub mod kernels;
+pub mod measure;
 mod model;
 mod session;
 mod store;

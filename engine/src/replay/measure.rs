@@ -1,0 +1,150 @@
+//! The timing protocol of a replay measurement, shared by `engine replay` and
+//! the `experiments` sweep runner: optional warm-up run, then `repeats` timed
+//! runs; each part of the time split and the total are medians over the timed
+//! runs, and the raw per-run samples are kept.
+//!
+//! ```
+//! use engine::cells::CellLibrary;
+//! use engine::replay::{self, Executor};
+//! use engine::replay::measure::{MeasureOptions, measure};
+//! use engine::trace::Level;
+//! use engine::workloads::{self, DataChoice, RecordOptions};
+//!
+//! let cells = CellLibrary::builtin().unwrap();
+//! let trace = workloads::record(
+//!     &RecordOptions {
+//!         workload: workloads::workload("tree-lstm").unwrap(),
+//!         data: DataChoice::Default,
+//!         batch: 2,
+//!         hidden: 8,
+//!         level: Level::Cell,
+//!         seed: 1,
+//!     },
+//!     &cells,
+//! )
+//! .unwrap();
+//! let model = replay::model(&trace, &cells, 7).unwrap();
+//! let opts = MeasureOptions { warmup: true, repeats: 3 };
+//! let m = measure(&trace, &model, &cells, &mut Executor::Cavs, &opts).unwrap();
+//! assert_eq!(m.samples.len(), 3);
+//! assert!(m.counters.batches > 0);
+//! ```
+
+use super::{Counters, Executor, Model, ReplayError, Session, Store, TimeSplit};
+use crate::cells::CellLibrary;
+use crate::trace::Trace;
+
+/// How to measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeasureOptions {
+    /// Run once untimed before the timed runs.
+    pub warmup: bool,
+    /// Timed runs (at least 1; 0 is treated as 1).
+    pub repeats: usize,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            warmup: true,
+            repeats: 3,
+        }
+    }
+}
+
+/// What [`measure`] found.
+pub struct Measured {
+    /// Work counters of the first timed run (every run does the same work).
+    pub counters: Counters,
+    /// Median of each part of the split over the timed runs.
+    pub time: TimeSplit,
+    /// Median of the per-run totals (construction + scheduling + execution).
+    pub total_s: f64,
+    /// Every timed run's split, in run order.
+    pub samples: Vec<TimeSplit>,
+    /// Policy fallback decisions (FSM misses) of the first timed run.
+    pub misses: u64,
+    /// Node outputs of the first timed run (for the check against the reference).
+    pub store: Store,
+    /// Median GPU time per run (CUDA events); `None` on the CPU.
+    pub device_s: Option<f64>,
+}
+
+impl TimeSplit {
+    /// construction + scheduling + execution.
+    pub fn total(&self) -> f64 {
+        self.construction + self.scheduling + self.execution
+    }
+}
+
+/// Median of `v` (the upper one of an even count); 0 for an empty slice.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Replays `trace` with `executor` on the CPU: an optional warm-up run, then
+/// `opts.repeats` timed runs.
+pub fn measure(
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    executor: &mut Executor,
+    opts: &MeasureOptions,
+) -> Result<Measured, ReplayError> {
+    measure_on(&mut Session::Cpu, trace, model, cells, executor, opts)
+}
+
+/// [`measure`] on any device: `session` was opened for this trace, model and
+/// executor (see [`Session::open`]).
+pub fn measure_on(
+    session: &mut Session,
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    executor: &mut Executor,
+    opts: &MeasureOptions,
+) -> Result<Measured, ReplayError> {
+    if opts.warmup {
+        session.run(trace, model, cells, executor)?;
+    }
+    let first = session.run(trace, model, cells, executor)?;
+    let mut samples = Vec::with_capacity(opts.repeats.max(1));
+    let mut device = Vec::new();
+    samples.push(first.time.clone());
+    device.extend(first.device_s);
+    for _ in 1..opts.repeats {
+        let r = session.run(trace, model, cells, executor)?;
+        samples.push(r.time);
+        device.extend(r.device_s);
+    }
+    let part = |f: fn(&TimeSplit) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+    let time = TimeSplit {
+        construction: part(|t| t.construction),
+        scheduling: part(|t| t.scheduling),
+        execution: part(|t| t.execution),
+    };
+    let total_s = part(TimeSplit::total);
+    Ok(Measured {
+        counters: first.counters,
+        time,
+        total_s,
+        samples,
+        misses: first.misses,
+        store: first.store,
+        device_s: (!device.is_empty()).then(|| median(&device)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(&[]), 0.0);
+    }
+}

@@ -1,0 +1,66 @@
+//! Runs one experiment spec.
+//!
+//! ```sh
+//! cargo run --release -p experiments --example run_spec -- SPEC.yaml OUT_DIR [--quick] [--quiet]
+//! ```
+//!
+//! Prints the report (runs total, skipped, ran, failed; the row files) and the
+//! wall time; exits 1 with `error: <message>` on a bad spec.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use experiments::{RunOptions, load_spec, run_spec};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flags: Vec<&str> = args
+        .iter()
+        .filter(|a| a.starts_with("--"))
+        .map(String::as_str)
+        .collect();
+    let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let unknown: Vec<&&str> = flags
+        .iter()
+        .filter(|f| !["--quick", "--quiet"].contains(f))
+        .collect();
+    if paths.len() != 2 || !unknown.is_empty() {
+        eprintln!("usage: run_spec SPEC.yaml OUT_DIR [--quick] [--quiet]");
+        std::process::exit(2);
+    }
+    let quick = flags.contains(&"--quick");
+    let spec = match load_spec(&PathBuf::from(paths[0]), quick) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut opts = RunOptions::new(paths[1]);
+    opts.quiet = flags.contains(&"--quiet");
+    let start = Instant::now();
+    match run_spec(&spec, &opts) {
+        Ok(r) => {
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
+            println!(
+                "{}: {} runs, {} skipped, {} ran ({} retried), {} failed; {:.1} s; rows in {}, {}, {}",
+                r.spec,
+                r.total,
+                r.skipped,
+                r.ran,
+                r.retried,
+                r.failed,
+                start.elapsed().as_secs_f64(),
+                r.jsonl.display(),
+                r.csv.display(),
+                r.json.display()
+            );
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The ED-Batch executors' inputs, obtained in-process: what `engine replay
+//! --policy auto --layouts auto` would mean if the engine could depend on
+//! `search` and `planner` (it cannot: `engine` is at the bottom of the
+//! dependency graph).
+//!
+//! - [`policy_for`]: the FSM policy of a workload. Rule: record a training
+//!   trace of the workload (by default batch 32, hidden 64, record seed 1,
+//!   the workload's default data, cell level), train every encoding of the
+//!   rule with `search::trainer` (default hyper-parameters, the rule's episode
+//!   budget and trainer seed; encodings in parallel with rayon, each
+//!   deterministic), keep the one with fewest batches, ties to the earlier of
+//!   base, max, sort, sort-cond, sort-phase — exactly `search train
+//!   --encoding all`. Policies match types by name with the hidden size
+//!   abstracted, so one FSM serves every hidden size and batch size.
+//! - [`layouts_for`]: the planned and DyNet-order layout files of every
+//!   built-in cell at a hidden size (`planner layout --all --hidden H --batch
+//!   8 --out-dir DIR`), ready for `engine::replay::compile_layouts`.
+//!
+//! ```
+//! use engine::cells::CellLibrary;
+//! use engine::replay::{self, Executor, compile_layouts};
+//! use engine::sched::FsmPolicy;
+//! use experiments::auto::{layouts_for, policy_for, record};
+//! use experiments::config::FsmRule;
+//!
+//! let cells = CellLibrary::builtin().unwrap();
+//! let rule = FsmRule { batch: Some(4), hidden: Some(8), seed: Some(1), trainer_seed: 1,
+//!                      episodes: 50, encodings: vec!["sort".into()] };
+//! let fsm = policy_for("tree-lstm", &rule, &cells).unwrap();
+//! let layouts = layouts_for(&cells, 16, 8).unwrap();
+//! let trace = record("tree-lstm", 4, 16, 7, &cells).unwrap();
+//! let model = replay::model(&trace, &cells, 7).unwrap();
+//! let programs = compile_layouts(&model, &layouts.planned).unwrap();
+//! let policy = Box::new(FsmPolicy::new(fsm.file.clone()).unwrap());
+//! let run = replay::replay(&trace, &model, &cells, &mut Executor::EdBatch(policy, programs)).unwrap();
+//! assert!(run.counters.batches > 0);
+//! ```
+
+use engine::cells::CellLibrary;
+use engine::layout::LayoutFile;
+use engine::sched::{Encoding, PolicyFile, SameTypeDag};
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+use rayon::prelude::*;
+use search::trainer::{TrainConfig, TrainReport, default_hyperparameters, train};
+
+use crate::config::FsmRule;
+use crate::error::RunFailure;
+
+/// Records a cell-level trace of `workload` on its default data.
+pub fn record(
+    workload: &str,
+    batch: usize,
+    hidden: usize,
+    seed: u64,
+    cells: &CellLibrary,
+) -> Result<Trace, RunFailure> {
+    let spec = workloads::workload(workload)
+        .ok_or_else(|| RunFailure::Shared(format!("unknown workload {workload:?}")))?;
+    let opts = RecordOptions {
+        workload: spec,
+        data: DataChoice::Default,
+        batch,
+        hidden,
+        level: Level::Cell,
+        seed,
+    };
+    Ok(workloads::record(&opts, cells)?)
+}
+
+/// A trained FSM and how it was obtained.
+#[derive(Clone, Debug)]
+pub struct AutoPolicy {
+    /// The policy file of the kept encoding.
+    pub file: PolicyFile,
+    /// Its encoding.
+    pub encoding: Encoding,
+    /// Its training report.
+    pub report: TrainReport,
+    /// Every encoding's report, in the order trained.
+    pub runs: Vec<TrainReport>,
+}
+
+/// Trains each of `encodings` on `trace` (in parallel) and keeps the one with
+/// fewest batches, ties to the earlier in `encodings`. `trace_name` goes into
+/// the policy file's provenance. `None` when `encodings` is empty.
+pub fn train_best(
+    trace: &Trace,
+    trace_name: &str,
+    encodings: &[Encoding],
+    trainer_seed: u64,
+    episodes: u32,
+) -> Option<AutoPolicy> {
+    let st = SameTypeDag::new(&trace.graph);
+    let mut hyper = default_hyperparameters();
+    hyper.max_episodes = episodes;
+    let trained: Vec<_> = encodings
+        .par_iter()
+        .map(|&encoding| {
+            let cfg = TrainConfig {
+                encoding,
+                hyper: hyper.clone(),
+                seed: trainer_seed,
+            };
+            train(&trace.graph, &st, &cfg, &mut |_, _| {})
+        })
+        .collect();
+    let best = (0..trained.len()).min_by_key(|&i| trained[i].report.best_batches)?;
+    let t = &trained[best];
+    Some(AutoPolicy {
+        file: search::export::policy_file(t, trace, trace_name, &hyper, trainer_seed),
+        encoding: t.report.encoding,
+        report: t.report.clone(),
+        runs: trained.iter().map(|t| t.report.clone()).collect(),
+    })
+}
+
+/// Parses encoding names (unknown ones are skipped: specs are checked first).
+pub fn encodings(names: &[String]) -> Vec<Encoding> {
+    names.iter().filter_map(|n| Encoding::parse(n)).collect()
+}
+
+/// The FSM policy of `workload` by `rule` (see the module docs). The rule's
+/// training-trace sizes default to batch 32, hidden 64, seed 1 when `None`;
+/// no encodings means all five.
+pub fn policy_for(
+    workload: &str,
+    rule: &FsmRule,
+    cells: &CellLibrary,
+) -> Result<AutoPolicy, RunFailure> {
+    let (b, h, s) = (
+        rule.batch.unwrap_or(32),
+        rule.hidden.unwrap_or(64),
+        rule.seed.unwrap_or(1),
+    );
+    let trace = record(workload, b, h, s, cells)?;
+    let mut encs = encodings(&rule.encodings);
+    if encs.is_empty() {
+        encs = Encoding::ALL.to_vec();
+    }
+    let name = format!("auto:{workload}:b{b}:h{h}:s{s}");
+    train_best(&trace, &name, &encs, rule.trainer_seed, rule.episodes)
+        .ok_or_else(|| RunFailure::Shared("no encoding to train".into()))
+}
+
+/// Layout files of every built-in cell at one hidden size, named as
+/// `planner layout --out-dir` names them.
+#[derive(Clone, Debug)]
+pub struct Layouts {
+    /// `<cell>.json`: the planned (PQ-tree) layouts.
+    pub planned: Vec<(String, LayoutFile)>,
+    /// `<cell>.baseline.json`: the DyNet declaration-order layouts.
+    pub baseline: Vec<(String, LayoutFile)>,
+}
+
+/// Plans every cell of `cells` at `hidden` for `batch` instances (the layout's
+/// contiguity does not depend on the batch size the replay runs at).
+pub fn layouts_for(
+    cells: &CellLibrary,
+    hidden: usize,
+    batch: usize,
+) -> Result<Layouts, RunFailure> {
+    let mut out = Layouts {
+        planned: Vec::new(),
+        baseline: Vec::new(),
+    };
+    for name in cells.names() {
+        let cell = cells.instantiate(name, hidden)?;
+        let plan = planner::plan_cell(&cell, batch, &planner::PlanOptions::default())?;
+        out.planned.push((
+            format!("{name}.json"),
+            planner::layout_file::planned_file(&cell, &plan),
+        ));
+        out.baseline.push((
+            format!("{name}.baseline.json"),
+            planner::layout_file::baseline_file(&cell, &plan),
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,272 @@
+//! A checked spec ([`Spec`]) and one run's parameters ([`RunConfig`]), plus
+//! the names a spec may use for policies and executors.
+
+use engine::sched::{Encoding, HEURISTICS};
+use serde::Serialize;
+
+use crate::spec::Kind;
+
+/// A checked spec, with the quick overrides applied when `quick` is set.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// What it measures.
+    pub kind: Kind,
+    /// Name (output file stem).
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Where it was read from (for messages).
+    pub file: String,
+    /// Whether the quick overrides were applied.
+    pub quick: bool,
+    /// The grid.
+    pub grid: Grid,
+}
+
+/// The grid of a spec; each kind reads the fields it uses (see
+/// `docs/experiments.md`), the others keep their defaults.
+#[derive(Clone, Debug)]
+pub struct Grid {
+    /// Record seeds.
+    pub seeds: Vec<u64>,
+    /// Timed repetitions.
+    pub repeats: usize,
+    /// Workloads.
+    pub workloads: Vec<String>,
+    /// Batch sizes.
+    pub batches: Vec<usize>,
+    /// Hidden sizes.
+    pub hiddens: Vec<usize>,
+    /// Cells (planner kinds).
+    pub cells: Vec<String>,
+    /// `fixed_inputs` settings (planner kinds).
+    pub fixed_inputs: Vec<bool>,
+    /// Policy names (kind `policies`), checked by [`parse_policy`].
+    pub policies: Vec<String>,
+    /// Encodings (kind `training`).
+    pub encodings: Vec<String>,
+    /// Executor names (kind `replay`), checked by [`parse_executor`].
+    pub executors: Vec<String>,
+    /// Devices (kind `replay`).
+    pub devices: Vec<String>,
+    /// Check against the reference (kind `replay`).
+    pub check: bool,
+    /// Planner batch of the replay layouts.
+    pub layout_batch: usize,
+    /// FSM training rule.
+    pub fsm: FsmRule,
+    /// Grid points left out.
+    pub exclude: Vec<Exclude>,
+}
+
+/// An `exclude` entry: a run is left out when, for every field named, its
+/// configuration's value is one of the listed values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exclude {
+    /// (configuration key, e.g. `executor`; values).
+    pub fields: Vec<(String, Vec<serde_json::Value>)>,
+}
+
+impl Exclude {
+    /// Whether `config` (a run configuration as JSON) is left out.
+    pub fn matches(&self, config: &serde_json::Value) -> bool {
+        self.fields
+            .iter()
+            .all(|(key, values)| values.contains(&config[key.as_str()]))
+    }
+}
+
+/// How an FSM policy is obtained: trained with `search::trainer` on a trace of
+/// the run's workload. `None` sizes mean "the evaluated trace's" (kind
+/// `policies`); replay always names them (default batch 32, hidden 64, seed 1).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct FsmRule {
+    /// Training trace batch size.
+    pub batch: Option<usize>,
+    /// Training trace hidden size.
+    pub hidden: Option<usize>,
+    /// Training trace record seed.
+    pub seed: Option<u64>,
+    /// Exploration seed.
+    pub trainer_seed: u64,
+    /// Episode budget.
+    pub episodes: u32,
+    /// Encodings trained; the one with fewest batches is kept (ties to the
+    /// earlier of base, max, sort, sort-cond, sort-phase).
+    pub encodings: Vec<String>,
+}
+
+/// One run's parameters: what its `config_hash` is computed over.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RunConfig {
+    /// One policy on one trace.
+    Policies {
+        /// Workload.
+        workload: String,
+        /// Batch size.
+        batch: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Record seed.
+        seed: u64,
+        /// Policy name.
+        policy: String,
+        /// Training rule (FSM policies only).
+        fsm: Option<FsmRule>,
+    },
+    /// One training run, timed.
+    Training {
+        /// Workload.
+        workload: String,
+        /// Batch size.
+        batch: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Record seed.
+        seed: u64,
+        /// Encoding.
+        encoding: String,
+        /// Exploration seed.
+        trainer_seed: u64,
+        /// Episode budget.
+        episodes: u32,
+        /// Timed repetitions.
+        repeats: usize,
+    },
+    /// Planner accounting for one cell.
+    PlannerMemory {
+        /// Cell.
+        cell: String,
+        /// Hidden size.
+        hidden: usize,
+        /// Instances per batch.
+        batch: usize,
+        /// Inputs pinned first.
+        fixed_inputs: bool,
+    },
+    /// Planner compile time for one cell.
+    PlannerCompile {
+        /// Cell.
+        cell: String,
+        /// Hidden size.
+        hidden: usize,
+        /// Instances per batch.
+        batch: usize,
+        /// Inputs pinned first.
+        fixed_inputs: bool,
+        /// Timed repetitions.
+        repeats: usize,
+    },
+    /// One executor on one trace, timed.
+    Replay {
+        /// Workload.
+        workload: String,
+        /// Batch size.
+        batch: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Record seed (also the weights' seed).
+        seed: u64,
+        /// Executor name.
+        executor: String,
+        /// Device name.
+        device: String,
+        /// Timed repetitions after one warm-up.
+        repeats: usize,
+        /// Compared with the reference executor.
+        check: bool,
+        /// `MATMUL_NUM_THREADS` as read when the sweep started (unset: null).
+        gemm_threads: Option<String>,
+        /// How the FSM is trained (executors that use one).
+        fsm: Option<FsmRule>,
+        /// Planner batch of the layouts (`edbatch*`).
+        layout_batch: Option<usize>,
+    },
+}
+
+/// A policy of kind `policies`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyChoice {
+    /// One of [`HEURISTICS`].
+    Heuristic(&'static str),
+    /// An FSM trained with this encoding.
+    Fsm(Encoding),
+    /// The best FSM over all five encodings.
+    FsmBest,
+}
+
+/// Parses a policy name: a heuristic, `fsm-<encoding>` or `fsm-best`.
+pub fn parse_policy(name: &str) -> Option<PolicyChoice> {
+    if let Some(&h) = HEURISTICS.iter().find(|h| **h == name) {
+        return Some(PolicyChoice::Heuristic(h));
+    }
+    match name.strip_prefix("fsm-")? {
+        "best" => Some(PolicyChoice::FsmBest),
+        enc => Encoding::parse(enc).map(PolicyChoice::Fsm),
+    }
+}
+
+/// What a policy name may be, for messages.
+pub fn policy_names() -> String {
+    let mut v: Vec<String> = HEURISTICS.iter().map(|s| s.to_string()).collect();
+    v.extend(Encoding::ALL.iter().map(|e| format!("fsm-{}", e.name())));
+    v.push("fsm-best".into());
+    v.join(", ")
+}
+
+/// An executor of kind `replay`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutorChoice {
+    /// One node at a time.
+    Reference,
+    /// Primitive ops batched by this heuristic (agenda-updated by default).
+    Dynet(&'static str),
+    /// Cavs.
+    Cavs,
+    /// Cells batched by a heuristic (`Some`) or by the auto FSM (`None`).
+    Policy(Option<&'static str>),
+    /// The auto FSM with planned layouts (`true`) or DyNet-order layouts.
+    EdBatch {
+        /// Planned (true) or DyNet-order (false) layouts.
+        planned: bool,
+    },
+}
+
+impl ExecutorChoice {
+    /// Whether it needs the auto FSM.
+    pub fn needs_fsm(self) -> bool {
+        matches!(
+            self,
+            ExecutorChoice::Policy(None) | ExecutorChoice::EdBatch { .. }
+        )
+    }
+}
+
+/// Parses an executor name: `reference`, `dynet` (`dynet:agenda`,
+/// `dynet:depth`, `dynet:agenda-updated`), `cavs`, `policy:<heuristic>`,
+/// `policy:fsm`, `edbatch`, `edbatch-nolayout`.
+pub fn parse_executor(name: &str) -> Option<ExecutorChoice> {
+    let heuristic = |h: &str| HEURISTICS.iter().find(|x| **x == h).copied();
+    Some(match name {
+        "reference" => ExecutorChoice::Reference,
+        "dynet" => ExecutorChoice::Dynet("agenda-updated"),
+        "cavs" => ExecutorChoice::Cavs,
+        "edbatch" => ExecutorChoice::EdBatch { planned: true },
+        "edbatch-nolayout" => ExecutorChoice::EdBatch { planned: false },
+        "policy:fsm" => ExecutorChoice::Policy(None),
+        other => {
+            if let Some(h) = other.strip_prefix("dynet:") {
+                match h {
+                    "agenda" | "agenda-updated" | "depth" => ExecutorChoice::Dynet(heuristic(h)?),
+                    _ => return None,
+                }
+            } else {
+                ExecutorChoice::Policy(Some(heuristic(other.strip_prefix("policy:")?)?))
+            }
+        }
+    })
+}
+
+/// What an executor name may be, for messages.
+pub const EXECUTOR_NAMES: &str = "reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";

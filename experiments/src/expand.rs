@@ -1,0 +1,235 @@
+//! Grid expansion: a [`Spec`] becomes its list of runs, in a fixed order
+//! (later axes vary fastest):
+//!
+//! | kind | order |
+//! |---|---|
+//! | `policies` | workloads × batches × hiddens × seeds × policies |
+//! | `training` | workloads × batches × hiddens × seeds × encodings |
+//! | `planner-memory`, `planner-compile` | cells × hiddens × batches × fixed_inputs |
+//! | `replay` | workloads × hiddens × batches × seeds × devices × executors |
+//!
+//! Each axis keeps the order written in the spec; `exclude` entries then
+//! remove points, and the remaining runs are numbered. Runs on the same trace are
+//! consecutive, so a trace (and its reference outputs) is built once.
+
+use crate::config::PolicyChoice;
+use crate::config::{ExecutorChoice, FsmRule, RunConfig, Spec, parse_executor, parse_policy};
+use crate::hash::config_hash;
+use crate::spec::Kind;
+
+/// One run of a sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// Position in the expansion.
+    pub index: usize,
+    /// Parameters.
+    pub config: RunConfig,
+    /// `config_hash` of `config`.
+    pub hash: String,
+}
+
+impl Run {
+    /// A short label for progress display.
+    pub fn label(&self) -> String {
+        match &self.config {
+            RunConfig::Policies {
+                workload,
+                batch,
+                hidden,
+                seed,
+                policy,
+                ..
+            } => {
+                format!("{workload} b{batch} h{hidden} s{seed} {policy}")
+            }
+            RunConfig::Training {
+                workload,
+                batch,
+                hidden,
+                seed,
+                encoding,
+                ..
+            } => {
+                format!("{workload} b{batch} h{hidden} s{seed} {encoding}")
+            }
+            RunConfig::PlannerMemory {
+                cell,
+                hidden,
+                batch,
+                fixed_inputs,
+            }
+            | RunConfig::PlannerCompile {
+                cell,
+                hidden,
+                batch,
+                fixed_inputs,
+                ..
+            } => {
+                let fixed = if *fixed_inputs { " fixed" } else { "" };
+                format!("{cell} h{hidden} b{batch}{fixed}")
+            }
+            RunConfig::Replay {
+                workload,
+                batch,
+                hidden,
+                seed,
+                executor,
+                device,
+                ..
+            } => {
+                format!("{workload} b{batch} h{hidden} s{seed} {executor} {device}")
+            }
+        }
+    }
+}
+
+/// The runs of `spec`, in the order above.
+pub fn expand(spec: &Spec) -> Vec<Run> {
+    let g = &spec.grid;
+    let mut configs = Vec::new();
+    match spec.kind {
+        Kind::Policies => {
+            for (w, &b, &h, &s) in traces(&g.workloads, &g.batches, &g.hiddens, &g.seeds) {
+                for p in &g.policies {
+                    let fsm = match parse_policy(p) {
+                        Some(PolicyChoice::Heuristic(_)) | None => None,
+                        Some(PolicyChoice::Fsm(_) | PolicyChoice::FsmBest) => Some(FsmRule {
+                            encodings: Vec::new(),
+                            ..g.fsm.clone()
+                        }),
+                    };
+                    configs.push(RunConfig::Policies {
+                        workload: w.clone(),
+                        batch: b,
+                        hidden: h,
+                        seed: s,
+                        policy: p.clone(),
+                        fsm,
+                    });
+                }
+            }
+        }
+        Kind::Training => {
+            for (w, &b, &h, &s) in traces(&g.workloads, &g.batches, &g.hiddens, &g.seeds) {
+                for e in &g.encodings {
+                    configs.push(RunConfig::Training {
+                        workload: w.clone(),
+                        batch: b,
+                        hidden: h,
+                        seed: s,
+                        encoding: e.clone(),
+                        trainer_seed: g.fsm.trainer_seed,
+                        episodes: g.fsm.episodes,
+                        repeats: g.repeats,
+                    });
+                }
+            }
+        }
+        Kind::PlannerMemory | Kind::PlannerCompile => {
+            for c in &g.cells {
+                for &h in &g.hiddens {
+                    for &b in &g.batches {
+                        for &fixed_inputs in &g.fixed_inputs {
+                            let (cell, hidden, batch) = (c.clone(), h, b);
+                            configs.push(if spec.kind == Kind::PlannerMemory {
+                                RunConfig::PlannerMemory {
+                                    cell,
+                                    hidden,
+                                    batch,
+                                    fixed_inputs,
+                                }
+                            } else {
+                                RunConfig::PlannerCompile {
+                                    cell,
+                                    hidden,
+                                    batch,
+                                    fixed_inputs,
+                                    repeats: g.repeats,
+                                }
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Kind::Replay => {
+            let threads = std::env::var("MATMUL_NUM_THREADS").ok();
+            for w in &g.workloads {
+                for &h in &g.hiddens {
+                    for &b in &g.batches {
+                        for &s in &g.seeds {
+                            for d in &g.devices {
+                                for e in &g.executors {
+                                    let ex = parse_executor(e);
+                                    let fsm = ex.is_some_and(ExecutorChoice::needs_fsm);
+                                    let layouts =
+                                        matches!(ex, Some(ExecutorChoice::EdBatch { .. }));
+                                    configs.push(RunConfig::Replay {
+                                        workload: w.clone(),
+                                        batch: b,
+                                        hidden: h,
+                                        seed: s,
+                                        executor: e.clone(),
+                                        device: d.clone(),
+                                        repeats: g.repeats,
+                                        check: g.check,
+                                        gemm_threads: threads.clone(),
+                                        fsm: fsm.then(|| g.fsm.clone()),
+                                        layout_batch: layouts.then_some(g.layout_batch),
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let excluded = |c: &RunConfig| {
+        let v = serde_json::to_value(c).unwrap_or(serde_json::Value::Null);
+        g.exclude.iter().any(|e| e.matches(&v))
+    };
+    configs.retain(|c| !excluded(c));
+    configs
+        .into_iter()
+        .enumerate()
+        .map(|(index, config)| Run {
+            index,
+            hash: config_hash(&config),
+            config,
+        })
+        .collect()
+}
+
+/// workloads × batches × hiddens × seeds.
+fn traces<'a>(
+    workloads: &'a [String],
+    batches: &'a [usize],
+    hiddens: &'a [usize],
+    seeds: &'a [u64],
+) -> impl Iterator<Item = (&'a String, &'a usize, &'a usize, &'a u64)> {
+    workloads.iter().flat_map(move |w| {
+        batches.iter().flat_map(move |b| {
+            hiddens
+                .iter()
+                .flat_map(move |h| seeds.iter().map(move |s| (w, b, h, s)))
+        })
+    })
+}
+
+/// Splits `runs` into maximal consecutive groups with equal `key` (runs on
+/// one trace are consecutive in every expansion).
+pub fn group_by<'a, K: PartialEq + 'a>(
+    runs: &'a [Run],
+    key: impl Fn(&'a Run) -> K,
+) -> Vec<Vec<&'a Run>> {
+    let mut groups: Vec<(K, Vec<&'a Run>)> = Vec::new();
+    for r in runs {
+        let k = key(r);
+        match groups.last_mut() {
+            Some((last, g)) if *last == k => g.push(r),
+            _ => groups.push((k, vec![r])),
+        }
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}

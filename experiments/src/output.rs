@@ -1,0 +1,209 @@
+//! Row files: `<spec>.jsonl` (appended and flushed after every run, the
+//! sweep's memory for resuming), and at the end `<spec>.csv` and `<spec>.json`
+//! (written atomically) with one row per run of the current expansion.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::RunError;
+use crate::rows::Row;
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Reads the rows of a JSON-lines file (none if it does not exist). A line
+/// that is not a JSON object — normally the last one, cut short by an
+/// interrupted run — is dropped with a warning, and the file is rewritten
+/// without it so that appending starts on a fresh line.
+pub fn read_jsonl(path: &Path) -> Result<(Vec<Value>, Vec<String>), RunError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), Vec::new())),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let mut rows = Vec::new();
+    let mut warnings = Vec::new();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let last = lines.len().saturating_sub(1);
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) if v.is_object() => rows.push(v),
+            _ if i == last => warnings.push(format!(
+                "{}:{}: dropped a truncated last line (an interrupted run); that run is redone",
+                path.display(),
+                i + 1
+            )),
+            _ => warnings.push(format!(
+                "{}:{}: dropped a line that is not a JSON row",
+                path.display(),
+                i + 1
+            )),
+        }
+    }
+    let clean = !warnings.is_empty() || !(text.is_empty() || text.ends_with('\n'));
+    if clean {
+        let mut out = String::new();
+        for r in &rows {
+            out.push_str(&serde_json::to_string(r)?);
+            out.push('\n');
+        }
+        engine::io::write_atomic(path, out.as_bytes()).map_err(io_err(path))?;
+    }
+    Ok((rows, warnings))
+}
+
+/// Appends rows to a JSON-lines file, one line each, flushed at once.
+pub struct JsonlWriter {
+    path: PathBuf,
+    file: File,
+}
+
+impl JsonlWriter {
+    /// Opens `path` for appending (creating it).
+    pub fn open(path: &Path) -> Result<JsonlWriter, RunError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        Ok(JsonlWriter {
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    /// Appends one row and flushes it to the OS.
+    pub fn append(&mut self, row: &Row) -> Result<(), RunError> {
+        let mut line = serde_json::to_string(row)?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.flush())
+            .map_err(io_err(&self.path))
+    }
+}
+
+/// Writes `rows` as a pretty JSON array, atomically.
+pub fn write_json(path: &Path, rows: &[Value]) -> Result<(), RunError> {
+    let mut text = serde_json::to_string_pretty(rows)?;
+    text.push('\n');
+    engine::io::write_atomic(path, text.as_bytes()).map_err(io_err(path))
+}
+
+/// Writes `rows` as CSV, atomically: nested fields flattened to dotted
+/// columns (`metrics.planned.copy_bytes`), lists joined with `;`, null as an
+/// empty cell. Columns: provenance, config, metrics, error, samples, each
+/// group in order of first appearance.
+pub fn write_csv(path: &Path, rows: &[Value]) -> Result<(), RunError> {
+    let flat: Vec<Vec<(String, String)>> = rows
+        .iter()
+        .map(|r| {
+            let mut cells = Vec::new();
+            flatten("", r, &mut cells);
+            cells
+        })
+        .collect();
+    let mut columns: Vec<String> = Vec::new();
+    for cells in &flat {
+        for (k, _) in cells {
+            if !columns.contains(k) {
+                columns.push(k.clone());
+            }
+        }
+    }
+    let group = |c: &str| {
+        let top = c.split('.').next().unwrap_or(c);
+        ["provenance", "config", "metrics", "error", "samples"]
+            .iter()
+            .position(|g| *g == top)
+            .unwrap_or(5)
+    };
+    columns.sort_by_key(|c| group(c));
+    let mut out = columns
+        .iter()
+        .map(|c| quote(c))
+        .collect::<Vec<_>>()
+        .join(",");
+    out.push('\n');
+    for cells in &flat {
+        let line: Vec<String> = columns
+            .iter()
+            .map(|c| {
+                cells
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map_or(String::new(), |(_, v)| quote(v))
+            })
+            .collect();
+        out.push_str(&line.join(","));
+        out.push('\n');
+    }
+    engine::io::write_atomic(path, out.as_bytes()).map_err(io_err(path))
+}
+
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, x, out);
+            }
+        }
+        Value::Null if prefix == "metrics" => {}
+        other => out.push((prefix.to_string(), scalar(other))),
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(";"),
+        other => other.to_string(),
+    }
+}
+
+fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_flattens_nested_fields_and_quotes() {
+        let rows = vec![
+            serde_json::json!({"config": {"a": 1}, "metrics": {"m": {"x": 2}}, "error": null, "samples": [0.5, 0.25]}),
+            serde_json::json!({"config": {"a": 2}, "metrics": null, "error": "bad, \"very\"", "samples": []}),
+        ];
+        let dir = std::env::temp_dir().join(format!("batchlab-exp-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("t.csv");
+        write_csv(&p, &rows).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(
+            text,
+            "config.a,metrics.m.x,error,samples\n1,2,,0.5;0.25\n2,,\"bad, \"\"very\"\"\",\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

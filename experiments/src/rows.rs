@@ -1,0 +1,197 @@
+//! Result rows: one per run, as written to `<spec>.jsonl` (field by field in
+//! `docs/experiments.md`).
+
+use engine::layout::TotalsEntry;
+use serde::Serialize;
+
+use crate::config::RunConfig;
+use crate::provenance::Machine;
+
+/// Version of the row schema (bumped when a field changes meaning).
+pub const ROW_SCHEMA: u32 = 1;
+
+/// One run's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Where, when and from what it was measured.
+    pub provenance: Provenance,
+    /// The run's parameters.
+    pub config: RunConfig,
+    /// What was measured (absent when the run failed).
+    pub metrics: Option<Metrics>,
+    /// Why the run failed, with its cause chain (absent when it succeeded).
+    pub error: Option<String>,
+    /// Raw timed samples in seconds, one per repeat (empty for untimed kinds).
+    pub samples: Vec<f64>,
+}
+
+/// Provenance of a row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Provenance {
+    /// Row schema version ([`ROW_SCHEMA`]).
+    pub schema: u32,
+    /// Spec name.
+    pub spec: String,
+    /// Whether the spec ran in quick mode.
+    pub quick: bool,
+    /// Hash of `config` (see [`crate::hash`]).
+    pub config_hash: String,
+    /// Position of the run in the spec's expansion.
+    pub run: usize,
+    /// `git rev-parse --short HEAD` (+ `-dirty`), or `unknown`.
+    pub git_revision: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Device the run used (`cpu` for the planner and policy kinds).
+    pub device: String,
+    /// Record seed, for kinds that record a trace.
+    pub seed: Option<u64>,
+    /// Version of this crate.
+    pub crate_version: String,
+    /// Seconds since the UNIX epoch when the row was written.
+    pub timestamp: u64,
+}
+
+/// Kind-specific measurements.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum Metrics {
+    /// Kind `policies`.
+    Policy(PolicyMetrics),
+    /// Kind `training`.
+    Training(TrainingMetrics),
+    /// Kind `planner-memory`.
+    PlannerMemory(Box<PlannerMemoryMetrics>),
+    /// Kind `planner-compile`.
+    PlannerCompile(PlannerCompileMetrics),
+    /// Kind `replay`.
+    Replay(ReplayMetrics),
+}
+
+/// One policy on one trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyMetrics {
+    /// Trace nodes.
+    pub nodes: usize,
+    /// Batches of the schedule.
+    pub batches: u64,
+    /// ED-Batch A.3 lower bound.
+    pub lower_bound: u64,
+    /// `batches / lower_bound`.
+    pub ratio: f64,
+    /// Decisions that fell back (FSM states not in the table); 0 for heuristics.
+    pub misses: u64,
+    /// FSM only: encoding of the policy used (the winner for `fsm-best`).
+    pub encoding: Option<String>,
+    /// FSM only: episodes trained.
+    pub episodes: Option<u32>,
+    /// FSM only: why training stopped (`lower-bound` or `budget`).
+    pub stop_reason: Option<String>,
+    /// FSM only: states in the policy.
+    pub states: Option<usize>,
+    /// FSM only: training wall time, seconds (trainings may run in parallel:
+    /// indicative; kind `training` times them alone).
+    pub train_s: Option<f64>,
+}
+
+/// One training run (median over repeats).
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainingMetrics {
+    /// Trace nodes.
+    pub nodes: usize,
+    /// Lower bound.
+    pub lower_bound: u64,
+    /// Batches of the trained FSM on the training trace.
+    pub batches: u64,
+    /// `batches / lower_bound`.
+    pub ratio: f64,
+    /// Episodes run.
+    pub episodes: u32,
+    /// Episode of the kept rollout.
+    pub best_episode: u32,
+    /// `lower-bound` or `budget`.
+    pub stop_reason: String,
+    /// States in the policy.
+    pub states: usize,
+    /// Median training seconds.
+    pub train_s: f64,
+    /// Node executions per second (median run).
+    pub node_steps_per_s: f64,
+}
+
+/// Planner accounting for one cell (as `planner layout --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannerMemoryMetrics {
+    /// Ops in the cell.
+    pub ops: usize,
+    /// Lower bound on in-cell batches.
+    pub lower_bound: usize,
+    /// Batches of the chosen schedule.
+    pub batches: usize,
+    /// Whether the schedule search was exhaustive.
+    pub exhaustive: bool,
+    /// Minimum-batch schedules enumerated.
+    pub schedules: usize,
+    /// The enumeration cap was hit.
+    pub schedules_truncated: bool,
+    /// Distinct compositions planned.
+    pub compositions: usize,
+    /// `pq-tree` or `dynet-fallback`.
+    pub layout_source: String,
+    /// Arena bytes.
+    pub arena_bytes: u64,
+    /// Planned layout totals.
+    pub planned: TotalsEntry,
+    /// DyNet-order layout totals.
+    pub baseline: TotalsEntry,
+    /// Baseline ÷ planned copy bytes (null when planned is 0).
+    pub ratio_copy_bytes: Option<f64>,
+    /// Baseline ÷ planned memory kernels (null when planned is 0).
+    pub ratio_memory_kernels: Option<f64>,
+    /// Paper style: baseline (weights per instance) ÷ planned bytes.
+    pub ratio_paper_bytes: Option<f64>,
+}
+
+/// Planner compile time for one cell.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannerCompileMetrics {
+    /// Batches of the chosen schedule.
+    pub batches: usize,
+    /// Planned copy bytes (a check that every repeat planned the same).
+    pub copy_bytes: u64,
+    /// Median seconds of `plan_cell`.
+    pub compile_s: f64,
+}
+
+/// One executor on one trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplayMetrics {
+    /// Trace nodes.
+    pub nodes: usize,
+    /// Instances (samples) in the batch.
+    pub instances: usize,
+    /// Batches executed.
+    pub batches: u64,
+    /// Kernels launched.
+    pub kernels: u64,
+    /// Bytes gathered.
+    pub bytes_gathered: u64,
+    /// Bytes scattered.
+    pub bytes_scattered: u64,
+    /// Median construction seconds.
+    pub construction_s: f64,
+    /// Median scheduling seconds.
+    pub scheduling_s: f64,
+    /// Median execution seconds.
+    pub execution_s: f64,
+    /// Median total seconds.
+    pub total_s: f64,
+    /// `instances / total_s`.
+    pub instances_per_s: f64,
+    /// Largest relative difference from the reference (null without check).
+    pub max_rel_error: Option<f64>,
+    /// FSM fallback decisions.
+    pub policy_misses: u64,
+    /// The batching policy used (`fsm(<encoding>)`, a heuristic, or null).
+    pub policy: Option<String>,
+}

@@ -1,0 +1,186 @@
+//! Kind `policies` (ED-Batch Fig. 7): every policy on every trace, batches
+//! against the lower bound. Traces run in parallel (rayon); the counts do not
+//! depend on timing. FSM policies are trained with `search::trainer`, once
+//! per (training trace, encoding) across the whole sweep.
+
+use engine::cells::CellLibrary;
+use engine::graph::lower_bound;
+use engine::sched::{Encoding, FsmPolicy, SameTypeDag, heuristic, run_policy};
+use engine::trace::Trace;
+use rayon::prelude::*;
+
+use crate::auto::{AutoPolicy, record, train_best};
+use crate::cache::Cache;
+use crate::config::{FsmRule, PolicyChoice, RunConfig, parse_policy};
+use crate::error::{RunError, RunFailure};
+use crate::expand::Run;
+use crate::rows::{Metrics, PolicyMetrics};
+use crate::runner::{Outcome, Sink, guarded};
+
+/// Key of a trained FSM: workload, training batch/hidden/seed, encoding, trainer seed, episodes.
+type FsmKey = (String, usize, usize, u64, Encoding, u64, u32);
+
+struct Shared {
+    cells: CellLibrary,
+    fsms: Cache<FsmKey, AutoPolicy>,
+}
+
+/// The trace key of a run.
+fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
+    match c {
+        RunConfig::Policies {
+            workload,
+            batch,
+            hidden,
+            seed,
+            ..
+        } => Some((workload, *batch, *hidden, *seed)),
+        _ => None,
+    }
+}
+
+/// Runs `todo` (all of kind `policies`).
+pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+    let cells = match CellLibrary::builtin() {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = e.to_string();
+            for r in todo {
+                sink.finish(r, "cpu", None, Err(RunFailure::Shared(msg.clone())))?;
+            }
+            return Ok(());
+        }
+    };
+    let shared = Shared {
+        cells,
+        fsms: Cache::default(),
+    };
+    let groups = crate::expand::group_by(todo, |r| trace_key(&r.config));
+    groups
+        .par_iter()
+        .try_for_each(|group| run_group(group, &shared, sink))
+}
+
+fn run_group(group: &[&Run], shared: &Shared, sink: &Sink) -> Result<(), RunError> {
+    let Some((w, b, h, s)) = trace_key(&group[0].config) else {
+        return Ok(());
+    };
+    let trace = guarded(|| record(w, b, h, s, &shared.cells));
+    for run in group {
+        sink.started(run);
+        let outcome = match &trace {
+            Ok(t) => guarded(|| one(run, t, shared)),
+            Err(e) => Err(RunFailure::Shared(crate::error::chain(e))),
+        };
+        sink.finish(run, "cpu", Some(s), outcome)?;
+    }
+    Ok(())
+}
+
+fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
+    let RunConfig::Policies {
+        workload,
+        batch,
+        hidden,
+        seed,
+        policy,
+        fsm,
+    } = &run.config
+    else {
+        return Err(RunFailure::Shared("not a policies run".into()));
+    };
+    let g = &trace.graph;
+    let st = SameTypeDag::new(g);
+    let lb = lower_bound(g).total;
+    let choice = parse_policy(policy)
+        .ok_or_else(|| RunFailure::Shared(format!("unknown policy {policy:?}")))?;
+    let mut m = PolicyMetrics {
+        nodes: g.len(),
+        batches: 0,
+        lower_bound: lb,
+        ratio: 0.0,
+        misses: 0,
+        encoding: None,
+        episodes: None,
+        stop_reason: None,
+        states: None,
+        train_s: None,
+    };
+    let stats = match choice {
+        PolicyChoice::Heuristic(name) => {
+            let mut p = heuristic(name)
+                .ok_or_else(|| RunFailure::Shared(format!("unknown heuristic {name}")))?;
+            run_policy(g, &st, p.as_mut())?.1
+        }
+        PolicyChoice::Fsm(_) | PolicyChoice::FsmBest => {
+            let rule = fsm.clone().unwrap_or(FsmRule {
+                batch: None,
+                hidden: None,
+                seed: None,
+                trainer_seed: 1,
+                episodes: 1000,
+                encodings: Vec::new(),
+            });
+            let encs = match choice {
+                PolicyChoice::Fsm(e) => vec![e],
+                _ => Encoding::ALL.to_vec(),
+            };
+            let tkey = (
+                rule.batch.unwrap_or(*batch),
+                rule.hidden.unwrap_or(*hidden),
+                rule.seed.unwrap_or(*seed),
+            );
+            let same = tkey == (*batch, *hidden, *seed);
+            // Each encoding once per training trace; fsm-best takes the best of the five.
+            let mut best: Option<std::sync::Arc<AutoPolicy>> = None;
+            for e in encs {
+                let key = (
+                    workload.clone(),
+                    tkey.0,
+                    tkey.1,
+                    tkey.2,
+                    e,
+                    rule.trainer_seed,
+                    rule.episodes,
+                );
+                let p = shared
+                    .fsms
+                    .get_or_compute(key, || -> Result<AutoPolicy, RunFailure> {
+                        let owned;
+                        let t = if same {
+                            trace
+                        } else {
+                            owned = record(workload, tkey.0, tkey.1, tkey.2, &shared.cells)?;
+                            &owned
+                        };
+                        let name = format!("{workload}:b{}:h{}:s{}", tkey.0, tkey.1, tkey.2);
+                        train_best(t, &name, &[e], rule.trainer_seed, rule.episodes)
+                            .ok_or_else(|| RunFailure::Shared("nothing trained".into()))
+                    })
+                    .map_err(RunFailure::Shared)?;
+                if best
+                    .as_ref()
+                    .is_none_or(|b| p.report.best_batches < b.report.best_batches)
+                {
+                    best = Some(p);
+                }
+            }
+            let p = best.ok_or_else(|| RunFailure::Shared("no encoding".into()))?;
+            m.encoding = Some(p.encoding.name().to_string());
+            m.episodes = Some(p.report.episodes);
+            m.stop_reason = Some(p.report.stop_reason.name().to_string());
+            m.states = Some(p.file.states.len());
+            m.train_s = Some(p.report.seconds);
+            let mut fsm = FsmPolicy::new(p.file.clone())?;
+            run_policy(g, &st, &mut fsm)?.1
+        }
+    };
+    m.batches = stats.batches;
+    m.misses = stats.misses;
+    m.ratio = if lb > 0 {
+        stats.batches as f64 / lb as f64
+    } else {
+        0.0
+    };
+    Ok((Metrics::Policy(m), Vec::new()))
+}

@@ -1,0 +1,238 @@
+//! Kind `replay` (ED-Batch Fig. 6, 9, Table 6; Cavs Fig. 8): each executor on
+//! each trace, timed with `engine::replay::measure` (one warm-up, `repeats`
+//! timed runs, medians, raw totals as samples). Runs are sequential. Per
+//! trace, the reference outputs are computed once (the `reference` executor,
+//! if listed, runs first so its timed run serves as the check); the FSM is
+//! trained once per workload and rule, the layouts planned once per hidden
+//! size ([`crate::auto`]).
+
+use std::sync::Arc;
+
+use engine::cells::CellLibrary;
+use engine::device::{DeviceKind, check_available};
+use engine::replay::measure::{MeasureOptions, Measured, measure};
+use engine::replay::{self, Executor, Model, Store, compile_layouts};
+use engine::sched::{FsmPolicy, heuristic};
+use engine::trace::Trace;
+
+use crate::auto::{AutoPolicy, Layouts, layouts_for, policy_for, record};
+use crate::cache::Cache;
+use crate::config::{ExecutorChoice, FsmRule, RunConfig, parse_executor};
+use crate::error::{RunError, RunFailure, chain};
+use crate::expand::{Run, group_by};
+use crate::rows::{Metrics, ReplayMetrics};
+use crate::runner::{Outcome, Sink, guarded};
+
+struct Shared {
+    cells: CellLibrary,
+    fsms: Cache<(String, String), AutoPolicy>,
+    layouts: Cache<(usize, usize), Layouts>,
+}
+
+fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
+    match c {
+        RunConfig::Replay {
+            workload,
+            batch,
+            hidden,
+            seed,
+            ..
+        } => Some((workload, *batch, *hidden, *seed)),
+        _ => None,
+    }
+}
+
+/// Runs `todo` (all of kind `replay`), one at a time.
+pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+    let cells = match CellLibrary::builtin() {
+        Ok(c) => c,
+        Err(e) => {
+            for r in todo {
+                sink.finish(r, "cpu", None, Err(RunFailure::Shared(e.to_string())))?;
+            }
+            return Ok(());
+        }
+    };
+    let shared = Shared {
+        cells,
+        fsms: Cache::default(),
+        layouts: Cache::default(),
+    };
+    for mut group in group_by(todo, |r| trace_key(&r.config)) {
+        let Some((w, b, h, s)) = trace_key(&group[0].config) else {
+            continue;
+        };
+        // The reference first: its timed run's outputs are the check's oracle.
+        group.sort_by_key(
+            |r| !matches!(&r.config, RunConfig::Replay { executor, .. } if executor == "reference"),
+        );
+        let prepared = guarded(|| {
+            let trace = record(w, b, h, s, &shared.cells)?;
+            let model = replay::model(&trace, &shared.cells, s)?;
+            Ok((trace, model))
+        });
+        let mut reference: Option<Store> = None;
+        for run in group {
+            sink.started(run);
+            let device = match &run.config {
+                RunConfig::Replay { device, .. } => device.clone(),
+                _ => "cpu".into(),
+            };
+            let outcome = match &prepared {
+                Ok((trace, model)) => guarded(|| one(run, trace, model, &shared, &mut reference)),
+                Err(e) => Err(RunFailure::Shared(chain(e))),
+            };
+            sink.finish(run, &device, Some(s), outcome)?;
+        }
+    }
+    Ok(())
+}
+
+/// The seam for devices: measures `executor` on `device`. Only the CPU has
+/// replay executors today; a CUDA device is checked (a missing driver is
+/// `CUDA unavailable: libcuda not found`) and otherwise reported as not built.
+/// A CUDA replay entry point goes here.
+pub fn measure_on_device(
+    device: &str,
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    executor: &mut Executor,
+    opts: &MeasureOptions,
+) -> Result<Measured, RunFailure> {
+    match DeviceKind::parse(device)? {
+        DeviceKind::Cpu => Ok(measure(trace, model, cells, executor, opts)?),
+        cuda => {
+            check_available(cuda)?;
+            Err(RunFailure::Shared(format!(
+                "device {device}: the GPU is usable, but the CUDA replay executors are not built yet"
+            )))
+        }
+    }
+}
+
+fn one(
+    run: &Run,
+    trace: &Trace,
+    model: &Model,
+    shared: &Shared,
+    reference: &mut Option<Store>,
+) -> Outcome {
+    let RunConfig::Replay {
+        workload,
+        executor,
+        device,
+        repeats,
+        check,
+        fsm,
+        layout_batch,
+        hidden,
+        ..
+    } = &run.config
+    else {
+        return Err(RunFailure::Shared("not a replay run".into()));
+    };
+    // Fail fast on an unusable device, before training or planning anything.
+    if let Ok(kind @ DeviceKind::Cuda(_)) = DeviceKind::parse(device) {
+        check_available(kind)?;
+    }
+    let choice = parse_executor(executor)
+        .ok_or_else(|| RunFailure::Shared(format!("unknown executor {executor:?}")))?;
+    let auto = |rule: &Option<FsmRule>| -> Result<Arc<AutoPolicy>, RunFailure> {
+        let rule = rule
+            .clone()
+            .ok_or_else(|| RunFailure::Shared("no fsm rule".into()))?;
+        let key = (
+            workload.clone(),
+            crate::hash::canonical_json(&rule).map_err(|e| RunFailure::Shared(e.to_string()))?,
+        );
+        shared
+            .fsms
+            .get_or_compute(key, || policy_for(workload, &rule, &shared.cells))
+            .map_err(RunFailure::Shared)
+    };
+    let (mut ex, policy) = match choice {
+        ExecutorChoice::Reference => (Executor::Reference, None),
+        ExecutorChoice::Cavs => (Executor::Cavs, Some("cavs".to_string())),
+        ExecutorChoice::Dynet(h) | ExecutorChoice::Policy(Some(h)) => {
+            let p =
+                heuristic(h).ok_or_else(|| RunFailure::Shared(format!("unknown heuristic {h}")))?;
+            let ex = if matches!(choice, ExecutorChoice::Dynet(_)) {
+                Executor::Dynet(p)
+            } else {
+                Executor::Policy(p)
+            };
+            (ex, Some(h.to_string()))
+        }
+        ExecutorChoice::Policy(None) => {
+            let p = auto(fsm)?;
+            (
+                Executor::Policy(Box::new(FsmPolicy::new(p.file.clone())?)),
+                Some(format!("fsm({})", p.encoding.name())),
+            )
+        }
+        ExecutorChoice::EdBatch { planned } => {
+            let p = auto(fsm)?;
+            let lb = layout_batch.unwrap_or(8);
+            let l = shared
+                .layouts
+                .get_or_compute((*hidden, lb), || layouts_for(&shared.cells, *hidden, lb))
+                .map_err(RunFailure::Shared)?;
+            let files = if planned { &l.planned } else { &l.baseline };
+            let programs = compile_layouts(model, files)?;
+            let fsm_policy = Box::new(FsmPolicy::new(p.file.clone())?);
+            (
+                Executor::EdBatch(fsm_policy, programs),
+                Some(format!("fsm({})", p.encoding.name())),
+            )
+        }
+    };
+    let opts = MeasureOptions {
+        warmup: true,
+        repeats: (*repeats).max(1),
+    };
+    let Measured {
+        counters: c,
+        time,
+        total_s,
+        samples,
+        misses,
+        store,
+        ..
+    } = measure_on_device(device, trace, model, &shared.cells, &mut ex, &opts)?;
+    let max_rel_error = if !*check {
+        None
+    } else if choice == ExecutorChoice::Reference && reference.is_none() {
+        *reference = Some(store);
+        Some(0.0)
+    } else {
+        if reference.is_none() {
+            // No reference run on this trace yet: one untimed run.
+            let r = replay::replay(trace, model, &shared.cells, &mut Executor::Reference)?;
+            *reference = Some(r.store);
+        }
+        reference
+            .as_ref()
+            .map(|r| replay::max_rel_error(trace, &store, r))
+    };
+    let instances = trace.graph.num_instances();
+    Ok((
+        Metrics::Replay(ReplayMetrics {
+            nodes: trace.graph.len(),
+            instances,
+            batches: c.batches,
+            kernels: c.kernels,
+            bytes_gathered: c.bytes_gathered,
+            bytes_scattered: c.bytes_scattered,
+            construction_s: time.construction,
+            scheduling_s: time.scheduling,
+            execution_s: time.execution,
+            total_s,
+            instances_per_s: instances as f64 / total_s.max(1e-12),
+            max_rel_error,
+            policy_misses: misses,
+            policy,
+        }),
+        samples.iter().map(|t| t.total()).collect(),
+    ))
+}
