@@ -34,6 +34,7 @@ pub(crate) struct ReplayKernels {
     pub(crate) seg_sum: CudaFunction,
     pub(crate) lookup: CudaFunction,
     pub(crate) softmax: CudaFunction,
+    pub(crate) fused: CudaFunction,
 }
 
 /// Result of [`CudaDevice::self_test`].
@@ -105,6 +106,7 @@ impl CudaDevice {
             seg_sum: f("seg_sum_f32")?,
             lookup: f("lookup_f32")?,
             softmax: f("softmax_f32")?,
+            fused: f("fused_ew_f32")?,
         };
         Ok(CudaDevice {
             name,

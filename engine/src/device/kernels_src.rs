@@ -150,4 +150,50 @@ extern "C" __global__ void softmax_f32(const float* x, const long* xt, long xrs,
         }
     }
 }
+
+// A fused chain of elementwise batches (Cavs' kernel fusion, §3.5): each thread
+// runs the chain's `n` instructions (op, a, b, dst register, store view) for
+// its element, keeping intermediates in registers; an operand >= 0 is a
+// register, < 0 the view -(x + 1) loaded from the work buffer. Every result is
+// stored (other batches may read it). A view is (base, op stride, instance
+// stride, shift per instance), all in floats.
+#define FUSED_REGS 16
+extern "C" __global__ void fused_ew_f32(float* w, const long* code, int n, const long* views,
+                                        long k, int m, int len) {
+    GRID_STRIDE(i, k * m * len) {
+        int c = (int)(i % len);
+        long q = i / len;
+        int j = (int)(q % m);
+        long r = q / m;
+        float regs[FUSED_REGS];
+        for (int t = 0; t < n; t++) {
+            const long* in = code + 5 * t;
+            float x[2];
+            for (int s = 0; s < 2; s++) {
+                long src = in[1 + s];
+                if (src >= 0) {
+                    x[s] = regs[src];
+                } else {
+                    const long* v = views + 4 * (-src - 1);
+                    x[s] = w[v[3] * k + v[0] + j * v[1] + r * v[2] + c];
+                }
+            }
+            float a = x[0], b = x[1], y;
+            switch ((int)in[0]) {
+                case 0: y = 1.0f / (1.0f + expf(-a)); break;
+                case 1: y = tanhf(a); break;
+                case 2: y = a > 0.0f ? a : 0.0f; break;
+                case 3: y = 1.0f - a; break;
+                case 10: y = a + b; break;
+                case 11: y = a - b; break;
+                default: y = a * b; break;
+            }
+            regs[in[3]] = y;
+            if (in[4] >= 0) {
+                const long* v = views + 4 * in[4];
+                w[v[3] * k + v[0] + j * v[1] + r * v[2] + c] = y;
+            }
+        }
+    }
+}
 "#;

@@ -178,6 +178,29 @@ impl CudaDevice {
         })
     }
 
+    /// A fused elementwise chain: `n` instructions at `code`, views at
+    /// `views` (see `kernels_src`), over `k × m × len` elements of `work`.
+    ///
+    /// # Safety
+    /// The code and views must address the work buffer within bounds.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn fused(
+        &self,
+        work: u64,
+        code: u64,
+        n: usize,
+        views: u64,
+        k: usize,
+        m: usize,
+        len: usize,
+    ) -> Result<(), DeviceError> {
+        let (n32, k64, m32, l32) = (n as i32, k as i64, m as i32, len as i32);
+        self.launch(&self.kernels.fused, grid(k * m * len), |l| {
+            l.arg(&work).arg(&code).arg(&n32).arg(&views);
+            l.arg(&k64).arg(&m32).arg(&l32);
+        })
+    }
+
     /// Per row of `n`: softmax, or (with `labels`) `-log softmax[label]`.
     ///
     /// # Safety

@@ -104,11 +104,33 @@ pub(super) fn run_program(
         k: k as i64,
     };
     let mut c = InCellCounts::default();
-    for b in &prog.batches {
+    let mut chains = prog.fused.iter().peekable();
+    let mut i = 0;
+    while i < prog.batches.len() {
+        if let Some((f, code, views)) = chains.next_if(|(f, ..)| f.first == i) {
+            let n = f.code.len() / 5;
+            // SAFETY: the chain's views are record views of its batches, inside
+            // the work buffer of k instances; code and views are in `tables`.
+            unsafe {
+                dev.fused(
+                    work,
+                    p.tables + 8 * *code as u64,
+                    n,
+                    p.tables + 8 * *views as u64,
+                    k,
+                    f.m,
+                    f.len,
+                )?;
+            }
+            c.kernels += 1;
+            i = f.end;
+            continue;
+        }
         // SAFETY: every view was laid out by `program::build` inside a record
         // or temporary of k instances (the work buffer holds k·work_units) or
         // inside the parameters; the tables hold m entries per view.
-        unsafe { run_batch(dev, &p, b, k, idx, labels, &mut c)? };
+        unsafe { run_batch(dev, &p, &prog.batches[i], k, idx, labels, &mut c)? };
+        i += 1;
     }
     Ok(c)
 }

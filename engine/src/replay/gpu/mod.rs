@@ -6,6 +6,7 @@
 
 mod dynet;
 mod exec;
+mod fuse;
 mod program;
 mod run;
 

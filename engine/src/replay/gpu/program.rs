@@ -7,6 +7,7 @@
 
 use cudarc::driver::CudaSlice;
 
+use super::fuse::{Fused, chains};
 use crate::cells::{Cell, PrimOp, ValueKind};
 use crate::device::{CudaDevice, DeviceError};
 use crate::replay::incell::{Access, CellProgram};
@@ -40,6 +41,8 @@ pub(super) struct GArg {
     pub numel: usize,
     /// Per-instance shape of the operand.
     pub shape: Vec<usize>,
+    /// The cell value each op of the batch reads here.
+    pub values: Vec<usize>,
 }
 
 /// Kind-specific views.
@@ -63,6 +66,8 @@ pub(super) struct GBatch {
     pub extra: Extra,
     /// First dimension of operand 0 (lookup rows, softmax width).
     pub rows0: usize,
+    /// The cell value each op of the batch produces.
+    pub out_values: Vec<usize>,
 }
 
 /// A role's program on the device.
@@ -76,6 +81,9 @@ pub(super) struct GpuProgram {
     pub work_units: usize,
     pub tables: CudaSlice<i64>,
     pub params: CudaSlice<f32>,
+    /// Fused elementwise chains, with the offsets of their code and views
+    /// in `tables`.
+    pub fused: Vec<(Fused, usize, usize)>,
 }
 
 struct Tables(Vec<i64>);
@@ -122,6 +130,36 @@ pub(super) fn build(
     cell: &Cell,
     prog: &CellProgram,
 ) -> Result<GpuProgram, DeviceError> {
+    let l = lay_out(cell, prog);
+    let s = dev.stream();
+    let tables = s.clone_htod(&l.tables).map_err(err)?;
+    let params = if prog.params.is_empty() {
+        s.alloc_zeros::<f32>(1).map_err(err)?
+    } else {
+        s.clone_htod(&prog.params).map_err(err)?
+    };
+    Ok(GpuProgram {
+        batches: l.batches,
+        units: prog.units,
+        unit: prog.unit.clone(),
+        work_units: l.work_units,
+        tables,
+        params,
+        fused: l.fused,
+    })
+}
+
+/// The host side of a [`GpuProgram`]: batches, the view tables (with the
+/// fused chains' code appended) and the work floats per instance.
+pub(super) struct LaidOut {
+    pub batches: Vec<GBatch>,
+    pub tables: Vec<i64>,
+    pub work_units: usize,
+    pub fused: Vec<(Fused, usize, usize)>,
+}
+
+/// Lays out `prog` (compiled for `cell`) as views over the work buffer.
+pub(super) fn lay_out(cell: &Cell, prog: &CellProgram) -> LaidOut {
     let mut t = Tables(Vec::new());
     let units = prog.units as i64;
     let mut pre = units;
@@ -178,6 +216,7 @@ pub(super) fn build(
                 per_row,
                 numel,
                 shape: info.shape.clone(),
+                values: vals,
             });
         }
         let outs: Vec<i64> = b
@@ -230,7 +269,9 @@ pub(super) fn build(
             .copied()
             .unwrap_or(1)
             .max(1);
+        let out_values = b.ops.iter().map(|&o| cell.ops[o].out.0 as usize).collect();
         batches.push(GBatch {
+            out_values,
             kind: first.kind,
             m,
             out,
@@ -241,19 +282,18 @@ pub(super) fn build(
             rows0,
         });
     }
-    let s = dev.stream();
-    let tables = s.clone_htod(&t.0).map_err(err)?;
-    let params = if prog.params.is_empty() {
-        s.alloc_zeros::<f32>(1).map_err(err)?
-    } else {
-        s.clone_htod(&prog.params).map_err(err)?
-    };
-    Ok(GpuProgram {
+    let fused = chains(&batches)
+        .into_iter()
+        .map(|f| {
+            let code = t.push(f.code.iter().copied());
+            let views = t.push(f.views.iter().copied());
+            (f, code, views)
+        })
+        .collect();
+    LaidOut {
         batches,
-        units: prog.units,
-        unit: prog.unit.clone(),
+        tables: t.0,
         work_units: pre as usize,
-        tables,
-        params,
-    })
+        fused,
+    }
 }
