@@ -69,7 +69,6 @@ pub fn run_cell(rm: &RoleModel, k: usize, data: &[(u32, u32)], scratch: &mut Scr
                 }
             })
             .collect();
-        y.clear();
         y.resize(k * cell.values[out].numel(), 0.0);
         exec_op(cell, op, k, data, &operands, &mut y);
         drop(operands);
