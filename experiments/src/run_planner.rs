@@ -91,7 +91,7 @@ fn memory(run: &Run, cells: &CellLibrary) -> Outcome {
             ratio_memory_kernels: ratio(baseline.memory_kernels, planned.memory_kernels),
             ratio_paper_bytes: ratio(
                 baseline.paper_bytes_per_instance_weights,
-                planned.paper_bytes,
+                planned.paper_bytes_per_instance_weights,
             ),
             planned,
             baseline,
