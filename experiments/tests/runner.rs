@@ -205,3 +205,39 @@ fn planner_and_training_rows() {
     assert!(row["metrics"]["stop_reason"].is_string());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_observer_sees_every_run_and_the_warnings() {
+    use std::sync::{Arc, Mutex};
+    let dir = tmp("observer");
+    let yaml = "kind: planner-memory\nname: obs\ncells: [lstm, gru]\nhiddens: [8]\n";
+    let first = run(yaml, &dir);
+    std::fs::write(&first.jsonl, {
+        let text = std::fs::read_to_string(&first.jsonl).unwrap();
+        text[..text.len() - 5].to_string()
+    })
+    .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let mut opts = RunOptions::new(&dir);
+    opts.observer = Some(Arc::new(move |e: &experiments::Event| {
+        let line = match e {
+            experiments::Event::Start { total, todo, .. } => format!("start {total} {todo}"),
+            experiments::Event::RunStarted(_) => "started".into(),
+            experiments::Event::RunFinished { error, .. } => {
+                format!("finished {}", error.is_some())
+            }
+            experiments::Event::Warning(_) => "warning".into(),
+            experiments::Event::Done => "done".into(),
+        };
+        log.lock().unwrap().push(line);
+    }));
+    let spec = parse_spec(yaml, "t.yaml", false).unwrap();
+    let report = run_spec(&spec, &opts).unwrap();
+    assert_eq!(report.ran, 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["warning", "start 2 1", "started", "finished false", "done"]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
