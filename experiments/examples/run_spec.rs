@@ -1,8 +1,10 @@
 //! Runs one experiment spec.
 //!
 //! ```sh
-//! cargo run --release -p experiments --example run_spec -- SPEC.yaml OUT_DIR [--quick] [--quiet]
+//! cargo run --release -p experiments --example run_spec -- SPEC.yaml OUT_DIR [--quick] [--quiet] [--dry-run]
 //! ```
+//!
+//! `--dry-run` checks the spec and lists its runs without running them.
 //!
 //! Prints the report (runs total, skipped, ran, failed; the row files) and the
 //! wall time; exits 1 with `error: <message>` on a bad spec.
@@ -22,10 +24,10 @@ fn main() {
     let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let unknown: Vec<&&str> = flags
         .iter()
-        .filter(|f| !["--quick", "--quiet"].contains(f))
+        .filter(|f| !["--quick", "--quiet", "--dry-run"].contains(f))
         .collect();
     if paths.len() != 2 || !unknown.is_empty() {
-        eprintln!("usage: run_spec SPEC.yaml OUT_DIR [--quick] [--quiet]");
+        eprintln!("usage: run_spec SPEC.yaml OUT_DIR [--quick] [--quiet] [--dry-run]");
         std::process::exit(2);
     }
     let quick = flags.contains(&"--quick");
@@ -36,6 +38,14 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if flags.contains(&"--dry-run") {
+        let runs = experiments::expand(&spec);
+        for r in &runs {
+            println!("{:>5} {} {}", r.index, r.hash, r.label());
+        }
+        println!("{}: {} runs", spec.name, runs.len());
+        return;
+    }
     let mut opts = RunOptions::new(paths[1]);
     opts.quiet = flags.contains(&"--quiet");
     let start = Instant::now();

@@ -56,7 +56,7 @@ pub fn record(
     cells: &CellLibrary,
 ) -> Result<Trace, RunFailure> {
     let spec = workloads::workload(workload)
-        .ok_or_else(|| RunFailure::Shared(format!("unknown workload {workload:?}")))?;
+        .ok_or_else(|| RunFailure::Message(format!("unknown workload {workload:?}")))?;
     let opts = RecordOptions {
         workload: spec,
         data: DataChoice::Default,
@@ -140,7 +140,7 @@ pub fn policy_for(
     }
     let name = format!("auto:{workload}:b{b}:h{h}:s{s}");
     train_best(&trace, &name, &encs, rule.trainer_seed, rule.episodes)
-        .ok_or_else(|| RunFailure::Shared("no encoding to train".into()))
+        .ok_or_else(|| RunFailure::Message("no encoding to train".into()))
 }
 
 /// Layout files of every built-in cell at one hidden size, named as

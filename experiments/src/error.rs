@@ -86,10 +86,10 @@ pub enum RunFailure {
     /// The device cannot be used.
     #[error(transparent)]
     Device(#[from] engine::device::DeviceError),
-    /// A failure shared from a cached step (the FSM of a workload, the
-    /// layouts of a hidden size), already rendered with its chain.
+    /// A failure already rendered as text: one shared from a cached step
+    /// (the FSM of a workload, the layouts of a hidden size), with its chain.
     #[error("{0}")]
-    Shared(String),
+    Message(String),
     /// The run panicked (a bug; reported as a row, never an abort).
     #[error("panic: {0}")]
     Panic(String),

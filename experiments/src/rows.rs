@@ -148,7 +148,8 @@ pub struct PlannerMemoryMetrics {
     pub ratio_copy_bytes: Option<f64>,
     /// Baseline ÷ planned memory kernels (null when planned is 0).
     pub ratio_memory_kernels: Option<f64>,
-    /// Paper style: baseline (weights per instance) ÷ planned bytes.
+    /// Paper style (`planner layout`'s `ratios.paper_bytes_per_instance_weights`):
+    /// baseline ÷ planned `paper_bytes_per_instance_weights` (null when planned is 0).
     pub ratio_paper_bytes: Option<f64>,
 }
 

@@ -40,7 +40,7 @@ fn library(todo: &[Run], sink: &Sink) -> Result<Option<CellLibrary>, RunError> {
         Ok(c) => Ok(Some(c)),
         Err(e) => {
             for r in todo {
-                sink.finish(r, "cpu", None, Err(RunFailure::Shared(e.to_string())))?;
+                sink.finish(r, "cpu", None, Err(RunFailure::Message(e.to_string())))?;
             }
             Ok(None)
         }
@@ -48,7 +48,7 @@ fn library(todo: &[Run], sink: &Sink) -> Result<Option<CellLibrary>, RunError> {
 }
 
 /// Runs `todo` (kind `planner-memory`), in parallel.
-pub fn run_memory(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+pub(crate) fn run_memory(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     let Some(cells) = library(todo, sink)? else {
         return Ok(());
     };
@@ -67,7 +67,7 @@ fn memory(run: &Run, cells: &CellLibrary) -> Outcome {
         fixed_inputs,
     } = &run.config
     else {
-        return Err(RunFailure::Shared("not a planner-memory run".into()));
+        return Err(RunFailure::Message("not a planner-memory run".into()));
     };
     let (_, p) = plan(cells, cell, *hidden, *batch, *fixed_inputs)?;
     let planned = totals_entry(&p.planned.planned.eval.totals);
@@ -91,7 +91,7 @@ fn memory(run: &Run, cells: &CellLibrary) -> Outcome {
             ratio_memory_kernels: ratio(baseline.memory_kernels, planned.memory_kernels),
             ratio_paper_bytes: ratio(
                 baseline.paper_bytes_per_instance_weights,
-                planned.paper_bytes,
+                planned.paper_bytes_per_instance_weights,
             ),
             planned,
             baseline,
@@ -101,7 +101,7 @@ fn memory(run: &Run, cells: &CellLibrary) -> Outcome {
 }
 
 /// Runs `todo` (kind `planner-compile`), one at a time.
-pub fn run_compile(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+pub(crate) fn run_compile(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     let Some(cells) = library(todo, sink)? else {
         return Ok(());
     };
@@ -122,7 +122,7 @@ fn compile(run: &Run, cells: &CellLibrary) -> Outcome {
         repeats,
     } = &run.config
     else {
-        return Err(RunFailure::Shared("not a planner-compile run".into()));
+        return Err(RunFailure::Message("not a planner-compile run".into()));
     };
     let c = cells.instantiate(cell, *hidden)?;
     let opts = PlanOptions {

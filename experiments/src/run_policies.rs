@@ -40,13 +40,13 @@ fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
 }
 
 /// Runs `todo` (all of kind `policies`).
-pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     let cells = match CellLibrary::builtin() {
         Ok(c) => c,
         Err(e) => {
             let msg = e.to_string();
             for r in todo {
-                sink.finish(r, "cpu", None, Err(RunFailure::Shared(msg.clone())))?;
+                sink.finish(r, "cpu", None, Err(RunFailure::Message(msg.clone())))?;
             }
             return Ok(());
         }
@@ -70,7 +70,7 @@ fn run_group(group: &[&Run], shared: &Shared, sink: &Sink) -> Result<(), RunErro
         sink.started(run);
         let outcome = match &trace {
             Ok(t) => guarded(|| one(run, t, shared)),
-            Err(e) => Err(RunFailure::Shared(crate::error::chain(e))),
+            Err(e) => Err(RunFailure::Message(crate::error::chain(e))),
         };
         sink.finish(run, "cpu", Some(s), outcome)?;
     }
@@ -87,13 +87,13 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
         fsm,
     } = &run.config
     else {
-        return Err(RunFailure::Shared("not a policies run".into()));
+        return Err(RunFailure::Message("not a policies run".into()));
     };
     let g = &trace.graph;
     let st = SameTypeDag::new(g);
     let lb = lower_bound(g).total;
     let choice = parse_policy(policy)
-        .ok_or_else(|| RunFailure::Shared(format!("unknown policy {policy:?}")))?;
+        .ok_or_else(|| RunFailure::Message(format!("unknown policy {policy:?}")))?;
     let mut m = PolicyMetrics {
         nodes: g.len(),
         batches: 0,
@@ -109,7 +109,7 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
     let stats = match choice {
         PolicyChoice::Heuristic(name) => {
             let mut p = heuristic(name)
-                .ok_or_else(|| RunFailure::Shared(format!("unknown heuristic {name}")))?;
+                .ok_or_else(|| RunFailure::Message(format!("unknown heuristic {name}")))?;
             run_policy(g, &st, p.as_mut())?.1
         }
         PolicyChoice::Fsm(_) | PolicyChoice::FsmBest => {
@@ -155,9 +155,9 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
                         };
                         let name = format!("{workload}:b{}:h{}:s{}", tkey.0, tkey.1, tkey.2);
                         train_best(t, &name, &[e], rule.trainer_seed, rule.episodes)
-                            .ok_or_else(|| RunFailure::Shared("nothing trained".into()))
+                            .ok_or_else(|| RunFailure::Message("nothing trained".into()))
                     })
-                    .map_err(RunFailure::Shared)?;
+                    .map_err(RunFailure::Message)?;
                 if best
                     .as_ref()
                     .is_none_or(|b| p.report.best_batches < b.report.best_batches)
@@ -165,7 +165,7 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
                     best = Some(p);
                 }
             }
-            let p = best.ok_or_else(|| RunFailure::Shared("no encoding".into()))?;
+            let p = best.ok_or_else(|| RunFailure::Message("no encoding".into()))?;
             m.encoding = Some(p.encoding.name().to_string());
             m.episodes = Some(p.report.episodes);
             m.stop_reason = Some(p.report.stop_reason.name().to_string());

@@ -43,12 +43,12 @@ fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
 }
 
 /// Runs `todo` (all of kind `replay`), one at a time.
-pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     let cells = match CellLibrary::builtin() {
         Ok(c) => c,
         Err(e) => {
             for r in todo {
-                sink.finish(r, "cpu", None, Err(RunFailure::Shared(e.to_string())))?;
+                sink.finish(r, "cpu", None, Err(RunFailure::Message(e.to_string())))?;
             }
             return Ok(());
         }
@@ -80,7 +80,7 @@ pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
             };
             let outcome = match &prepared {
                 Ok((trace, model)) => guarded(|| one(run, trace, model, &shared, &mut reference)),
-                Err(e) => Err(RunFailure::Shared(chain(e))),
+                Err(e) => Err(RunFailure::Message(chain(e))),
             };
             sink.finish(run, &device, Some(s), outcome)?;
         }
@@ -104,7 +104,7 @@ pub fn measure_on_device(
         DeviceKind::Cpu => Ok(measure(trace, model, cells, executor, opts)?),
         cuda => {
             check_available(cuda)?;
-            Err(RunFailure::Shared(format!(
+            Err(RunFailure::Message(format!(
                 "device {device}: the GPU is usable, but the CUDA replay executors are not built yet"
             )))
         }
@@ -130,33 +130,33 @@ fn one(
         ..
     } = &run.config
     else {
-        return Err(RunFailure::Shared("not a replay run".into()));
+        return Err(RunFailure::Message("not a replay run".into()));
     };
     // Fail fast on an unusable device, before training or planning anything.
     if let Ok(kind @ DeviceKind::Cuda(_)) = DeviceKind::parse(device) {
         check_available(kind)?;
     }
     let choice = parse_executor(executor)
-        .ok_or_else(|| RunFailure::Shared(format!("unknown executor {executor:?}")))?;
+        .ok_or_else(|| RunFailure::Message(format!("unknown executor {executor:?}")))?;
     let auto = |rule: &Option<FsmRule>| -> Result<Arc<AutoPolicy>, RunFailure> {
         let rule = rule
             .clone()
-            .ok_or_else(|| RunFailure::Shared("no fsm rule".into()))?;
+            .ok_or_else(|| RunFailure::Message("no fsm rule".into()))?;
         let key = (
             workload.clone(),
-            crate::hash::canonical_json(&rule).map_err(|e| RunFailure::Shared(e.to_string()))?,
+            crate::hash::canonical_json(&rule).map_err(|e| RunFailure::Message(e.to_string()))?,
         );
         shared
             .fsms
             .get_or_compute(key, || policy_for(workload, &rule, &shared.cells))
-            .map_err(RunFailure::Shared)
+            .map_err(RunFailure::Message)
     };
     let (mut ex, policy) = match choice {
         ExecutorChoice::Reference => (Executor::Reference, None),
         ExecutorChoice::Cavs => (Executor::Cavs, Some("cavs".to_string())),
         ExecutorChoice::Dynet(h) | ExecutorChoice::Policy(Some(h)) => {
-            let p =
-                heuristic(h).ok_or_else(|| RunFailure::Shared(format!("unknown heuristic {h}")))?;
+            let p = heuristic(h)
+                .ok_or_else(|| RunFailure::Message(format!("unknown heuristic {h}")))?;
             let ex = if matches!(choice, ExecutorChoice::Dynet(_)) {
                 Executor::Dynet(p)
             } else {
@@ -177,7 +177,7 @@ fn one(
             let l = shared
                 .layouts
                 .get_or_compute((*hidden, lb), || layouts_for(&shared.cells, *hidden, lb))
-                .map_err(RunFailure::Shared)?;
+                .map_err(RunFailure::Message)?;
             let files = if planned { &l.planned } else { &l.baseline };
             let programs = compile_layouts(model, files)?;
             let fsm_policy = Box::new(FsmPolicy::new(p.file.clone())?);

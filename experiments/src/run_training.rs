@@ -30,7 +30,7 @@ fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
 }
 
 /// Runs `todo` (all of kind `training`), one at a time.
-pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
+pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     let cells = CellLibrary::builtin();
     for group in group_by(todo, |r| trace_key(&r.config)) {
         let Some((w, b, h, s)) = trace_key(&group[0].config) else {
@@ -38,13 +38,13 @@ pub fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         };
         let trace = match &cells {
             Ok(c) => guarded(|| record(w, b, h, s, c)),
-            Err(e) => Err(RunFailure::Shared(e.to_string())),
+            Err(e) => Err(RunFailure::Message(e.to_string())),
         };
         for run in group {
             sink.started(run);
             let outcome = match &trace {
                 Ok(t) => guarded(|| one(run, t)),
-                Err(e) => Err(RunFailure::Shared(chain(e))),
+                Err(e) => Err(RunFailure::Message(chain(e))),
             };
             sink.finish(run, "cpu", Some(s), outcome)?;
         }
@@ -61,10 +61,10 @@ fn one(run: &Run, trace: &Trace) -> Outcome {
         ..
     } = &run.config
     else {
-        return Err(RunFailure::Shared("not a training run".into()));
+        return Err(RunFailure::Message("not a training run".into()));
     };
     let encoding = Encoding::parse(encoding)
-        .ok_or_else(|| RunFailure::Shared(format!("unknown encoding {encoding:?}")))?;
+        .ok_or_else(|| RunFailure::Message(format!("unknown encoding {encoding:?}")))?;
     let g = &trace.graph;
     let st = SameTypeDag::new(g);
     let mut hyper = default_hyperparameters();
@@ -81,7 +81,7 @@ fn one(run: &Run, trace: &Trace) -> Outcome {
         samples.push(t.report.seconds);
         first.get_or_insert(t);
     }
-    let t = first.ok_or_else(|| RunFailure::Shared("no training run".into()))?;
+    let t = first.ok_or_else(|| RunFailure::Message("no training run".into()))?;
     let file = search::export::policy_file(&t, trace, "training", &hyper, *trainer_seed);
     let r = &t.report;
     let train_s = engine::replay::measure::median(&samples);

@@ -5,9 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -69,10 +68,10 @@ pub struct RunReport {
 }
 
 /// What a run produced: metrics and raw samples, or why it failed.
-pub type Outcome = Result<(Metrics, Vec<f64>), RunFailure>;
+pub(crate) type Outcome = Result<(Metrics, Vec<f64>), RunFailure>;
 
 /// Receives finished runs (from any thread): writes the row, tells the observer.
-pub struct Sink {
+pub(crate) struct Sink {
     spec: String,
     quick: bool,
     revision: String,
@@ -84,12 +83,12 @@ pub struct Sink {
 
 impl Sink {
     /// Reports that `run` starts.
-    pub fn started(&self, run: &Run) {
+    pub(crate) fn started(&self, run: &Run) {
         self.notify(&Event::RunStarted(run));
     }
 
     /// Records the outcome of `run` on `device`.
-    pub fn finish(
+    pub(crate) fn finish(
         &self,
         run: &Run,
         device: &str,
@@ -141,7 +140,7 @@ impl Sink {
 }
 
 /// Runs `f`, turning a panic into a [`RunFailure::Panic`].
-pub fn guarded<T>(f: impl FnOnce() -> Result<T, RunFailure>) -> Result<T, RunFailure> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> Result<T, RunFailure>) -> Result<T, RunFailure> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
         let msg = p
             .downcast_ref::<String>()
@@ -195,7 +194,6 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         total: runs.len(),
         todo: todo.len(),
     });
-    let started = Instant::now();
     match spec.kind {
         Kind::Policies => crate::run_policies::run(&todo, &sink)?,
         Kind::Training => crate::run_training::run(&todo, &sink)?,
@@ -203,7 +201,6 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         Kind::PlannerCompile => crate::run_planner::run_compile(&todo, &sink)?,
         Kind::Replay => crate::run_replay::run(&todo, &sink)?,
     }
-    let _ = started;
     let (csv, json) = (
         dir.join(format!("{}.csv", spec.name)),
         dir.join(format!("{}.json", spec.name)),
@@ -247,9 +244,4 @@ fn current_rows(runs: &[Run], all: Vec<Value>) -> Vec<Value> {
     runs.iter()
         .filter_map(|r| by_hash.remove(&r.hash))
         .collect()
-}
-
-/// The JSON-lines path of a spec in `out_dir`.
-pub fn jsonl_path(out_dir: &Path, spec: &Spec) -> PathBuf {
-    out_dir.join(format!("{}.jsonl", spec.name))
 }
