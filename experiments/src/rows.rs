@@ -195,4 +195,8 @@ pub struct ReplayMetrics {
     pub policy_misses: u64,
     /// The batching policy used (`fsm(<encoding>)`, a heuristic, or null).
     pub policy: Option<String>,
+    /// CUDA only: median GPU seconds from the run's first to its last kernel
+    /// (CUDA events); null on the CPU.
+    #[serde(default)]
+    pub device_s: Option<f64>,
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use engine::cells::CellLibrary;
 use engine::device::{DeviceKind, check_available};
-use engine::replay::measure::{MeasureOptions, Measured, measure};
-use engine::replay::{self, Executor, Model, Store, compile_layouts};
+use engine::replay::measure::{MeasureOptions, Measured, measure_on};
+use engine::replay::{self, Executor, Model, Session, Store, compile_layouts};
 use engine::sched::{FsmPolicy, heuristic};
 use engine::trace::Trace;
 
@@ -88,10 +88,9 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The seam for devices: measures `executor` on `device`. Only the CPU has
-/// replay executors today; a CUDA device is checked (a missing driver is
-/// `CUDA unavailable: libcuda not found`) and otherwise reported as not built.
-/// A CUDA replay entry point goes here.
+/// Measures `executor` on `device` through an engine [`Session`] (the CPU, or
+/// CUDA where present: a missing driver is the error row
+/// `CUDA unavailable: libcuda not found`, never a CPU fall back).
 pub fn measure_on_device(
     device: &str,
     trace: &Trace,
@@ -100,15 +99,17 @@ pub fn measure_on_device(
     executor: &mut Executor,
     opts: &MeasureOptions,
 ) -> Result<Measured, RunFailure> {
-    match DeviceKind::parse(device)? {
-        DeviceKind::Cpu => Ok(measure(trace, model, cells, executor, opts)?),
-        cuda => {
-            check_available(cuda)?;
-            Err(RunFailure::Message(format!(
-                "device {device}: the GPU is usable, but the CUDA replay executors are not built yet"
-            )))
-        }
-    }
+    let kind = DeviceKind::parse(device)?;
+    check_available(kind)?;
+    let mut session = Session::open(kind, trace, model, cells, executor)?;
+    Ok(measure_on(
+        &mut session,
+        trace,
+        model,
+        cells,
+        executor,
+        opts,
+    )?)
 }
 
 fn one(
@@ -198,7 +199,7 @@ fn one(
         samples,
         misses,
         store,
-        ..
+        device_s,
     } = measure_on_device(device, trace, model, &shared.cells, &mut ex, &opts)?;
     let max_rel_error = if !*check {
         None
@@ -232,6 +233,7 @@ fn one(
             max_rel_error,
             policy_misses: misses,
             policy,
+            device_s,
         }),
         samples.iter().map(|t| t.total()).collect(),
     ))
