@@ -66,15 +66,11 @@ pub fn git_revision(dir: &Path) -> String {
     }
 }
 
-/// The revision of the workspace this crate was built from (its source
-/// folder, as `git_revision` sees it now).
+/// The revision of the workspace this crate was built from, recorded at build
+/// time (`build.rs`), so a binary carried to another machine still names its
+/// own source; `-dirty` when the tree had uncommitted changes.
 pub fn workspace_revision() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if dir.exists() {
-        git_revision(dir)
-    } else {
-        git_revision(Path::new("."))
-    }
+    env!("BATCHLAB_BUILD_REVISION").to_string()
 }
 
 /// Seconds since the UNIX epoch.
