@@ -188,10 +188,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     sec.paper = paper(ctx)?;
     let mut parts = Vec::new();
-    if let Some((b, o, p)) = serial.iter().copied().max_by_key(|x| x.0) {
+    if let Some(b) = serial.iter().map(|x| x.0).max() {
+        let at: Vec<f64> = serial.iter().filter(|x| x.0 == b).map(|x| x.1).collect();
+        let p = serial.iter().find(|x| x.0 == b).map_or(0.0, |x| x.2);
+        let (lo, hi) = range(&at).unwrap_or((0.0, 0.0));
         parts.push(format!(
-            "fixed-lstm, Cavs-style batching over serial at batch {b}: {} (paper {}, GPU training)",
-            times(o),
+            "fixed-lstm, batching (cavs) over serial (reference) at batch {b}: {}× over hidden \
+             sizes (paper {}, GPU training)",
+            span(lo, hi, 3),
             times(p)
         ));
     }

@@ -275,6 +275,23 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             .map(|(a, b)| format!("{}×", span(a, b, 3)))
             .unwrap_or_else(|| "n/a".into()),
     );
+    let missing: Vec<String> = workloads
+        .iter()
+        .filter_map(|w| {
+            let hs: Vec<&String> = hiddens
+                .iter()
+                .filter(|h| executors.iter().all(|e| tput(w, h, e).is_none()))
+                .collect();
+            (!hs.is_empty()).then(|| format!("{w} at hidden {}", list(&hs)))
+        })
+        .collect();
+    if !missing.is_empty() {
+        sec.notes.push(format!(
+            "No bars where the spec has no run: {} (left out of the grid; see the spec's \
+             description).",
+            missing.join("; ")
+        ));
+    }
     sec.notes.push(
         "The paper's per-bar throughputs are not published as numbers; only the ratios its \
          text states are compared. The paper ran a 28-core Xeon E2590 (and a V100); these \
