@@ -1,7 +1,6 @@
 //! The command line: `paper-repro [run|measure|report] [--quick] [--only
 //! ITEMS] [--out DIR] [--rows DIR] [--specs DIR] [--device cpu|cuda] [--json]`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -187,9 +186,4 @@ pub fn command_line() -> String {
         .chain(args.iter().map(quote))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Whether stderr is a terminal (the sweep runner draws its bar only then).
-pub fn interactive() -> bool {
-    std::io::stderr().is_terminal()
 }
