@@ -1,0 +1,189 @@
+//! The command line: `paper-repro [run|measure|report] [--quick] [--only
+//! ITEMS] [--out DIR] [--rows DIR] [--specs DIR] [--device cpu|cuda] [--json]`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Result;
+use crate::items::{self, Item};
+use crate::measure::{MeasureLog, MeasureOptions, measure};
+use crate::report::ctx::write;
+use crate::report::{ReportOptions, report};
+use crate::specs::{load_all, parse_device};
+use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
+
+/// Regenerates the ED-Batch, Cavs and VPPS figures and tables from scratch,
+/// beside the papers' published numbers.
+#[derive(Debug, Parser)]
+#[command(
+    name = "paper-repro",
+    version,
+    after_help = "Items: fig7, table2, table4, table5, fig6, fig9, table6, cavs-fig8, vpps.\n\
+                  Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
+                  CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
+)]
+pub struct Cli {
+    /// What to do (default: run).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Small sizes and few repeats (each spec's `quick:` block): minutes, not hours.
+    #[arg(long, global = true)]
+    pub quick: bool,
+    /// Comma-separated items to produce (default: all).
+    #[arg(long, global = true, value_name = "ITEMS")]
+    pub only: Option<String>,
+    /// Output folder [default: out/paper-repro, or out/paper-repro-quick with --quick].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Rows folder: where measuring writes and reporting reads [default: OUT/rows].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub rows: Option<PathBuf>,
+    /// Folder of spec files replacing the embedded ones of the same name.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub specs: Option<PathBuf>,
+    /// Device of the replay specs: cpu, cuda or cuda:N (the vpps item needs cuda).
+    #[arg(long, global = true, default_value = "cpu", value_name = "DEVICE")]
+    pub device: String,
+    /// Print a JSON summary on stdout and no progress on stderr.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Measure, then report (the default).
+    Run,
+    /// Only measure: run the specs into the rows folder.
+    Measure,
+    /// Only report: figures, CSVs and REPORT.md from existing rows.
+    Report,
+}
+
+impl Command {
+    fn name(self) -> &'static str {
+        match self {
+            Command::Run => "run",
+            Command::Measure => "measure",
+            Command::Report => "report",
+        }
+    }
+}
+
+/// Runs the command line `cli` (`command` is how it was invoked, for stamps
+/// and logs) and returns its summary. Nothing runs unless every spec checks.
+pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
+    let mode = cli.command.unwrap_or(Command::Run);
+    let selected: Vec<&'static Item> = items::select(cli.only.as_deref())?;
+    let device = parse_device(&cli.device)?;
+    let out = cli.out.clone().unwrap_or_else(|| {
+        PathBuf::from(if cli.quick {
+            "out/paper-repro-quick"
+        } else {
+            "out/paper-repro"
+        })
+    });
+    let rows = cli.rows.clone().unwrap_or_else(|| out.join("rows"));
+    let quiet = cli.json;
+    let mut log: Option<MeasureLog> = None;
+    let mut measure_seconds = None;
+    if mode != Command::Report {
+        // Every spec is loaded and checked before any run starts.
+        let specs = load_all(cli.specs.as_deref(), cli.quick)?;
+        let t = Instant::now();
+        let opts = MeasureOptions {
+            rows: rows.clone(),
+            device: device.clone(),
+            quiet,
+            command: command.to_string(),
+            quick: cli.quick,
+        };
+        log = Some(measure(&selected, &specs, &opts)?);
+        measure_seconds = Some(t.elapsed().as_secs_f64());
+    }
+    let mut summary = Summary {
+        schema: SUMMARY_SCHEMA,
+        mode: mode.name().into(),
+        command: command.into(),
+        quick: cli.quick,
+        device,
+        out: out.display().to_string(),
+        rows: rows.display().to_string(),
+        report: None,
+        revision: experiments::provenance::workspace_revision(),
+        measure_seconds,
+        report_seconds: None,
+        items: Vec::new(),
+    };
+    if mode == Command::Measure {
+        if let Some(l) = &log {
+            summary.items = selected
+                .iter()
+                .map(|i| ItemSummary::measured(i.name, i.spec, l))
+                .collect();
+        }
+        return Ok(summary);
+    }
+    let t = Instant::now();
+    let rep = report(&ReportOptions {
+        rows: rows.clone(),
+        out: out.clone(),
+        items: selected,
+        explicit: cli.only.is_some(),
+        command: command.to_string(),
+    })?;
+    summary.report_seconds = Some(t.elapsed().as_secs_f64());
+    summary.report = Some(rep.report.display().to_string());
+    summary.revision = rep.revision.clone();
+    summary.quick = rep.quick;
+    summary.items = from_report(&rep, log.as_ref());
+    write(
+        &out.join("summary.json"),
+        serde_json::to_string_pretty(&summary)?.as_bytes(),
+    )?;
+    Ok(summary)
+}
+
+/// Prints the outcome: the JSON summary, or a few lines for a person.
+pub fn print(summary: &Summary, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary)?);
+        return Ok(());
+    }
+    for i in &summary.items {
+        let rows = i
+            .rows
+            .map(|r| format!(", {}/{} rows", r.ok, r.total))
+            .unwrap_or_default();
+        let why = i
+            .reason
+            .as_deref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default();
+        println!("{:<10} {}{rows}{why}", i.name, i.status);
+    }
+    if let Some(r) = &summary.report {
+        println!("report: {r}");
+    } else {
+        println!("rows: {}", summary.rows);
+    }
+    Ok(())
+}
+
+/// The command line as typed, with the program shown as `paper-repro`.
+pub fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quote = |a: &String| {
+        if a.contains(char::is_whitespace) {
+            format!("'{a}'")
+        } else {
+            a.clone()
+        }
+    };
+    std::iter::once("paper-repro".to_string())
+        .chain(args.iter().map(quote))
+        .collect::<Vec<_>>()
+        .join(" ")
+}

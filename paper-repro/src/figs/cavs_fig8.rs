@@ -1,0 +1,235 @@
+//! Cavs Fig. 8 (a)-(d) style: throughput against batch size for Cavs' four
+//! models, one line per executor — inference, since we do not train — with
+//! the Cavs paper's stated speed-ups (Fig. 8 text, Tables 1 and 2) beside
+//! ours.
+
+use figures::{Figure, LineChart, LineSeries, Panel, Scale};
+
+use crate::error::Result;
+use crate::items::Paper::Cavs;
+use crate::report::ctx::Ctx;
+use crate::report::fmt::{opt, range, ratio, span, times};
+use crate::report::section::Section;
+use crate::report::table::Table;
+use crate::rows::{RowSet, num};
+
+use super::{list, quick_note};
+
+/// The paper's statements for this item.
+pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
+    Ok(vec![
+        ctx.say(Cavs, "fig8.caption")?,
+        ctx.say_value(Cavs, "fig8.fixed-lstm.b2.batching_over_serial")?,
+        ctx.say(Cavs, "fig8.tree-fc")?,
+        ctx.say(Cavs, "fig8.tree-lstm")?,
+        ctx.say(Cavs, "table2.reading")?,
+        ctx.say(Cavs, "hardware")?,
+    ])
+}
+
+pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let workloads = rows.distinct("config.workload");
+    let executors = rows.distinct("config.executor");
+    let batches = rows.distinct_u64("config.batch");
+    let hiddens = rows.distinct_u64("config.hidden");
+    let tput = |w: &str, h: u64, b: u64, e: &str| {
+        rows.find(&[
+            ("config.workload", w),
+            ("config.hidden", &h.to_string()),
+            ("config.batch", &b.to_string()),
+            ("config.executor", e),
+        ])
+        .and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    let mut panels = Vec::new();
+    let mut t = Table::new(
+        "cavs-fig8",
+        "Instances per second (inference, CPU) per batch size.",
+        &[
+            "workload",
+            "hidden",
+            "batch",
+            "reference",
+            "dynet",
+            "cavs",
+            "edbatch",
+        ],
+    );
+    for h in &hiddens {
+        for w in &workloads {
+            let series: Vec<LineSeries> = executors
+                .iter()
+                .map(|e| LineSeries {
+                    name: e.clone(),
+                    y: batches.iter().map(|b| tput(w, *h, *b, e)).collect(),
+                })
+                .filter(|s| s.y.iter().any(Option::is_some))
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            for b in &batches {
+                let vals: Vec<String> = ["reference", "dynet", "cavs", "edbatch"]
+                    .iter()
+                    .map(|e| opt(tput(w, *h, *b, e), 4))
+                    .collect();
+                if vals.iter().all(String::is_empty) {
+                    continue;
+                }
+                let mut row = vec![w.clone(), h.to_string(), b.to_string()];
+                row.extend(vals);
+                t.push(row);
+            }
+            panels.push(Panel::new(
+                format!("{w}, hidden {h}"),
+                LineChart {
+                    x_label: "batch size".into(),
+                    y_label: "instances / s (log scale)".into(),
+                    x_scale: Scale::Log2,
+                    y_scale: Scale::Log10,
+                    x: batches.iter().map(|b| *b as f64).collect(),
+                    series,
+                    reference_lines: Vec::new(),
+                },
+            ));
+        }
+    }
+    let cols = panels.len().clamp(1, 4);
+    let fig = Figure::grid(
+        format!(
+            "Cavs Fig. 8 style, INFERENCE (we do not train): throughput vs batch size on {}",
+            list(&rows.distinct("provenance.device"))
+        ),
+        panels,
+        cols,
+        ctx.stamp.clone(),
+    );
+    ctx.figure(sec, "cavs-fig8", fig)?;
+    ctx.table(sec, t)?;
+
+    // Ours beside the paper's stated speed-ups.
+    let mut c = Table::new(
+        "cavs-fig8-paper",
+        "Speed-ups: ours (inference throughput ratio, CPU) beside the Cavs paper's (GPU; \
+         training unless marked inference).",
+        &[
+            "comparison",
+            "batch",
+            "hidden",
+            "ours",
+            "paper",
+            "paper source",
+        ],
+    );
+    let (mut serial, mut vs_dynet) = (Vec::new(), Vec::new());
+    for b in [2u64, 4, 8, 16, 32, 64, 128] {
+        let id = format!("fig8.fixed-lstm.b{b}.batching_over_serial");
+        let Some(v) = ctx.published.value(Cavs, &id) else {
+            continue;
+        };
+        for h in &hiddens {
+            let ours =
+                tput("fixed-lstm", *h, b, "cavs").zip(tput("fixed-lstm", *h, b, "reference"));
+            if let Some((a, r)) = ours {
+                serial.push((b, a / r, v.value));
+                c.push(vec![
+                    "fixed-lstm: cavs / serial (ours: reference executor)".into(),
+                    b.to_string(),
+                    h.to_string(),
+                    ratio(a / r),
+                    ratio(v.value),
+                    v.source.clone(),
+                ]);
+            }
+        }
+    }
+    for b in [16u64, 32, 64, 128, 256] {
+        let cavs_id = format!("table2.tree-lstm.b{b}.infer_compute_s.cavs");
+        let dynet_id = format!("table2.tree-lstm.b{b}.infer_compute_s.dynet");
+        let (Some(pc), Some(pd)) = (
+            ctx.published.value(Cavs, &cavs_id),
+            ctx.num(Cavs, &dynet_id),
+        ) else {
+            continue;
+        };
+        for h in &hiddens {
+            if let Some((a, d)) =
+                tput("tree-lstm", *h, b, "cavs").zip(tput("tree-lstm", *h, b, "dynet"))
+            {
+                vs_dynet.push((b, a / d, pd / pc.value));
+                c.push(vec![
+                    "tree-lstm: cavs / dynet (paper: inference computation time)".into(),
+                    b.to_string(),
+                    h.to_string(),
+                    ratio(a / d),
+                    ratio(pd / pc.value),
+                    pc.source.clone(),
+                ]);
+            }
+        }
+    }
+    let tree_fc: Vec<f64> = hiddens
+        .iter()
+        .flat_map(|h| batches.iter().map(move |b| (*h, *b)))
+        .filter_map(|(h, b)| Some(tput("tree-fc", h, b, "cavs")? / tput("tree-fc", h, b, "dynet")?))
+        .collect();
+    ctx.table(sec, c)?;
+
+    sec.setup = format!(
+        "{} on {}, batch sizes {}, hidden {}, record seed {}, {} timed run(s) after a warm-up, \
+         on the CPU; `reference` (one node at a time) only at small batches. Cavs plots time \
+         per training epoch (lower is better); we plot inference throughput (higher is better).",
+        list(&executors),
+        list(&workloads),
+        list(&batches),
+        list(&hiddens),
+        list(&rows.distinct_u64("config.seed")),
+        list(&rows.distinct_u64("config.repeats")),
+    );
+    sec.paper = paper(ctx)?;
+    let mut parts = Vec::new();
+    if let Some(b) = serial.iter().map(|x| x.0).max() {
+        let at: Vec<f64> = serial.iter().filter(|x| x.0 == b).map(|x| x.1).collect();
+        let p = serial.iter().find(|x| x.0 == b).map_or(0.0, |x| x.2);
+        let (lo, hi) = range(&at).unwrap_or((0.0, 0.0));
+        parts.push(format!(
+            "fixed-lstm, batching (cavs) over serial (reference) at batch {b}: {}× over hidden \
+             sizes (paper {}, GPU training)",
+            span(lo, hi, 3),
+            times(p)
+        ));
+    }
+    if !vs_dynet.is_empty() {
+        let ours: Vec<f64> = vs_dynet.iter().map(|x| x.1).collect();
+        let paper: Vec<f64> = vs_dynet.iter().map(|x| x.2).collect();
+        let (lo, hi) = range(&ours).unwrap_or((0.0, 0.0));
+        let (plo, phi) = range(&paper).unwrap_or((0.0, 0.0));
+        parts.push(format!(
+            "tree-lstm cavs / dynet at batch ≥ 16: {}× (paper, inference computation: {}×)",
+            span(lo, hi, 3),
+            span(plo, phi, 3)
+        ));
+    }
+    if let Some((lo, hi)) = range(&tree_fc) {
+        parts.push(format!(
+            "tree-fc cavs / dynet {}× (paper: at least 10× in training)",
+            span(lo, hi, 3)
+        ));
+    }
+    sec.reading = parts.join("; ") + ".";
+    sec.notes.push(
+        "Cavs measured training on a Titan X GPU; we measure inference on the CPU, so only \
+         the shape of the curves and the ratios are comparable, and Fig. 8's per-bar values \
+         are not published as numbers. Cavs' Table 1 (training computation time per epoch) \
+         is recorded in published/cavs.yaml; its Table 2 inference columns are the ones \
+         compared here."
+            .into(),
+    );
+    if let Some(q) = quick_note(
+        rows,
+        &format!("batch sizes {}, hidden {}", list(&batches), list(&hiddens)),
+    ) {
+        sec.notes.push(q);
+    }
+    Ok(())
+}

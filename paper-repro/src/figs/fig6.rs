@@ -1,0 +1,312 @@
+//! ED-Batch Fig. 6: inference throughput per workload, executor and hidden
+//! size at each executor's best batch size, one panel per hidden size; and
+//! ED-Batch's ratios over Cavs and DyNet against the averages §5.2 states.
+
+use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
+
+use crate::error::Result;
+use crate::items::Paper::EdBatch;
+use crate::report::ctx::Ctx;
+use crate::report::fmt::{mean, range, ratio, sig, span, times};
+use crate::report::section::Section;
+use crate::report::table::Table;
+use crate::rows::{RowSet, field_string, num, text};
+
+use super::{class, list, paper_workload, quick_note};
+
+const EXECUTORS: [&str; 4] = ["dynet", "cavs", "edbatch-nolayout", "edbatch"];
+
+/// Best throughput over batch sizes and the batch size giving it.
+pub fn best(rows: &RowSet, w: &str, h: &str, e: &str) -> Option<(f64, String)> {
+    rows.ok()
+        .filter(|r| {
+            text(r, "config.workload") == Some(w)
+                && field_string(r, "config.hidden").as_deref() == Some(h)
+                && text(r, "config.executor") == Some(e)
+        })
+        .filter_map(|r| {
+            Some((
+                num(r, "metrics.instances_per_s")?,
+                field_string(r, "config.batch")?,
+            ))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+fn cell(b: Option<(f64, String)>) -> String {
+    b.map(|(v, bs)| format!("{} (b{bs})", sig(v, 4)))
+        .unwrap_or_default()
+}
+
+/// The paper's statements for this item.
+pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
+    Ok(vec![
+        ctx.say(EdBatch, "fig6.setup")?,
+        ctx.say_value(EdBatch, "fig6.cpu.bilstm-tagger.edbatch_over_cavs")?,
+        ctx.say_value(EdBatch, "fig6.cpu.tree-lstm.edbatch_over_cavs")?,
+        ctx.say(EdBatch, "fig6.mv-rnn")?,
+        ctx.say_value(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.min")?,
+        ctx.say_value(EdBatch, "abstract.speedup.chains")?,
+        ctx.say(EdBatch, "fig6.dynet")?,
+        ctx.say_value(EdBatch, "fig6.lstmcell.layout_speedup")?,
+        ctx.say(EdBatch, "fig6.hardware")?,
+    ])
+}
+
+pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let workloads = rows.distinct("config.workload");
+    let hiddens: Vec<String> = rows
+        .distinct_u64("config.hidden")
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    let executors: Vec<&str> = EXECUTORS
+        .iter()
+        .copied()
+        .filter(|e| rows.find(&[("config.executor", e)]).is_some())
+        .collect();
+    let tput = |w: &str, h: &str, e: &str| best(rows, w, h, e).map(|b| b.0);
+    let ratio_of = |w: &str, h: &str, a: &str, b: &str| Some(tput(w, h, a)? / tput(w, h, b)?);
+
+    let panels: Vec<Panel> = hiddens
+        .iter()
+        .filter(|h| {
+            workloads
+                .iter()
+                .any(|w| executors.iter().any(|e| tput(w, h, e).is_some()))
+        })
+        .map(|h| {
+            let series = executors
+                .iter()
+                .map(|e| BarSeries {
+                    name: e.to_string(),
+                    values: workloads.iter().map(|w| tput(w, h, e)).collect(),
+                    paper: Vec::new(),
+                })
+                .collect();
+            Panel::new(
+                format!("hidden = {h}"),
+                GroupedBars {
+                    x_label: "workload".into(),
+                    y_label: "instances / s at the best batch size".into(),
+                    y_scale: Scale::Log10,
+                    categories: workloads.clone(),
+                    series,
+                    reference_lines: Vec::new(),
+                },
+            )
+        })
+        .collect();
+    let cols = panels.len().clamp(1, 2);
+    let fig = Figure::grid(
+        format!(
+            "ED-Batch Fig. 6: inference throughput on {}, best batch size per executor (higher is better)",
+            list(&rows.distinct("provenance.device"))
+        ),
+        panels,
+        cols,
+        ctx.stamp.clone(),
+    );
+    let fig = fig
+        .clone()
+        .with_size(fig.width.max(1600) + 200 * cols as u32, fig.height + 100);
+    ctx.figure(sec, "fig6", fig)?;
+
+    let mut t = Table::new(
+        "fig6",
+        "Instances per second at the best batch size (bN), and ED-Batch's ratios at those bests.",
+        &[
+            "workload",
+            "hidden",
+            "dynet",
+            "cavs",
+            "edbatch-nolayout",
+            "edbatch",
+            "edbatch / cavs",
+            "edbatch / dynet",
+            "edbatch / nolayout",
+        ],
+    );
+    for w in &workloads {
+        for h in &hiddens {
+            if executors.iter().all(|e| tput(w, h, e).is_none()) {
+                continue;
+            }
+            let mut row = vec![w.clone(), h.clone()];
+            row.extend(EXECUTORS.iter().map(|e| cell(best(rows, w, h, e))));
+            for other in ["cavs", "dynet", "edbatch-nolayout"] {
+                row.push(
+                    ratio_of(w, h, "edbatch", other)
+                        .map(ratio)
+                        .unwrap_or_default(),
+                );
+            }
+            t.push(row);
+        }
+    }
+
+    // Ratios per workload (mean over hidden sizes) against the paper's CPU averages.
+    let mean_ratio = |w: &str, other: &str| -> Vec<f64> {
+        hiddens
+            .iter()
+            .filter_map(|h| ratio_of(w, h, "edbatch", other))
+            .collect()
+    };
+    let paper_cpu = |w: &str| -> String {
+        match w {
+            "lattice-lstm" | "lattice-gru" => {
+                let lo = ctx.num(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.min");
+                let hi = ctx.num(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.max");
+                lo.zip(hi)
+                    .map(|(a, b)| format!("{a:.2}–{b:.2}"))
+                    .unwrap_or_default()
+            }
+            "mv-rnn" => "≈ 1 (“close to Cavs”)".into(),
+            _ => ctx
+                .num(EdBatch, &format!("fig6.cpu.{w}.edbatch_over_cavs"))
+                .map(ratio)
+                .unwrap_or_default(),
+        }
+    };
+    let mut rt = Table::new(
+        "fig6-ratios",
+        "ED-Batch over Cavs and DyNet per workload: mean (and range) over hidden sizes of the \
+         best-throughput ratio; the paper's CPU averages from §5.2. Class rows average the \
+         workload means; the paper's class averages (abstract) mix CPU and GPU.",
+        &[
+            "workload",
+            "paper name",
+            "class",
+            "edbatch / cavs (mean)",
+            "edbatch / cavs (range)",
+            "paper, CPU: edbatch / cavs",
+            "edbatch / dynet (mean)",
+            "edbatch / nolayout (mean)",
+        ],
+    );
+    let mut by_class: Vec<(&str, Vec<f64>)> =
+        vec![("chains", vec![]), ("trees", vec![]), ("lattices", vec![])];
+    for w in &workloads {
+        let c = mean_ratio(w, "cavs");
+        if let (Some(m), Some(k)) = (mean(&c), class(w))
+            && let Some(entry) = by_class.iter_mut().find(|(n, _)| *n == k)
+        {
+            entry.1.push(m);
+        }
+        rt.push(vec![
+            w.clone(),
+            paper_workload(w).unwrap_or("").into(),
+            class(w).unwrap_or("").into(),
+            mean(&c).map(ratio).unwrap_or_default(),
+            range(&c).map(|(a, b)| span(a, b, 3)).unwrap_or_default(),
+            paper_cpu(w),
+            mean(&mean_ratio(w, "dynet")).map(ratio).unwrap_or_default(),
+            mean(&mean_ratio(w, "edbatch-nolayout"))
+                .map(ratio)
+                .unwrap_or_default(),
+        ]);
+    }
+    for (k, v) in &by_class {
+        let paper = ctx.num(EdBatch, &format!("abstract.speedup.{k}"));
+        rt.push(vec![
+            format!("all {k}"),
+            String::new(),
+            k.to_string(),
+            mean(v).map(ratio).unwrap_or_default(),
+            range(v).map(|(a, b)| span(a, b, 3)).unwrap_or_default(),
+            paper
+                .map(|p| format!("{} (CPU+GPU)", ratio(p)))
+                .unwrap_or_default(),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    ctx.table(sec, t)?;
+    ctx.table(sec, rt)?;
+
+    sec.setup = format!(
+        "Executors on `{}`: batch sizes {}, hidden sizes {}, record seed {}, {} timed \
+         run(s) after a warm-up (median); edbatch = learned FSM + PQ-tree layouts, \
+         edbatch-nolayout = the same FSM with DyNet-order layouts, dynet = agenda-updated over \
+         primitive ops. Each bar is the best over batch sizes, as in the paper.",
+        list(&rows.distinct("provenance.device")),
+        list(&rows.distinct_u64("config.batch")),
+        list(&hiddens),
+        list(&rows.distinct_u64("config.seed")),
+        list(&rows.distinct_u64("config.repeats")),
+    );
+    sec.paper = paper(ctx)?;
+    let class_mean = |k: &str| {
+        by_class
+            .iter()
+            .find(|(n, _)| *n == k)
+            .and_then(|(_, v)| mean(v))
+    };
+    let fmt_class = |k: &str, paper: &str| {
+        class_mean(k).map(|m| format!("{k} {} (paper, CPU: {paper})", times(m)))
+    };
+    let parts: Vec<String> = [
+        fmt_class("chains", "1.20×, 1.11×"),
+        fmt_class("trees", "1.63×, 1.46×; MV-RNN ≈ 1"),
+        fmt_class("lattices", "1.32–2.97×"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let (mut wins, mut points) = (0, 0);
+    for w in &workloads {
+        for h in &hiddens {
+            if let Some(r) = ratio_of(w, h, "edbatch", "dynet") {
+                points += 1;
+                wins += usize::from(r > 1.0);
+            }
+        }
+    }
+    let layout: Vec<f64> = workloads
+        .iter()
+        .filter_map(|w| mean(&mean_ratio(w, "edbatch-nolayout")))
+        .collect();
+    sec.reading = format!(
+        "ED-Batch over Cavs on our CPU, mean over hidden sizes: {}. ED-Batch beats DyNet at \
+         {wins}/{points} workload × hidden points (the paper: in all cases). Layout ablation \
+         (edbatch / edbatch-nolayout): {} across workloads (the paper's LSTMCell: 1.54×).",
+        parts.join("; "),
+        range(&layout)
+            .map(|(a, b)| format!("{}×", span(a, b, 3)))
+            .unwrap_or_else(|| "n/a".into()),
+    );
+    let missing: Vec<String> = workloads
+        .iter()
+        .filter_map(|w| {
+            let hs: Vec<&String> = hiddens
+                .iter()
+                .filter(|h| executors.iter().all(|e| tput(w, h, e).is_none()))
+                .collect();
+            (!hs.is_empty()).then(|| format!("{w} at hidden {}", list(&hs)))
+        })
+        .collect();
+    if !missing.is_empty() {
+        sec.notes.push(format!(
+            "No bars where the spec has no run: {} (left out of the grid; see the spec's \
+             description).",
+            missing.join("; ")
+        ));
+    }
+    sec.notes.push(
+        "The paper's per-bar throughputs are not published as numbers; only the ratios its \
+         text states are compared. The paper ran a 28-core Xeon E2590 (and a V100); these \
+         rows come from the machine named in the header, so absolute throughputs differ."
+            .into(),
+    );
+    if let Some(q) = quick_note(
+        rows,
+        &format!(
+            "batch sizes {}, hidden {}",
+            list(&rows.distinct_u64("config.batch")),
+            list(&hiddens)
+        ),
+    ) {
+        sec.notes.push(q);
+    }
+    Ok(())
+}

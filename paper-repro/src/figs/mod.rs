@@ -1,0 +1,110 @@
+//! One builder per item: each reads its rows, draws its figure, writes its
+//! CSV tables and returns its REPORT.md section with the paper's numbers and
+//! a reading computed from the data.
+
+mod cavs_fig8;
+mod fig6;
+mod fig7;
+mod fig9;
+mod table2;
+mod table4;
+mod table5;
+mod table6;
+mod vpps;
+
+use crate::error::Result;
+use crate::items::Item;
+use crate::report::ctx::Ctx;
+use crate::report::section::Section;
+use crate::rows::RowSet;
+
+/// Builds the section of `item` from its rows (at least one successful).
+pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
+    let mut sec = Section::new(item);
+    match item.name {
+        "fig7" => fig7::build(ctx, rows, &mut sec)?,
+        "table2" => table2::build(ctx, rows, &mut sec)?,
+        "table4" => table4::build(ctx, rows, &mut sec)?,
+        "table5" => table5::build(ctx, rows, &mut sec)?,
+        "fig6" => fig6::build(ctx, rows, &mut sec)?,
+        "fig9" => fig9::build(ctx, rows, &mut sec)?,
+        "table6" => table6::build(ctx, rows, &mut sec)?,
+        "cavs-fig8" => cavs_fig8::build(ctx, rows, &mut sec)?,
+        "vpps" => vpps::build(ctx, rows, &mut sec)?,
+        other => unreachable!("item {other} has no builder"),
+    }
+    Ok(sec)
+}
+
+/// The paper's statements for `item`, also shown when it has no data.
+pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
+    match item.name {
+        "fig7" => fig7::paper(ctx),
+        "table2" => table2::paper(ctx),
+        "table4" => table4::paper(ctx),
+        "table5" => table5::paper(ctx),
+        "fig6" => fig6::paper(ctx),
+        "fig9" => fig9::paper(ctx),
+        "table6" => table6::paper(ctx),
+        "cavs-fig8" => cavs_fig8::paper(ctx),
+        "vpps" => vpps::paper(ctx),
+        other => unreachable!("item {other} has no builder"),
+    }
+}
+
+/// The ED-Batch paper's name of one of our workloads.
+pub fn paper_workload(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "bilstm-tagger" => "BiLSTM-tagger",
+        "bilstm-tagger-char" => "BiLSTM-tagger-withchar",
+        "lstm-nmt" => "LSTM-NMT",
+        "tree-lstm" => "TreeLSTM",
+        "tree-gru" => "TreeGRU",
+        "mv-rnn" => "MV-RNN",
+        "tree-lstm-2type" => "TreeLSTM-2Type",
+        "lattice-lstm" => "LatticeLSTM",
+        "lattice-gru" => "LatticeGRU",
+        _ => return None,
+    })
+}
+
+/// The ED-Batch paper's name (Tables 2 and 5) of one of our cells.
+pub fn paper_cell(c: &str) -> Option<&'static str> {
+    Some(match c {
+        "gru" => "GRUCell",
+        "lstm" => "LSTMCell",
+        "mv.internal" => "MVCell",
+        "tree_gru.internal" => "TreeGRU-Internal",
+        "tree_gru.leaf" => "TreeGRU-Leaf",
+        "tree_lstm.internal" => "TreeLSTM-Internal",
+        "tree_lstm.leaf" => "TreeLSTM-Leaf",
+        _ => return None,
+    })
+}
+
+/// The workload class ED-Batch averages over (§5.2): chains, trees, lattices.
+pub fn class(w: &str) -> Option<&'static str> {
+    Some(match w {
+        "bilstm-tagger" | "bilstm-tagger-char" | "lstm-nmt" => "chains",
+        "tree-lstm" | "tree-gru" | "mv-rnn" | "tree-lstm-2type" => "trees",
+        "lattice-lstm" | "lattice-gru" => "lattices",
+        _ => return None,
+    })
+}
+
+/// `a, b and c` over the distinct values, for setup lines.
+pub fn list<T: ToString>(v: &[T]) -> String {
+    let s: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+    match s.len() {
+        0 => String::new(),
+        1 => s[0].clone(),
+        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+    }
+}
+
+/// "quick mode: …" caveat when the rows are quick.
+pub fn quick_note(rows: &RowSet, what: &str) -> Option<String> {
+    rows.quick().unwrap_or(false).then(|| {
+        format!("Quick mode: {what}; absolute numbers are not comparable with the paper's.")
+    })
+}

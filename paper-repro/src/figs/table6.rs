@@ -1,0 +1,141 @@
+//! ED-Batch Table 6 (appendix D): TreeLSTM throughput of the batching
+//! executors against the unbatched reference (PyTorch-eager-like), beside
+//! the paper's Torch / DyNet / Cavs / ED-Batch numbers on the CPU.
+
+use figures::{BarSeries, Figure, GroupedBars, Scale};
+
+use crate::error::Result;
+use crate::items::Paper::EdBatch;
+use crate::report::ctx::Ctx;
+use crate::report::fmt::{opt, ratio, sig, times};
+use crate::report::section::Section;
+use crate::report::table::Table;
+use crate::rows::{RowSet, num};
+
+use super::{list, quick_note};
+
+/// Our executor → (paper's system, published id) on the CPU row.
+fn paper_of(e: &str) -> Option<(&'static str, &'static str)> {
+    Some(match e {
+        "reference" => ("Torch", "table6.cpu.torch"),
+        "dynet" => ("DyNet", "table6.cpu.dynet"),
+        "cavs" => ("Cavs", "table6.cpu.cavs"),
+        "edbatch" => ("ED-Batch", "table6.cpu.edbatch"),
+        _ => return None,
+    })
+}
+
+/// The paper's statements for this item.
+pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
+    Ok(vec![
+        ctx.say(EdBatch, "table6.setup")?,
+        ctx.say_value(EdBatch, "table6.cpu.edbatch_over_torch")?,
+    ])
+}
+
+pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let executors = rows.distinct("config.executor");
+    let tput = |e: &str| {
+        rows.find(&[("config.executor", e)])
+            .and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    let paper = |e: &str| paper_of(e).and_then(|(_, id)| ctx.num(EdBatch, id));
+    let reference = tput("reference");
+    let torch = ctx.num(EdBatch, "table6.cpu.torch");
+    let mut t = Table::new(
+        "table6",
+        "Instances (inputs) per second; ratios over the unbatched executor (ours: reference, paper: Torch).",
+        &[
+            "executor",
+            "paper system",
+            "ours: instances/s",
+            "ours / reference",
+            "paper (CPU): inputs/s",
+            "paper / Torch",
+            "paper (TF): inputs/s",
+        ],
+    );
+    for e in &executors {
+        let o = tput(e);
+        t.push(vec![
+            e.clone(),
+            paper_of(e).map(|p| p.0).unwrap_or("").into(),
+            opt(o, 4),
+            o.zip(reference)
+                .map(|(a, b)| ratio(a / b))
+                .unwrap_or_default(),
+            opt(paper(e), 4),
+            paper(e)
+                .zip(torch)
+                .map(|(a, b)| ratio(a / b))
+                .unwrap_or_default(),
+            if e == "reference" {
+                opt(ctx.num(EdBatch, "table6.cpu.tf"), 4)
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    let chart = GroupedBars {
+        x_label: "executor".into(),
+        y_label: "instances / s (log scale)".into(),
+        y_scale: Scale::Log10,
+        categories: executors.clone(),
+        series: vec![BarSeries {
+            name: "ours".into(),
+            values: executors.iter().map(|e| tput(e)).collect(),
+            paper: executors.iter().map(|e| paper(e)).collect(),
+        }],
+        reference_lines: Vec::new(),
+    };
+    let (b, h) = (
+        list(&rows.distinct_u64("config.batch")),
+        list(&rows.distinct_u64("config.hidden")),
+    );
+    let fig = Figure::new(
+        format!(
+            "ED-Batch Table 6: TreeLSTM batch {b}, hidden {h} on {} (diamonds: paper, CPU, batch 256, hidden 512)",
+            list(&rows.distinct("provenance.device"))
+        ),
+        chart,
+        ctx.stamp.clone(),
+    )
+    .with_size(1800, 850);
+    ctx.figure(sec, "table6", fig)?;
+    ctx.table(sec, t)?;
+
+    sec.setup = format!(
+        "tree-lstm, batch {b}, hidden {h}, record seed {}, {} timed run(s) after a warm-up; \
+         `reference` runs one node at a time (the PyTorch-eager-like baseline the paper's \
+         Torch column stands for).",
+        list(&rows.distinct_u64("config.seed")),
+        list(&rows.distinct_u64("config.repeats")),
+    );
+    sec.paper = self::paper(ctx)?;
+    let r = |a: &str, b: &str| Some(tput(a)? / tput(b)?);
+    let p = |a: &str, b: &str| Some(paper(a)? / paper(b)?);
+    let fmt = |a: &str, b: &str| match (r(a, b), p(a, b)) {
+        (Some(x), Some(y)) => format!("edbatch / {b} {} (paper {})", times(x), times(y)),
+        (Some(x), None) => format!("edbatch / {b} {}", times(x)),
+        _ => String::new(),
+    };
+    let parts: Vec<String> = [
+        fmt("edbatch", "reference"),
+        fmt("edbatch", "cavs"),
+        fmt("edbatch", "dynet"),
+    ]
+    .into_iter()
+    .filter(|s| !s.is_empty())
+    .collect();
+    sec.reading = format!(
+        "{}; absolute: edbatch {} instances/s vs the paper's 1163.",
+        parts.join(", "),
+        tput("edbatch")
+            .map(|v| sig(v, 4))
+            .unwrap_or_else(|| "?".into())
+    );
+    if let Some(q) = quick_note(rows, &format!("batch {b}, hidden {h} instead of 256, 512")) {
+        sec.notes.push(q);
+    }
+    Ok(())
+}

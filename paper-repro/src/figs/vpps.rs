@@ -1,0 +1,142 @@
+//! VPPS style: small-batch (1-32) throughput curves on the GPU. We have no
+//! persistent-kernel executor: the curves show our executors on CUDA where
+//! VPPS reports its largest gains over DyNet.
+
+use figures::{Figure, LineChart, LineSeries, Panel, Scale};
+
+use crate::error::Result;
+use crate::items::Paper::Vpps;
+use crate::report::ctx::Ctx;
+use crate::report::fmt::{opt, ratio, times};
+use crate::report::section::Section;
+use crate::report::table::Table;
+use crate::rows::{RowSet, num};
+
+use super::list;
+
+/// The published VPPS / DyNet speed-up for a workload and batch size.
+fn paper_id(w: &str, b: u64) -> Option<String> {
+    match (w, b) {
+        ("tree-lstm", 2 | 128) => Some(format!("fig8.tree-lstm.b{b}.vpps_over_dynet")),
+        ("bilstm-tagger", 2) => Some("fig12.bilstm.b2.vpps_over_dynet".into()),
+        _ => None,
+    }
+}
+
+/// The paper's statements for this item.
+pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
+    Ok(vec![
+        ctx.say_value(Vpps, "fig8.tree-lstm.b2.vpps_over_dynet")?,
+        ctx.say_value(Vpps, "fig12.bilstm.b2.vpps_over_dynet")?,
+        ctx.say(Vpps, "fig8.setting")?,
+        ctx.say(Vpps, "hardware")?,
+    ])
+}
+
+pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let workloads = rows.distinct("config.workload");
+    let executors = rows.distinct("config.executor");
+    let batches = rows.distinct_u64("config.batch");
+    let hiddens = rows.distinct_u64("config.hidden");
+    let tput = |w: &str, b: u64, e: &str| {
+        rows.find(&[
+            ("config.workload", w),
+            ("config.batch", &b.to_string()),
+            ("config.executor", e),
+        ])
+        .and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    let mut panels = Vec::new();
+    let mut t = Table::new(
+        "vpps",
+        "Instances per second on the GPU; *best / dynet* = our faster of cavs and edbatch over \
+         dynet, beside VPPS's speed-up over DyNet where the paper states one (training).",
+        &[
+            "workload",
+            "batch",
+            "dynet",
+            "cavs",
+            "edbatch",
+            "best / dynet",
+            "paper: VPPS / DyNet",
+        ],
+    );
+    let mut compared = Vec::new();
+    for w in &workloads {
+        let series: Vec<LineSeries> = executors
+            .iter()
+            .map(|e| LineSeries {
+                name: e.clone(),
+                y: batches.iter().map(|b| tput(w, *b, e)).collect(),
+            })
+            .filter(|s| s.y.iter().any(Option::is_some))
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        for b in &batches {
+            let best = ["cavs", "edbatch"]
+                .iter()
+                .filter_map(|e| tput(w, *b, e))
+                .reduce(f64::max);
+            let vs = best.zip(tput(w, *b, "dynet")).map(|(a, d)| a / d);
+            let paper = paper_id(w, *b).and_then(|id| ctx.num(Vpps, &id));
+            if let (Some(o), Some(p)) = (vs, paper) {
+                compared.push(format!("{w} batch {b}: {} (VPPS {})", times(o), times(p)));
+            }
+            t.push(vec![
+                w.clone(),
+                b.to_string(),
+                opt(tput(w, *b, "dynet"), 4),
+                opt(tput(w, *b, "cavs"), 4),
+                opt(tput(w, *b, "edbatch"), 4),
+                vs.map(ratio).unwrap_or_default(),
+                paper.map(ratio).unwrap_or_default(),
+            ]);
+        }
+        panels.push(Panel::new(
+            format!("{w}, hidden {}", list(&hiddens)),
+            LineChart {
+                x_label: "batch size".into(),
+                y_label: "instances / s (log scale)".into(),
+                x_scale: Scale::Log2,
+                y_scale: Scale::Log10,
+                x: batches.iter().map(|b| *b as f64).collect(),
+                series,
+                reference_lines: Vec::new(),
+            },
+        ));
+    }
+    let cols = panels.len().clamp(1, 2);
+    let fig = Figure::grid(
+        format!(
+            "VPPS style: small-batch inference throughput on {}",
+            list(&rows.distinct("provenance.device"))
+        ),
+        panels,
+        cols,
+        ctx.stamp.clone(),
+    );
+    ctx.figure(sec, "vpps", fig)?;
+    ctx.table(sec, t)?;
+    sec.setup = format!(
+        "{} on {} at batch sizes {}, hidden {}, on {}; {} timed run(s) after a warm-up.",
+        list(&executors),
+        list(&workloads),
+        list(&batches),
+        list(&hiddens),
+        list(&rows.distinct("provenance.device")),
+        list(&rows.distinct_u64("config.repeats")),
+    );
+    sec.paper = paper(ctx)?;
+    sec.reading = if compared.is_empty() {
+        "No batch size where VPPS states a speed-up was measured.".into()
+    } else {
+        format!(
+            "Our best batching executor over DyNet on the GPU: {} — VPPS's persistent kernels \
+             are not implemented here, so this is the gap a VPPS executor would have to close.",
+            compared.join("; ")
+        )
+    };
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! The figures and tables paper-repro regenerates ("items"), each backed by
+//! one experiment spec, and the `--only` selection.
+
+use crate::error::{ReproError, Result};
+
+/// Which paper an item reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paper {
+    /// ED-Batch (Chen et al.).
+    EdBatch,
+    /// Cavs (Xu, Zhang et al.).
+    Cavs,
+    /// VPPS (virtual persistent processor specialization).
+    Vpps,
+}
+
+impl Paper {
+    /// Short name, as in `published/<name>.yaml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Paper::EdBatch => "ed-batch",
+            Paper::Cavs => "cavs",
+            Paper::Vpps => "vpps",
+        }
+    }
+}
+
+/// One figure or table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    /// Name used by `--only` and as the output file stem.
+    pub name: &'static str,
+    /// Name of the spec (`<spec>.yaml`, rows `<spec>.json`).
+    pub spec: &'static str,
+    /// Paper reproduced.
+    pub paper: Paper,
+    /// Heading in REPORT.md.
+    pub title: &'static str,
+    /// Only measured on a CUDA device (`--device cuda`).
+    pub cuda_only: bool,
+}
+
+/// Every item, in report order.
+pub const ITEMS: [Item; 9] = [
+    item(
+        "fig7",
+        Paper::EdBatch,
+        "ED-Batch Fig. 7: batches per policy, normalised to the lower bound",
+    ),
+    item(
+        "table2",
+        Paper::EdBatch,
+        "ED-Batch Table 2: static-subgraph memory copies, DyNet order vs PQ-tree layout",
+    ),
+    item(
+        "table4",
+        Paper::EdBatch,
+        "ED-Batch Table 4: RL training time and episodes",
+    ),
+    item(
+        "table5",
+        Paper::EdBatch,
+        "ED-Batch Table 5: static-subgraph compile time",
+    ),
+    item(
+        "fig6",
+        Paper::EdBatch,
+        "ED-Batch Fig. 6: inference throughput per workload, executor and hidden size",
+    ),
+    item(
+        "fig9",
+        Paper::EdBatch,
+        "ED-Batch Fig. 9: time decomposition (construction, scheduling, execution)",
+    ),
+    item(
+        "table6",
+        Paper::EdBatch,
+        "ED-Batch Table 6: TreeLSTM throughput against the unbatched reference",
+    ),
+    item(
+        "cavs-fig8",
+        Paper::Cavs,
+        "Cavs Fig. 8 / Tables 1-2 style: throughput vs batch size (inference)",
+    ),
+    Item {
+        name: "vpps",
+        spec: "vpps",
+        paper: Paper::Vpps,
+        title: "VPPS style: small-batch throughput on the GPU (inference)",
+        cuda_only: true,
+    },
+];
+
+const fn item(name: &'static str, paper: Paper, title: &'static str) -> Item {
+    Item {
+        name,
+        spec: name,
+        paper,
+        title,
+        cuda_only: false,
+    }
+}
+
+/// The valid item names, comma separated (for messages).
+pub fn names() -> String {
+    ITEMS.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The item called `name`.
+pub fn find(name: &str) -> Option<&'static Item> {
+    ITEMS.iter().find(|i| i.name == name)
+}
+
+/// The items `--only` selects, in report order (all when `only` is `None`).
+/// `only` is a comma-separated list; unknown names are an error listing the
+/// valid ones.
+pub fn select(only: Option<&str>) -> Result<Vec<&'static Item>> {
+    let Some(only) = only else {
+        return Ok(ITEMS.iter().collect());
+    };
+    let mut wanted = Vec::new();
+    for name in only.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let item = find(name).ok_or_else(|| ReproError::UnknownItem {
+            name: name.to_string(),
+            valid: names(),
+        })?;
+        wanted.push(item.name);
+    }
+    if wanted.is_empty() {
+        return Err(ReproError::EmptyOnly { valid: names() });
+    }
+    Ok(ITEMS.iter().filter(|i| wanted.contains(&i.name)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_keeps_report_order_and_rejects_unknown_names() {
+        let s = select(Some("table2, fig7")).unwrap();
+        assert_eq!(
+            s.iter().map(|i| i.name).collect::<Vec<_>>(),
+            ["fig7", "table2"]
+        );
+        assert_eq!(select(None).unwrap().len(), ITEMS.len());
+        let e = select(Some("fig7,fig8")).unwrap_err().to_string();
+        assert!(e.contains("\"fig8\"") && e.contains("cavs-fig8"), "{e}");
+        assert!(select(Some(" , ")).is_err());
+    }
+
+    #[test]
+    fn names_are_unique() {
+        let mut n: Vec<_> = ITEMS.iter().map(|i| i.name).collect();
+        n.sort();
+        n.dedup();
+        assert_eq!(n.len(), ITEMS.len());
+    }
+}

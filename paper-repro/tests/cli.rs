@@ -1,0 +1,185 @@
+//! The command line: item selection, spec checks before any run, spec
+//! overrides, and a small end-to-end run.
+
+mod common;
+
+use common::{check_file, run, texts, tmp};
+
+const FIG7: &str = include_str!("../../experiments/specs/fig7.yaml");
+
+#[test]
+fn unknown_only_item_fails_listing_the_valid_ones() {
+    let out = tmp("unknown-only");
+    let o = run(&[
+        "report",
+        "--only",
+        "fig7,fig99",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("\"fig99\""), "{err}");
+    assert!(
+        err.contains("fig7, table2, table4, table5, fig6, fig9, table6, cavs-fig8, vpps"),
+        "{err}"
+    );
+}
+
+/// 1-based line of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .expect("needle in spec")
+        + 1
+}
+
+#[test]
+fn a_bad_spec_fails_before_any_run_with_its_file_and_line() {
+    let unknown = format!("{FIG7}executorz: [cavs]\n");
+    let cases = [
+        // (what, spec text, line expected, words expected)
+        (
+            "unknown-field",
+            unknown.clone(),
+            unknown.lines().count(),
+            "executorz",
+        ),
+        (
+            "missing-workload",
+            FIG7.replacen("tree-lstm,", "tree-lstn,", 1),
+            line_of(FIG7, "tree-lstm,"),
+            "tree-lstn",
+        ),
+        (
+            "impossible-size",
+            FIG7.replacen("hiddens: [64]", "hiddens: [5000]", 1),
+            line_of(FIG7, "hiddens: [64]"),
+            "5000",
+        ),
+    ];
+    for (what, text, line, words) in cases {
+        let specs = tmp(&format!("bad-{what}"));
+        let out = tmp(&format!("bad-{what}-out"));
+        let file = specs.join("fig7.yaml");
+        std::fs::write(&file, &text).unwrap();
+        // table2 alone is asked for: the broken fig7 must still stop everything.
+        let o = run(&[
+            "measure",
+            "--quick",
+            "--only",
+            "table2",
+            "--specs",
+            specs.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let (_, err) = texts(&o);
+        assert!(!o.status.success(), "{what}: {err}");
+        let at = format!("{}:{line}:", file.display());
+        assert!(err.contains(&at), "{what}: expected {at} in: {err}");
+        assert!(err.contains(words), "{what}: {err}");
+        assert!(!out.join("rows").exists(), "{what}: something ran");
+    }
+}
+
+#[test]
+fn a_stray_spec_file_is_rejected() {
+    let specs = tmp("stray");
+    std::fs::write(specs.join("fig-7.yaml"), FIG7).unwrap();
+    let o = run(&[
+        "measure",
+        "--only",
+        "table5",
+        "--specs",
+        specs.to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("fig-7.yaml") && err.contains("no item uses"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_device_is_rejected() {
+    let o = run(&["measure", "--only", "table5", "--device", "tpu"]);
+    assert!(!o.status.success());
+    assert!(texts(&o).1.contains("--device \"tpu\""));
+}
+
+#[test]
+fn a_spec_in_specs_dir_replaces_the_embedded_one() {
+    let specs = tmp("override");
+    let out = tmp("override-out");
+    let file = specs.join("table2.yaml");
+    std::fs::write(
+        &file,
+        "kind: planner-memory\nname: table2\ncells: [lstm, gru]\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "measure",
+        "--only",
+        "table2",
+        "--specs",
+        specs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["mode"], "measure");
+    let m = &s["items"][0]["measure"];
+    assert_eq!(m["total"], 2, "{s}");
+    assert_eq!(m["origin"], file.display().to_string());
+    assert!(out.join("rows/table2.json").exists());
+    assert!(out.join("rows/measure.json").exists());
+}
+
+#[test]
+fn quick_run_of_the_planner_items_produces_every_file() {
+    let out = tmp("quick-planner");
+    let o = run(&[
+        "--quick",
+        "--only",
+        "table2,table5",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.is_empty(), "--json keeps stderr quiet: {err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["quick"], true);
+    let items = s["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    for item in items {
+        assert_eq!(item["status"], "ok", "{item}");
+        assert!(item["measure"]["ran"].as_u64().unwrap() > 0);
+        let files = item["files"].as_array().unwrap();
+        assert!(files.len() >= 3, "{item}");
+        for f in files {
+            check_file(&out.join(f.as_str().unwrap()));
+        }
+    }
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains("## ED-Batch Table 2"), "{report}");
+    assert!(report.contains("![table5](table5.png)"));
+    assert!(report.contains("Measuring took"));
+    // Again: every run already has its row, and the report is regenerated.
+    let again = run(&[
+        "--quick",
+        "--only",
+        "table2,table5",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let s: serde_json::Value = serde_json::from_str(&texts(&again).0).unwrap();
+    assert_eq!(s["items"][0]["measure"]["ran"], 0);
+}

@@ -1,0 +1,118 @@
+//! Reporting from a fixture rows folder: every item's files and section,
+//! a partial item, and CUDA failures reported as such.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{check_file, run, texts, tmp};
+use paper_repro::items::ITEMS;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rows")
+}
+
+#[test]
+fn report_from_fixture_rows_writes_every_file_and_section() {
+    let out = tmp("report-fixture");
+    let o = run(&[
+        "report",
+        "--rows",
+        fixture().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["mode"], "report");
+    let items = s["items"].as_array().unwrap();
+    assert_eq!(items.len(), ITEMS.len());
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    for (item, spec) in items.iter().zip(ITEMS.iter()) {
+        assert_eq!(item["name"], spec.name);
+        assert!(
+            report.contains(&format!("## {}", spec.title)),
+            "no section for {}",
+            spec.name
+        );
+        let status = item["status"].as_str().unwrap();
+        match spec.name {
+            "cavs-fig8" => assert_eq!(status, "partial", "{item}"),
+            "vpps" => {
+                assert_eq!(status, "no-data", "{item}");
+                assert_eq!(item["reason"], "CUDA not available: libcuda not found");
+                continue;
+            }
+            _ => assert_eq!(status, "ok", "{item}"),
+        }
+        let files: Vec<&str> = item["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        for ext in ["png", "svg", "csv"] {
+            assert!(
+                files.iter().any(|f| f.ends_with(ext)),
+                "{}: no {ext} in {files:?}",
+                spec.name
+            );
+        }
+        for f in files {
+            check_file(&out.join(f));
+        }
+        assert!(report.contains(&format!("![{0}]({0}.png)", spec.name)));
+    }
+    assert!(report.contains("CUDA not available: libcuda not found"));
+    assert!(report.contains("the first error: replay: fixture: a failed run"));
+    assert_eq!(report.matches("**Reading.**").count(), ITEMS.len() - 1);
+    assert_eq!(report.matches("**The paper says:**").count(), ITEMS.len());
+    // Fixture rows are quick-mode rows.
+    assert!(report.contains("**Quick mode**"));
+    check_file(&out.join("summary.json"));
+}
+
+#[test]
+fn readings_compare_with_the_papers_numbers() {
+    let out = tmp("report-readings");
+    let o = run(&[
+        "report",
+        "--only",
+        "table2,table6",
+        "--rows",
+        fixture().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", texts(&o).1);
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    // Table 2: TreeLSTM-Leaf matches the paper exactly (396 / 6 kB), LSTMCell 66.00× vs 65.88×.
+    assert!(report.contains("| TreeLSTM-Leaf | tree_lstm.leaf | true | 3 / 1 | 3 / 1 | 396 / 6 | 396 / 6 | 66.00 | 66.00 |"), "{report}");
+    assert!(
+        report.contains("LSTMCell 66.00× vs the paper's 65.88×"),
+        "{report}"
+    );
+    // Table 6: the paper's CPU row is shown beside ours.
+    assert!(report.contains("| edbatch | ED-Batch |"));
+    assert!(report.contains("| 1163 | 29.82 |"), "{report}");
+    let csv = std::fs::read_to_string(out.join("table6.csv")).unwrap();
+    assert!(csv.starts_with("executor,paper system,"));
+}
+
+#[test]
+fn report_of_an_item_without_rows_fails_when_asked_for_by_name() {
+    let rows = tmp("report-empty-rows");
+    let o = run(&[
+        "report",
+        "--only",
+        "table6",
+        "--rows",
+        rows.to_str().unwrap(),
+        "--out",
+        rows.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(texts(&o).1.contains("no rows for this item"));
+}
