@@ -116,3 +116,84 @@ fn report_of_an_item_without_rows_fails_when_asked_for_by_name() {
     assert!(!o.status.success());
     assert!(texts(&o).1.contains("no rows for this item"));
 }
+
+/// The fixture rows of `specs`, with every row's device set to `device`
+/// (`config.device` and `provenance.device`), in a fresh rows folder.
+fn fixture_on(device: &str, specs: &[&str]) -> PathBuf {
+    let dir = tmp(&format!("report-rows-{device}"));
+    for spec in specs {
+        let text = std::fs::read_to_string(fixture().join(format!("{spec}.json"))).unwrap();
+        let mut rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        for r in &mut rows {
+            r["config"]["device"] = device.into();
+            r["provenance"]["device"] = device.into();
+        }
+        std::fs::write(
+            dir.join(format!("{spec}.json")),
+            serde_json::to_string(&rows).unwrap(),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// REPORT.md of `fig6,table6` from `rows`, and the two readings.
+fn fig6_table6_report(rows: &std::path::Path, name: &str) -> (String, String, String) {
+    let out = tmp(name);
+    let o = run(&[
+        "report",
+        "--only",
+        "fig6,table6",
+        "--rows",
+        rows.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", texts(&o).1);
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    let readings: Vec<String> = report
+        .lines()
+        .filter(|l| l.starts_with("**Reading.**"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(readings.len(), 2, "{report}");
+    (report, readings[0].clone(), readings[1].clone())
+}
+
+#[test]
+fn readings_compare_with_the_papers_numbers_on_the_rows_device() {
+    // CPU rows: the paper's CPU numbers.
+    let (report, fig6, table6) = fig6_table6_report(&fixture(), "report-device-cpu");
+    assert!(fig6.contains("on our CPU"), "{fig6}");
+    assert!(fig6.contains("(paper, CPU: 1.20×, 1.11×)"), "{fig6}");
+    assert!(fig6.contains("(paper, CPU: 1.32–2.97×)"), "{fig6}");
+    assert!(table6.contains("On our CPU"), "{table6}");
+    assert!(table6.contains("(paper, CPU: 29.82×)"), "{table6}");
+    assert!(table6.contains("the paper's 1163 on the CPU"), "{table6}");
+    assert!(report.contains("paper, CPU: edbatch / cavs"));
+    assert!(!report.contains("GPU rows on"), "{report}");
+
+    // The same rows marked as CUDA rows: the paper's GPU numbers.
+    let gpu = fixture_on("cuda", &["fig6", "table6"]);
+    let (report, fig6, table6) = fig6_table6_report(&gpu, "report-device-gpu");
+    assert!(fig6.contains("on our GPU"), "{fig6}");
+    assert!(fig6.contains("(paper, GPU: 1.20×, 1.12×)"), "{fig6}");
+    assert!(
+        fig6.contains("(paper, GPU: 1.23×, 1.29×; MV-RNN ≈ 1)"),
+        "{fig6}"
+    );
+    assert!(fig6.contains("(paper, GPU: 2.54–3.71×)"), "{fig6}");
+    assert!(!fig6.contains("CPU"), "{fig6}");
+    // Table 6's GPU row: ED-Batch 6736, Torch 84 (80.19×), Cavs 6243, DyNet 2723.
+    assert!(table6.contains("On our GPU"), "{table6}");
+    assert!(table6.contains("(paper, GPU: 80.19×)"), "{table6}");
+    assert!(table6.contains("(paper, GPU: 1.08×)"), "{table6}");
+    assert!(table6.contains("the paper's 6736 on the GPU"), "{table6}");
+    assert!(!table6.contains("CPU"), "{table6}");
+    assert!(report.contains("| 6736 | 80.19 |"), "{report}");
+    assert!(report.contains("| 84 | 1.00 | 26 |"), "{report}");
+    assert!(report.contains("paper, GPU: edbatch / cavs"));
+    assert!(report.contains("| tree-lstm | TreeLSTM | trees | 0.72 | 0.586–0.855 | 1.23 |"));
+    assert!(report.contains("GPU rows on `cuda`"), "{report}");
+    assert!(!report.contains("paper, CPU"), "{report}");
+}

@@ -13,7 +13,7 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
 
-use super::{list, quick_note};
+use super::{Device, list, quick_note};
 
 /// The paper's statements for this item.
 pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
@@ -28,6 +28,7 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let dev = Device::of(rows).word();
     let workloads = rows.distinct("config.workload");
     let executors = rows.distinct("config.executor");
     let batches = rows.distinct_u64("config.batch");
@@ -44,7 +45,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let mut panels = Vec::new();
     let mut t = Table::new(
         "cavs-fig8",
-        "Instances per second (inference, CPU) per batch size.",
+        format!("Instances per second (inference, {dev}) per batch size."),
         &[
             "workload",
             "hidden",
@@ -110,8 +111,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     // Ours beside the paper's stated speed-ups.
     let mut c = Table::new(
         "cavs-fig8-paper",
-        "Speed-ups: ours (inference throughput ratio, CPU) beside the Cavs paper's (GPU; \
-         training unless marked inference).",
+        format!(
+            "Speed-ups: ours (inference throughput ratio, {dev}) beside the Cavs paper's (GPU; \
+             training unless marked inference)."
+        ),
         &[
             "comparison",
             "batch",
@@ -177,7 +180,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 
     sec.setup = format!(
         "{} on {}, batch sizes {}, hidden {}, record seed {}, {} timed run(s) after a warm-up, \
-         on the CPU; `reference` (one node at a time) only at small batches. Cavs plots time \
+         on the {dev}; `reference` (one node at a time) only at small batches. Cavs plots time \
          per training epoch (lower is better); we plot inference throughput (higher is better).",
         list(&executors),
         list(&workloads),
@@ -217,14 +220,13 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ));
     }
     sec.reading = parts.join("; ") + ".";
-    sec.notes.push(
-        "Cavs measured training on a Titan X GPU; we measure inference on the CPU, so only \
+    sec.notes.push(format!(
+        "Cavs measured training on a Titan X GPU; we measure inference on the {dev}, so only \
          the shape of the curves and the ratios are comparable, and Fig. 8's per-bar values \
          are not published as numbers. Cavs' Table 1 (training computation time per epoch) \
          is recorded in published/cavs.yaml; its Table 2 inference columns are the ones \
          compared here."
-            .into(),
-    );
+    ));
     if let Some(q) = quick_note(
         rows,
         &format!("batch sizes {}, hidden {}", list(&batches), list(&hiddens)),

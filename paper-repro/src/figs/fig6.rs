@@ -1,6 +1,7 @@
 //! ED-Batch Fig. 6: inference throughput per workload, executor and hidden
 //! size at each executor's best batch size, one panel per hidden size; and
-//! ED-Batch's ratios over Cavs and DyNet against the averages §5.2 states.
+//! ED-Batch's ratios over Cavs and DyNet against the averages §5.2 states
+//! for the rows' device (`fig6.cpu.*` or `fig6.gpu.*`).
 
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
 
@@ -12,7 +13,7 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, field_string, num, text};
 
-use super::{class, list, paper_workload, quick_note};
+use super::{Device, class, list, paper_workload, quick_note};
 
 const EXECUTORS: [&str; 4] = ["dynet", "cavs", "edbatch-nolayout", "edbatch"];
 
@@ -40,12 +41,21 @@ fn cell(b: Option<(f64, String)>) -> String {
 
 /// The paper's statements for this item.
 pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
+    statements(ctx, Device::Cpu)
+}
+
+/// The paper's statements, citing the values of `dev`'s ids.
+fn statements(ctx: &Ctx, dev: Device) -> Result<Vec<String>> {
+    let k = dev.key();
     Ok(vec![
         ctx.say(EdBatch, "fig6.setup")?,
-        ctx.say_value(EdBatch, "fig6.cpu.bilstm-tagger.edbatch_over_cavs")?,
-        ctx.say_value(EdBatch, "fig6.cpu.tree-lstm.edbatch_over_cavs")?,
+        ctx.say_value(
+            EdBatch,
+            &format!("fig6.{k}.bilstm-tagger.edbatch_over_cavs"),
+        )?,
+        ctx.say_value(EdBatch, &format!("fig6.{k}.tree-lstm.edbatch_over_cavs"))?,
         ctx.say(EdBatch, "fig6.mv-rnn")?,
-        ctx.say_value(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.min")?,
+        ctx.say_value(EdBatch, &format!("fig6.{k}.lattices.edbatch_over_cavs.min"))?,
         ctx.say_value(EdBatch, "abstract.speedup.chains")?,
         ctx.say(EdBatch, "fig6.dynet")?,
         ctx.say_value(EdBatch, "fig6.lstmcell.layout_speedup")?,
@@ -54,6 +64,8 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let dev = Device::of(rows);
+    let (key, pw) = (dev.key(), dev.paper_word());
     let workloads = rows.distinct("config.workload");
     let hiddens: Vec<String> = rows
         .distinct_u64("config.hidden")
@@ -145,41 +157,49 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         }
     }
 
-    // Ratios per workload (mean over hidden sizes) against the paper's CPU averages.
+    // Ratios per workload (mean over hidden sizes) against the paper's averages on our device.
     let mean_ratio = |w: &str, other: &str| -> Vec<f64> {
         hiddens
             .iter()
             .filter_map(|h| ratio_of(w, h, "edbatch", other))
             .collect()
     };
-    let paper_cpu = |w: &str| -> String {
+    let lattices = || {
+        let lo = ctx.num(
+            EdBatch,
+            &format!("fig6.{key}.lattices.edbatch_over_cavs.min"),
+        );
+        let hi = ctx.num(
+            EdBatch,
+            &format!("fig6.{key}.lattices.edbatch_over_cavs.max"),
+        );
+        lo.zip(hi).map(|(a, b)| format!("{a:.2}–{b:.2}"))
+    };
+    let paper_of =
+        |w: &str| -> Option<f64> { ctx.num(EdBatch, &format!("fig6.{key}.{w}.edbatch_over_cavs")) };
+    let paper_ratio = |w: &str| -> String {
         match w {
-            "lattice-lstm" | "lattice-gru" => {
-                let lo = ctx.num(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.min");
-                let hi = ctx.num(EdBatch, "fig6.cpu.lattices.edbatch_over_cavs.max");
-                lo.zip(hi)
-                    .map(|(a, b)| format!("{a:.2}–{b:.2}"))
-                    .unwrap_or_default()
-            }
+            "lattice-lstm" | "lattice-gru" => lattices().unwrap_or_default(),
             "mv-rnn" => "≈ 1 (“close to Cavs”)".into(),
-            _ => ctx
-                .num(EdBatch, &format!("fig6.cpu.{w}.edbatch_over_cavs"))
-                .map(ratio)
-                .unwrap_or_default(),
+            _ => paper_of(w).map(ratio).unwrap_or_default(),
         }
     };
+    let paper_col = format!("paper, {pw}: edbatch / cavs");
     let mut rt = Table::new(
         "fig6-ratios",
-        "ED-Batch over Cavs and DyNet per workload: mean (and range) over hidden sizes of the \
-         best-throughput ratio; the paper's CPU averages from §5.2. Class rows average the \
-         workload means; the paper's class averages (abstract) mix CPU and GPU.",
+        format!(
+            "ED-Batch over Cavs and DyNet per workload: mean (and range) over hidden sizes of the \
+             best-throughput ratio on our {}; the paper's {pw} averages from §5.2. Class rows \
+             average the workload means; the paper's class averages (abstract) mix CPU and GPU.",
+            dev.word()
+        ),
         &[
             "workload",
             "paper name",
             "class",
             "edbatch / cavs (mean)",
             "edbatch / cavs (range)",
-            "paper, CPU: edbatch / cavs",
+            &paper_col,
             "edbatch / dynet (mean)",
             "edbatch / nolayout (mean)",
         ],
@@ -199,7 +219,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             class(w).unwrap_or("").into(),
             mean(&c).map(ratio).unwrap_or_default(),
             range(&c).map(|(a, b)| span(a, b, 3)).unwrap_or_default(),
-            paper_cpu(w),
+            paper_ratio(w),
             mean(&mean_ratio(w, "dynet")).map(ratio).unwrap_or_default(),
             mean(&mean_ratio(w, "edbatch-nolayout"))
                 .map(ratio)
@@ -235,20 +255,30 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         list(&rows.distinct_u64("config.seed")),
         list(&rows.distinct_u64("config.repeats")),
     );
-    sec.paper = paper(ctx)?;
+    sec.paper = statements(ctx, dev)?;
     let class_mean = |k: &str| {
         by_class
             .iter()
             .find(|(n, _)| *n == k)
             .and_then(|(_, v)| mean(v))
     };
-    let fmt_class = |k: &str, paper: &str| {
-        class_mean(k).map(|m| format!("{k} {} (paper, CPU: {paper})", times(m)))
+    let fmt_class = |k: &str, paper: String| {
+        class_mean(k).map(|m| format!("{k} {} (paper, {pw}: {paper})", times(m)))
+    };
+    let pair = |a: &str, b: &str| {
+        [a, b]
+            .iter()
+            .map(|w| paper_of(w).map(times).unwrap_or_else(|| "?".into()))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let parts: Vec<String> = [
-        fmt_class("chains", "1.20×, 1.11×"),
-        fmt_class("trees", "1.63×, 1.46×; MV-RNN ≈ 1"),
-        fmt_class("lattices", "1.32–2.97×"),
+        fmt_class("chains", pair("bilstm-tagger", "lstm-nmt")),
+        fmt_class("trees", pair("tree-lstm", "tree-gru") + "; MV-RNN ≈ 1"),
+        fmt_class(
+            "lattices",
+            lattices().map_or_else(|| "?".into(), |s| s + "×"),
+        ),
     ]
     .into_iter()
     .flatten()
@@ -267,13 +297,16 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .filter_map(|w| mean(&mean_ratio(w, "edbatch-nolayout")))
         .collect();
     sec.reading = format!(
-        "ED-Batch over Cavs on our CPU, mean over hidden sizes: {}. ED-Batch beats DyNet at \
+        "ED-Batch over Cavs on our {}, mean over hidden sizes: {}. ED-Batch beats DyNet at \
          {wins}/{points} workload × hidden points (the paper: in all cases). Layout ablation \
-         (edbatch / edbatch-nolayout): {} across workloads (the paper's LSTMCell: 1.54×).",
+         (edbatch / edbatch-nolayout): {} across workloads (the paper's LSTMCell: {}).",
+        dev.word(),
         parts.join("; "),
         range(&layout)
             .map(|(a, b)| format!("{}×", span(a, b, 3)))
             .unwrap_or_else(|| "n/a".into()),
+        ctx.num(EdBatch, "fig6.lstmcell.layout_speedup")
+            .map_or_else(|| "?".into(), times),
     );
     let missing: Vec<String> = workloads
         .iter()
@@ -292,12 +325,13 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             missing.join("; ")
         ));
     }
-    sec.notes.push(
+    sec.notes.push(format!(
         "The paper's per-bar throughputs are not published as numbers; only the ratios its \
-         text states are compared. The paper ran a 28-core Xeon E2590 (and a V100); these \
-         rows come from the machine named in the header, so absolute throughputs differ."
-            .into(),
-    );
+         text states are compared. The paper ran a 28-core Xeon E2590 and a V100 GPU; these \
+         rows come from the {} of the machine named in the header, so absolute throughputs \
+         differ.",
+        dev.word()
+    ));
     if let Some(q) = quick_note(
         rows,
         &format!(

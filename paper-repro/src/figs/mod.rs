@@ -3,6 +3,7 @@
 //! a reading computed from the data.
 
 mod cavs_fig8;
+mod device;
 mod fig6;
 mod fig7;
 mod fig9;
@@ -17,6 +18,8 @@ use crate::items::Item;
 use crate::report::ctx::Ctx;
 use crate::report::section::Section;
 use crate::rows::RowSet;
+
+pub use device::Device;
 
 /// Builds the section of `item` from its rows (at least one successful).
 pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
@@ -33,6 +36,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
         "vpps" => vpps::build(ctx, rows, &mut sec)?,
         other => unreachable!("item {other} has no builder"),
     }
+    sec.notes.extend(Device::of(rows).mixed_note());
     Ok(sec)
 }
 

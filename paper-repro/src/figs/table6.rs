@@ -1,6 +1,7 @@
 //! ED-Batch Table 6 (appendix D): TreeLSTM throughput of the batching
 //! executors against the unbatched reference (PyTorch-eager-like), beside
-//! the paper's Torch / DyNet / Cavs / ED-Batch numbers on the CPU.
+//! the paper's Torch / DyNet / Cavs / ED-Batch numbers on the rows' device
+//! (the CPU row, `table6.cpu.*`, or the GPU row, `table6.gpu.*`).
 
 use figures::{BarSeries, Figure, GroupedBars, Scale};
 
@@ -12,15 +13,15 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
 
-use super::{list, quick_note};
+use super::{Device, list, quick_note};
 
-/// Our executor → (paper's system, published id) on the CPU row.
+/// Our executor → (paper's system, its column in the published ids).
 fn paper_of(e: &str) -> Option<(&'static str, &'static str)> {
     Some(match e {
-        "reference" => ("Torch", "table6.cpu.torch"),
-        "dynet" => ("DyNet", "table6.cpu.dynet"),
-        "cavs" => ("Cavs", "table6.cpu.cavs"),
-        "edbatch" => ("ED-Batch", "table6.cpu.edbatch"),
+        "reference" => ("Torch", "torch"),
+        "dynet" => ("DyNet", "dynet"),
+        "cavs" => ("Cavs", "cavs"),
+        "edbatch" => ("ED-Batch", "edbatch"),
         _ => return None,
     })
 }
@@ -34,25 +35,36 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let dev = Device::of(rows);
+    let (key, pw) = (dev.key(), dev.paper_word());
+    let id = |col: &str| format!("table6.{key}.{col}");
     let executors = rows.distinct("config.executor");
     let tput = |e: &str| {
         rows.find(&[("config.executor", e)])
             .and_then(|r| num(r, "metrics.instances_per_s"))
     };
-    let paper = |e: &str| paper_of(e).and_then(|(_, id)| ctx.num(EdBatch, id));
+    let paper = |e: &str| paper_of(e).and_then(|(_, col)| ctx.num(EdBatch, &id(col)));
     let reference = tput("reference");
-    let torch = ctx.num(EdBatch, "table6.cpu.torch");
+    let torch = ctx.num(EdBatch, &id("torch"));
+    let (paper_col, tf_col) = (
+        format!("paper ({pw}): inputs/s"),
+        format!("paper ({pw}, TF): inputs/s"),
+    );
     let mut t = Table::new(
         "table6",
-        "Instances (inputs) per second; ratios over the unbatched executor (ours: reference, paper: Torch).",
+        format!(
+            "Instances (inputs) per second on our {}, beside the paper's {pw} row; ratios over \
+             the unbatched executor (ours: reference, paper: Torch).",
+            dev.word()
+        ),
         &[
             "executor",
             "paper system",
             "ours: instances/s",
             "ours / reference",
-            "paper (CPU): inputs/s",
+            &paper_col,
             "paper / Torch",
-            "paper (TF): inputs/s",
+            &tf_col,
         ],
     );
     for e in &executors {
@@ -70,7 +82,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 .map(|(a, b)| ratio(a / b))
                 .unwrap_or_default(),
             if e == "reference" {
-                opt(ctx.num(EdBatch, "table6.cpu.tf"), 4)
+                opt(ctx.num(EdBatch, &id("tf")), 4)
             } else {
                 String::new()
             },
@@ -94,7 +106,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     let fig = Figure::new(
         format!(
-            "ED-Batch Table 6: TreeLSTM batch {b}, hidden {h} on {} (diamonds: paper, CPU, batch 256, hidden 512)",
+            "ED-Batch Table 6: TreeLSTM batch {b}, hidden {h} on {} (diamonds: paper, {pw}, batch 256, hidden 512)",
             list(&rows.distinct("provenance.device"))
         ),
         chart,
@@ -112,10 +124,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         list(&rows.distinct_u64("config.repeats")),
     );
     sec.paper = self::paper(ctx)?;
+    sec.paper.push(ctx.say_value(EdBatch, &id("edbatch"))?);
     let r = |a: &str, b: &str| Some(tput(a)? / tput(b)?);
     let p = |a: &str, b: &str| Some(paper(a)? / paper(b)?);
     let fmt = |a: &str, b: &str| match (r(a, b), p(a, b)) {
-        (Some(x), Some(y)) => format!("edbatch / {b} {} (paper {})", times(x), times(y)),
+        (Some(x), Some(y)) => format!("edbatch / {b} {} (paper, {pw}: {})", times(x), times(y)),
         (Some(x), None) => format!("edbatch / {b} {}", times(x)),
         _ => String::new(),
     };
@@ -127,12 +140,13 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     .into_iter()
     .filter(|s| !s.is_empty())
     .collect();
+    let abs = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| sig(v, 4));
     sec.reading = format!(
-        "{}; absolute: edbatch {} instances/s vs the paper's 1163.",
+        "On our {}: {}; absolute: edbatch {} instances/s vs the paper's {} on the {pw}.",
+        dev.word(),
         parts.join(", "),
-        tput("edbatch")
-            .map(|v| sig(v, 4))
-            .unwrap_or_else(|| "?".into())
+        abs(tput("edbatch")),
+        abs(paper("edbatch")),
     );
     if let Some(q) = quick_note(rows, &format!("batch {b}, hidden {h} instead of 256, 512")) {
         sec.notes.push(q);

@@ -12,7 +12,7 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
 
-use super::list;
+use super::{Device, list};
 
 /// The published VPPS / DyNet speed-up for a workload and batch size.
 fn paper_id(w: &str, b: u64) -> Option<String> {
@@ -34,6 +34,7 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let dev = Device::of(rows).word();
     let workloads = rows.distinct("config.workload");
     let executors = rows.distinct("config.executor");
     let batches = rows.distinct_u64("config.batch");
@@ -49,8 +50,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let mut panels = Vec::new();
     let mut t = Table::new(
         "vpps",
-        "Instances per second on the GPU; *best / dynet* = our faster of cavs and edbatch over \
-         dynet, beside VPPS's speed-up over DyNet where the paper states one (training).",
+        format!(
+            "Instances per second on our {dev}; *best / dynet* = our faster of cavs and edbatch \
+             over dynet, beside VPPS's speed-up over DyNet where the paper states one (training)."
+        ),
         &[
             "workload",
             "batch",
@@ -133,7 +136,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "No batch size where VPPS states a speed-up was measured.".into()
     } else {
         format!(
-            "Our best batching executor over DyNet on the GPU: {} — VPPS's persistent kernels \
+            "Our best batching executor over DyNet on our {dev}: {} — VPPS's persistent kernels \
              are not implemented here, so this is the gap a VPPS executor would have to close.",
             compared.join("; ")
         )

@@ -186,8 +186,21 @@ fn machine(sets: &[Option<RowSet>]) -> String {
         .max()
         .map(|t| format!(", rows written up to {} (UTC)", fmt::date(t)))
         .unwrap_or_default();
+    // The header names the CPU; GPU rows say which CUDA device they ran on.
+    let gpus: BTreeSet<String> = sets
+        .iter()
+        .flatten()
+        .flat_map(|s| s.distinct("config.device"))
+        .filter(|d| crate::specs::is_cuda(d))
+        .collect();
+    let gpu = if gpus.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = gpus.iter().map(|d| format!("`{d}`")).collect();
+        format!("; GPU rows on {}", names.join(", "))
+    };
     format!(
-        "`{}` ({}{cores}){when}",
+        "`{}` ({}{cores}{gpu}){when}",
         text(r, "provenance.machine.hostname").unwrap_or("?"),
         text(r, "provenance.machine.cpu").unwrap_or("?"),
     )
