@@ -144,11 +144,15 @@ impl CudaReplay {
             .roles
             .iter()
             .enumerate()
-            .map(|(ri, rm)| match executor {
-                Executor::EdBatch(_, ps) if ps.get(ri).is_some_and(Option::is_some) => {
-                    build(&dev, &rm.cell, ps[ri].as_ref().expect("checked"))
+            .map(|(ri, rm)| {
+                let layout = match executor {
+                    Executor::EdBatch(_, ps) => ps.get(ri).and_then(Option::as_ref),
+                    _ => None,
+                };
+                match layout {
+                    Some(p) => build(&dev, &rm.cell, p),
+                    None => build(&dev, &rm.cell, &CellProgram::op_by_op(rm)),
                 }
-                _ => build(&dev, &rm.cell, &CellProgram::op_by_op(rm)),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let g = &trace.graph;
