@@ -3,7 +3,7 @@
 //! the Cavs paper's stated speed-ups (Fig. 8 text, Tables 1 and 2) beside
 //! ours.
 
-use figures::{Figure, LineChart, LineSeries, Panel, Scale};
+use figures::{Figure, LineSeries};
 
 use crate::error::Result;
 use crate::items::Paper::Cavs;
@@ -13,7 +13,7 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
 
-use super::{Device, list, quick_note};
+use super::{Device, list, quick_note, throughput_panel};
 
 /// The paper's statements for this item.
 pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
@@ -81,17 +81,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 row.extend(vals);
                 t.push(row);
             }
-            panels.push(Panel::new(
+            panels.push(throughput_panel(
                 format!("{w}, hidden {h}"),
-                LineChart {
-                    x_label: "batch size".into(),
-                    y_label: "instances / s (log scale)".into(),
-                    x_scale: Scale::Log2,
-                    y_scale: Scale::Log10,
-                    x: batches.iter().map(|b| *b as f64).collect(),
-                    series,
-                    reference_lines: Vec::new(),
-                },
+                &batches,
+                series,
             ));
         }
     }

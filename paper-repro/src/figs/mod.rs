@@ -112,3 +112,24 @@ pub fn quick_note(rows: &RowSet, what: &str) -> Option<String> {
         format!("Quick mode: {what}; absolute numbers are not comparable with the paper's.")
     })
 }
+
+/// A panel of throughput against batch size (log2 x, log10 y), one line per
+/// series: the shape of the batch-size curves (Cavs Fig. 8, VPPS).
+pub fn throughput_panel(
+    title: String,
+    batches: &[u64],
+    series: Vec<figures::LineSeries>,
+) -> figures::Panel {
+    figures::Panel::new(
+        title,
+        figures::LineChart {
+            x_label: "batch size".into(),
+            y_label: "instances / s (log scale)".into(),
+            x_scale: figures::Scale::Log2,
+            y_scale: figures::Scale::Log10,
+            x: batches.iter().map(|b| *b as f64).collect(),
+            series,
+            reference_lines: Vec::new(),
+        },
+    )
+}

@@ -2,7 +2,7 @@
 //! persistent-kernel executor: the curves show our executors on CUDA where
 //! VPPS reports its largest gains over DyNet.
 
-use figures::{Figure, LineChart, LineSeries, Panel, Scale};
+use figures::{Figure, LineSeries};
 
 use crate::error::Result;
 use crate::items::Paper::Vpps;
@@ -12,7 +12,7 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
 
-use super::{Device, list};
+use super::{Device, list, throughput_panel};
 
 /// The published VPPS / DyNet speed-up for a workload and batch size.
 fn paper_id(w: &str, b: u64) -> Option<String> {
@@ -97,17 +97,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 paper.map(ratio).unwrap_or_default(),
             ]);
         }
-        panels.push(Panel::new(
+        panels.push(throughput_panel(
             format!("{w}, hidden {}", list(&hiddens)),
-            LineChart {
-                x_label: "batch size".into(),
-                y_label: "instances / s (log scale)".into(),
-                x_scale: Scale::Log2,
-                y_scale: Scale::Log10,
-                x: batches.iter().map(|b| *b as f64).collect(),
-                series,
-                reference_lines: Vec::new(),
-            },
+            &batches,
+            series,
         ));
     }
     let cols = panels.len().clamp(1, 2);
