@@ -58,10 +58,6 @@ pub struct SelfTest {
     pub gemm_us: f64,
 }
 
-fn cuda_err(e: impl std::fmt::Debug) -> DeviceError {
-    DeviceError::Cuda(format!("{e:?}"))
-}
-
 impl CudaDevice {
     /// Opens device `ordinal`. Each library is checked before cudarc touches
     /// it (cudarc panics on a missing library): the error names the first one
@@ -84,22 +80,30 @@ impl CudaDevice {
         if !nvrtc {
             return Err(DeviceError::CudaUnavailable { lib: "libnvrtc" });
         }
-        let ctx = CudaContext::new(ordinal).map_err(cuda_err)?;
+        let ctx = CudaContext::new(ordinal).map_err(DeviceError::cuda)?;
         // SAFETY: the engine uses one stream per device, so cudarc's per-slice
         // events (for ordering across streams) are pure overhead.
         unsafe { ctx.disable_event_tracking() };
-        let name = ctx.name().map_err(cuda_err)?;
+        let name = ctx.name().map_err(DeviceError::cuda)?;
         let stream = ctx.default_stream();
-        let blas = CudaBlas::new(stream.clone()).map_err(cuda_err)?;
+        let blas = CudaBlas::new(stream.clone()).map_err(DeviceError::cuda)?;
         let t = Instant::now();
-        let ptx = cudarc::nvrtc::compile_ptx(KERNELS_CU).map_err(cuda_err)?;
+        let ptx = cudarc::nvrtc::compile_ptx(KERNELS_CU).map_err(DeviceError::cuda)?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
-        let module = ctx.load_module(ptx).map_err(cuda_err)?;
-        let unary = module.load_function("unary_f32").map_err(cuda_err)?;
-        let binary = module.load_function("binary_f32").map_err(cuda_err)?;
-        let gather = module.load_function("gather_rows_f32").map_err(cuda_err)?;
-        let scatter = module.load_function("scatter_rows_f32").map_err(cuda_err)?;
-        let f = |name: &str| module.load_function(name).map_err(cuda_err);
+        let module = ctx.load_module(ptx).map_err(DeviceError::cuda)?;
+        let unary = module
+            .load_function("unary_f32")
+            .map_err(DeviceError::cuda)?;
+        let binary = module
+            .load_function("binary_f32")
+            .map_err(DeviceError::cuda)?;
+        let gather = module
+            .load_function("gather_rows_f32")
+            .map_err(DeviceError::cuda)?;
+        let scatter = module
+            .load_function("scatter_rows_f32")
+            .map_err(DeviceError::cuda)?;
+        let f = |name: &str| module.load_function(name).map_err(DeviceError::cuda);
         let kernels = ReplayKernels {
             ew: f("ew_f32")?,
             copy: f("copy_f32")?,
@@ -164,27 +168,27 @@ impl CudaDevice {
         let s = &self.stream;
         let n = 1 << 16;
         let host: Vec<f32> = (0..n).map(|i| (i % 23) as f32 * 0.1 - 1.1).collect();
-        let x = s.clone_htod(&host).map_err(cuda_err)?;
-        let mut y = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let x = s.clone_htod(&host).map_err(DeviceError::cuda)?;
+        let mut y = s.alloc_zeros::<f32>(n).map_err(DeviceError::cuda)?;
         let (op, len) = (0i32, n as i64);
         let mut b = s.launch_builder(&self.unary);
         b.arg(&op).arg(&x).arg(&mut y).arg(&len);
         // SAFETY: the kernel reads `len` floats of x and writes `len` of y, both that long.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(cuda_err)?;
-        let out = s.clone_dtoh(&y).map_err(cuda_err)?;
+        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(DeviceError::cuda)?;
+        let out = s.clone_dtoh(&y).map_err(DeviceError::cuda)?;
         let sigmoid_max_err = out
             .iter()
             .zip(&host)
             .map(|(o, h)| f64::from((o - 1.0 / (1.0 + (-h).exp())).abs()))
             .fold(0.0, f64::max);
 
-        let mut z = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let mut z = s.alloc_zeros::<f32>(n).map_err(DeviceError::cuda)?;
         let mul = 2i32;
         let mut b = s.launch_builder(&self.binary);
         b.arg(&mul).arg(&x).arg(&y).arg(&mut z).arg(&len);
         // SAFETY: x, y and z all hold `len` floats.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(cuda_err)?;
-        let zh = s.clone_dtoh(&z).map_err(cuda_err)?;
+        unsafe { b.launch(LaunchConfig::for_num_elems(n as u32)) }.map_err(DeviceError::cuda)?;
+        let zh = s.clone_dtoh(&z).map_err(DeviceError::cuda)?;
         let mul_max_err = zh
             .iter()
             .zip(&host)
@@ -197,15 +201,17 @@ impl CudaDevice {
         let offsets: Vec<i64> = (0..rows)
             .map(|r| ((r * 7919) % (n - width)) as i64)
             .collect();
-        let off_d = s.clone_htod(&offsets).map_err(cuda_err)?;
-        let mut g = s.alloc_zeros::<f32>(rows * width).map_err(cuda_err)?;
+        let off_d = s.clone_htod(&offsets).map_err(DeviceError::cuda)?;
+        let mut g = s
+            .alloc_zeros::<f32>(rows * width)
+            .map_err(DeviceError::cuda)?;
         let (ri, wi) = (rows as i32, width as i32);
         let mut b = s.launch_builder(&self.gather);
         b.arg(&x).arg(&off_d).arg(&mut g).arg(&ri).arg(&wi);
         // SAFETY: every offset + width stays inside x; g holds rows × width floats.
         unsafe { b.launch(LaunchConfig::for_num_elems((rows * width) as u32)) }
-            .map_err(cuda_err)?;
-        let gh = s.clone_dtoh(&g).map_err(cuda_err)?;
+            .map_err(DeviceError::cuda)?;
+        let gh = s.clone_dtoh(&g).map_err(DeviceError::cuda)?;
         let mut gather_max_err = 0.0f64;
         for r in 0..rows {
             for c in 0..width {
@@ -214,13 +220,13 @@ impl CudaDevice {
             }
         }
 
-        let mut back = s.alloc_zeros::<f32>(n).map_err(cuda_err)?;
+        let mut back = s.alloc_zeros::<f32>(n).map_err(DeviceError::cuda)?;
         let mut b = s.launch_builder(&self.scatter);
         b.arg(&g).arg(&off_d).arg(&mut back).arg(&ri).arg(&wi);
         // SAFETY: as for the gather, with source and destination swapped.
         unsafe { b.launch(LaunchConfig::for_num_elems((rows * width) as u32)) }
-            .map_err(cuda_err)?;
-        let bh = s.clone_dtoh(&back).map_err(cuda_err)?;
+            .map_err(DeviceError::cuda)?;
+        let bh = s.clone_dtoh(&back).map_err(DeviceError::cuda)?;
         let mut scatter_max_err = 0.0f64;
         for &o in &offsets {
             for c in 0..width {
@@ -232,9 +238,9 @@ impl CudaDevice {
         let (k, m, kk) = (256usize, 512usize, 512usize);
         let xh: Vec<f32> = (0..k * kk).map(|i| ((i * 7) % 13) as f32 * 0.01).collect();
         let wh: Vec<f32> = (0..m * kk).map(|i| ((i * 5) % 11) as f32 * 0.01).collect();
-        let xd = s.clone_htod(&xh).map_err(cuda_err)?;
-        let wd = s.clone_htod(&wh).map_err(cuda_err)?;
-        let mut yd = s.alloc_zeros::<f32>(k * m).map_err(cuda_err)?;
+        let xd = s.clone_htod(&xh).map_err(DeviceError::cuda)?;
+        let wd = s.clone_htod(&wh).map_err(DeviceError::cuda)?;
+        let mut yd = s.alloc_zeros::<f32>(k * m).map_err(DeviceError::cuda)?;
         // Row-major Y[k×m] = X[k×kk]·Wᵀ is column-major Yᵀ(m×k) = W(opT)·Xᵀ.
         let cfg = GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_T,
@@ -250,15 +256,15 @@ impl CudaDevice {
         };
         let mut times = Vec::with_capacity(20);
         for _ in 0..20 {
-            s.synchronize().map_err(cuda_err)?;
+            s.synchronize().map_err(DeviceError::cuda)?;
             let t = Instant::now();
             // SAFETY: the shapes and leading dimensions match the buffers above.
-            unsafe { self.blas.gemm(cfg, &wd, &xd, &mut yd) }.map_err(cuda_err)?;
-            s.synchronize().map_err(cuda_err)?;
+            unsafe { self.blas.gemm(cfg, &wd, &xd, &mut yd) }.map_err(DeviceError::cuda)?;
+            s.synchronize().map_err(DeviceError::cuda)?;
             times.push(t.elapsed().as_secs_f64() * 1e6);
         }
         times.sort_by(f64::total_cmp);
-        let yh = s.clone_dtoh(&yd).map_err(cuda_err)?;
+        let yh = s.clone_dtoh(&yd).map_err(DeviceError::cuda)?;
         let mut cpu = vec![0.0f32; k * m];
         crate::replay::kernels::gemm_xwt(k, m, kk, &xh, &wh, 0.0, &mut cpu);
         let gemm_max_rel_err = yh

@@ -46,10 +46,6 @@ pub enum EwOp {
     Mul = 12,
 }
 
-fn err(e: impl std::fmt::Debug) -> DeviceError {
-    DeviceError::Cuda(format!("{e:?}"))
-}
-
 /// A grid-stride launch over `total` threads.
 fn grid(total: usize) -> LaunchConfig {
     let blocks = total.div_ceil(256).clamp(1, 8192) as u32;
@@ -71,7 +67,9 @@ impl CudaDevice {
         push(&mut b);
         // SAFETY: the caller of each public method guarantees that every
         // address plus the offsets the kernel computes stays in its buffer.
-        unsafe { b.launch(cfg) }.map(|_| ()).map_err(err)
+        unsafe { b.launch(cfg) }
+            .map(|_| ())
+            .map_err(DeviceError::cuda)
     }
 
     /// `y = op(a[, b])` over `k × m × len` elements.
@@ -264,7 +262,7 @@ impl CudaDevice {
                 ldy as i32,
             )
         }
-        .map_err(err)
+        .map_err(DeviceError::cuda)
     }
 
     /// For each of `count` instances `r`: row-major
@@ -309,6 +307,6 @@ impl CudaDevice {
                 count as i32,
             )
         }
-        .map_err(err)
+        .map_err(DeviceError::cuda)
     }
 }

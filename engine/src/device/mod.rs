@@ -39,6 +39,14 @@ pub enum DeviceError {
     Unknown(String),
 }
 
+#[cfg(feature = "cuda")]
+impl DeviceError {
+    /// A failed CUDA call (driver, NVRTC or cuBLAS), with the call's error.
+    pub(crate) fn cuda(e: impl std::fmt::Debug) -> DeviceError {
+        DeviceError::Cuda(format!("{e:?}"))
+    }
+}
+
 /// Which device a name selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceKind {

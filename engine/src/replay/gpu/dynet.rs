@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::exec::{RArg, RExtra, ROp, RView, launch_op};
-use super::run::{Staging, addr, err};
+use super::run::{Staging, addr};
 use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError, TabView};
 use crate::graph::NodeId;
@@ -73,14 +73,14 @@ impl DynetGpu {
                 buf.map(|b| (b, p.param_at))
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(err)?;
+            .map_err(DeviceError::cuda)?;
         Ok(DynetGpu {
             arena: s
                 .alloc_zeros::<f32>(numel.iter().sum::<usize>().max(1))
-                .map_err(err)?,
-            tmp: s.alloc_zeros::<f32>(1).map_err(err)?,
+                .map_err(DeviceError::cuda)?,
+            tmp: s.alloc_zeros::<f32>(1).map_err(DeviceError::cuda)?,
             params,
-            zero_tab: s.clone_htod(&[0i64]).map_err(err)?,
+            zero_tab: s.clone_htod(&[0i64]).map_err(DeviceError::cuda)?,
             staging: Staging::new(dev, bound)?,
             prog: Arc::new(prog),
             numel,
@@ -110,7 +110,10 @@ impl DynetGpu {
         model: &Model,
         slot: &[usize],
     ) -> Result<Store, DeviceError> {
-        let arena = dev.stream().clone_dtoh(&self.arena).map_err(err)?;
+        let arena = dev
+            .stream()
+            .clone_dtoh(&self.arena)
+            .map_err(DeviceError::cuda)?;
         let g = &trace.graph;
         let mut store = Store::new(g, model);
         for v in g.nodes() {
@@ -246,7 +249,7 @@ impl DynetRun<'_> {
                     gpu.tmp = dev
                         .stream()
                         .alloc_zeros::<f32>(tmp_need.next_power_of_two())
-                        .map_err(err)?;
+                        .map_err(DeviceError::cuda)?;
                 }
                 let tmp = addr(&gpu.tmp, dev);
                 for &(vi, off, m, s0, r0) in &pending {

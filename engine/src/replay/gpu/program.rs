@@ -120,10 +120,6 @@ impl Tables {
     }
 }
 
-fn err(e: impl std::fmt::Debug) -> DeviceError {
-    DeviceError::Cuda(format!("{e:?}"))
-}
-
 /// Lays out `prog` (compiled for `cell`) on `dev`.
 pub(super) fn build(
     dev: &CudaDevice,
@@ -132,11 +128,11 @@ pub(super) fn build(
 ) -> Result<GpuProgram, DeviceError> {
     let l = lay_out(cell, prog);
     let s = dev.stream();
-    let tables = s.clone_htod(&l.tables).map_err(err)?;
+    let tables = s.clone_htod(&l.tables).map_err(DeviceError::cuda)?;
     let params = if prog.params.is_empty() {
-        s.alloc_zeros::<f32>(1).map_err(err)?
+        s.alloc_zeros::<f32>(1).map_err(DeviceError::cuda)?
     } else {
-        s.clone_htod(&prog.params).map_err(err)?
+        s.clone_htod(&prog.params).map_err(DeviceError::cuda)?
     };
     Ok(GpuProgram {
         batches: l.batches,

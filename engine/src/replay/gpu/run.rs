@@ -25,10 +25,6 @@ use crate::replay::{
 use crate::sched::{BatchPolicy, CavsPolicy, SameTypeDag, run_policy_with};
 use crate::trace::Trace;
 
-pub(super) fn err(e: impl std::fmt::Debug) -> DeviceError {
-    DeviceError::Cuda(format!("{e:?}"))
-}
-
 /// Pinned host memory and a device buffer of the same length for a run's
 /// per-batch uploads: each batch writes a fresh region and copies it up
 /// asynchronously (regions are never reused within a run).
@@ -42,8 +38,11 @@ impl Staging {
     pub(super) fn new(dev: &CudaDevice, len: usize) -> Result<Staging, DeviceError> {
         let len = len.max(1);
         // SAFETY: every region is written before it is copied up.
-        let host = unsafe { dev.context().alloc_pinned::<i64>(len) }.map_err(err)?;
-        let d = dev.stream().alloc_zeros::<i64>(len).map_err(err)?;
+        let host = unsafe { dev.context().alloc_pinned::<i64>(len) }.map_err(DeviceError::cuda)?;
+        let d = dev
+            .stream()
+            .alloc_zeros::<i64>(len)
+            .map_err(DeviceError::cuda)?;
         let dev_addr = addr(&d, dev);
         Ok(Staging {
             host,
@@ -85,7 +84,7 @@ impl Staging {
                 dev.stream().cu_stream(),
             )
         }
-        .map_err(err)
+        .map_err(DeviceError::cuda)
     }
 }
 
@@ -160,9 +159,9 @@ impl CudaReplay {
         let s = dev.stream();
         let store = s
             .alloc_zeros::<f32>(layout.arena.len().max(1))
-            .map_err(err)?;
+            .map_err(DeviceError::cuda)?;
         let staging = Staging::new(&dev, upload_bound(g, model))?;
-        let work = s.alloc_zeros::<f32>(1).map_err(err)?;
+        let work = s.alloc_zeros::<f32>(1).map_err(DeviceError::cuda)?;
         Ok(CudaReplay {
             dev,
             progs,
@@ -182,16 +181,10 @@ impl CudaReplay {
         executor: &mut Executor,
     ) -> Result<Replayed, ReplayError> {
         let g = &trace.graph;
-        let t0 = Instant::now();
+        let mut clock = RunClock::new(&self.dev)?;
         let dev = self.dev.clone();
-        let ctx = dev.context();
-        let ev = || {
-            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(err)
-        };
-        let (start, end) = (ev()?, ev()?);
         if let (Some(dg), Executor::Dynet(policy)) = (self.dynet.as_mut(), &mut *executor) {
-            return run_dynet(&dev, dg, trace, model, policy.as_mut(), t0, (&start, &end));
+            return run_dynet(&dev, dg, trace, model, policy.as_mut(), clock);
         }
         let mut b = Batcher {
             dev: &dev,
@@ -208,9 +201,7 @@ impl CudaReplay {
         let mut cavs = CavsPolicy::default();
         let (policy, _) = instance_policy(executor, &mut cavs);
         let st = policy.as_ref().map(|p| SameTypeDag::for_policy(g, &**p));
-        start.record(dev.stream()).map_err(err)?;
-        let construction = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
+        clock.begin(&dev)?;
         let mut misses = 0;
         match (policy, &st) {
             (Some(p), Some(st)) => {
@@ -226,22 +217,12 @@ impl CudaReplay {
         if let Some(e) = b.failure {
             return Err(e.into());
         }
-        let loop_s = t1.elapsed().as_secs_f64();
-        end.record(dev.stream()).map_err(err)?;
-        let t2 = Instant::now();
-        dev.stream().synchronize().map_err(err)?;
-        let wait_s = t2.elapsed().as_secs_f64();
-        let device_s = f64::from(start.elapsed_ms(&end).map_err(err)?) / 1e3;
-        let time = TimeSplit {
-            construction,
-            scheduling: loop_s - b.exec_s,
-            execution: b.exec_s + wait_s,
-        };
+        let (time, device_s) = clock.finish(&dev, b.exec_s)?;
         let counters = b.counters;
         let mut store = Store::new(g, model);
         dev.stream()
             .memcpy_dtoh(&self.store, store.arena.as_mut_slice())
-            .map_err(err)?;
+            .map_err(DeviceError::cuda)?;
         Ok(Replayed {
             store,
             counters,
@@ -249,6 +230,65 @@ impl CudaReplay {
             misses,
             device_s: Some(device_s),
         })
+    }
+}
+
+/// The clocks of one GPU run: CUDA events around its kernels, and host time
+/// split into construction (until [`begin`](Self::begin)), scheduling (the
+/// loop minus the time spent launching) and execution (launching plus the
+/// final wait for the GPU).
+struct RunClock {
+    t0: Instant,
+    start: CudaEvent,
+    end: CudaEvent,
+    construction: f64,
+    loop_start: Instant,
+}
+
+impl RunClock {
+    fn new(dev: &CudaDevice) -> Result<RunClock, DeviceError> {
+        let ev = || {
+            dev.context()
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(DeviceError::cuda)
+        };
+        let now = Instant::now();
+        Ok(RunClock {
+            t0: now,
+            start: ev()?,
+            end: ev()?,
+            construction: 0.0,
+            loop_start: now,
+        })
+    }
+
+    /// Construction is over; the schedule loop starts.
+    fn begin(&mut self, dev: &CudaDevice) -> Result<(), DeviceError> {
+        self.start.record(dev.stream()).map_err(DeviceError::cuda)?;
+        self.construction = self.t0.elapsed().as_secs_f64();
+        self.loop_start = Instant::now();
+        Ok(())
+    }
+
+    /// The loop is over (`exec_s` of it spent launching): waits for the GPU
+    /// and returns the split and the GPU seconds between the events.
+    fn finish(self, dev: &CudaDevice, exec_s: f64) -> Result<(TimeSplit, f64), DeviceError> {
+        let loop_s = self.loop_start.elapsed().as_secs_f64();
+        self.end.record(dev.stream()).map_err(DeviceError::cuda)?;
+        let t = Instant::now();
+        dev.stream().synchronize().map_err(DeviceError::cuda)?;
+        let wait_s = t.elapsed().as_secs_f64();
+        let device_s = f64::from(
+            self.start
+                .elapsed_ms(&self.end)
+                .map_err(DeviceError::cuda)?,
+        ) / 1e3;
+        let time = TimeSplit {
+            construction: self.construction,
+            scheduling: loop_s - exec_s,
+            execution: exec_s + wait_s,
+        };
+        Ok((time, device_s))
     }
 }
 
@@ -290,7 +330,7 @@ impl Batcher<'_> {
                 .dev
                 .stream()
                 .alloc_zeros::<f32>(need.next_power_of_two())
-                .map_err(err)?;
+                .map_err(DeviceError::cuda)?;
         }
         let work = addr(self.work, self.dev);
         let at = |v: usize, r: usize| (r * prog.units + prog.unit[v]) as i64;
@@ -397,8 +437,7 @@ fn run_dynet(
     trace: &Trace,
     model: &Model,
     policy: &mut dyn BatchPolicy,
-    t0: Instant,
-    (start, end): (&CudaEvent, &CudaEvent),
+    mut clock: RunClock,
 ) -> Result<Replayed, ReplayError> {
     let prog = dg.program();
     let og = &prog.graph;
@@ -407,9 +446,7 @@ fn run_dynet(
     let mut counters = Counters::default();
     let mut failure = None;
     let mut exec_s = 0.0;
-    start.record(dev.stream()).map_err(err)?;
-    let construction = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
+    clock.begin(dev)?;
     let (_, stats) = run_policy_with(og, &st, policy, &mut |batch| {
         if failure.is_some() || batch.is_empty() {
             return;
@@ -423,23 +460,14 @@ fn run_dynet(
     if let Some(e) = failure {
         return Err(e.into());
     }
-    let loop_s = t1.elapsed().as_secs_f64();
-    end.record(dev.stream()).map_err(err)?;
-    let t2 = Instant::now();
-    dev.stream().synchronize().map_err(err)?;
-    let wait_s = t2.elapsed().as_secs_f64();
-    let device_s = f64::from(start.elapsed_ms(end).map_err(err)?) / 1e3;
+    let (time, device_s) = clock.finish(dev, exec_s)?;
     let slot = std::mem::take(&mut run.slot);
     drop(run);
     let store = dg.outputs(dev, trace, model, &slot)?;
     Ok(Replayed {
         store,
         counters,
-        time: TimeSplit {
-            construction,
-            scheduling: loop_s - exec_s,
-            execution: exec_s + wait_s,
-        },
+        time,
         misses: stats.misses,
         device_s: Some(device_s),
     })
