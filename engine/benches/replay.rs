@@ -1,23 +1,108 @@
-//! Replay hot paths: the CPU GEMM kernel, and whole runs of the cavs and
-//! reference executors on a tree-lstm mini-batch. Figures in docs/benchmarks.md.
+//! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
+//! engine's own shapes, the vectorised transcendentals against libm, and
+//! whole steady-state runs of the executors (a session reused across
+//! iterations, as `engine replay` measures). Figures in docs/benchmarks.md.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
-use engine::replay::{self, Executor, kernels};
+use engine::device::DeviceKind;
+use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
+use engine::replay::cpu::simd;
+use engine::replay::cpu::threads::Threads;
+use engine::replay::{self, Executor, Session};
+use engine::sched::{AgendaPolicy, TypewisePolicy};
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions};
 
-fn gemm(c: &mut Criterion) {
-    let mut g = c.benchmark_group("gemm_xwt");
-    for (k, n) in [(32usize, 64usize), (128, 256), (256, 512)] {
-        let x = vec![0.5f32; k * n];
-        let w = vec![0.25f32; n * n];
-        let mut y = vec![0.0f32; k * n];
-        g.throughput(Throughput::Elements((2 * k * n * n) as u64));
-        g.bench_function(format!("k{k}_n{n}"), |b| {
-            b.iter(|| kernels::gemm_xwt(k, n, n, &x, &w, 0.0, &mut y))
+/// `(M, N, K)`: tree-lstm's stacked gates at h512 (M = a big and a small
+/// tree level), a lattice batch at h256, an unstacked gate, GEMV.
+const SHAPES: [(usize, usize, usize); 5] = [
+    (256, 2560, 1024),
+    (8, 2560, 1024),
+    (24, 1024, 512),
+    (64, 256, 512),
+    (1, 512, 1024),
+];
+
+fn gemm_shapes(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gemm");
+    let threads = Threads::new(1);
+    for (m, n, k) in SHAPES {
+        let a = vec![0.5f32; m * k];
+        let w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 * 0.01).collect();
+        let mut y = vec![0.0f32; m * n];
+        let packed = PackedB::new(n, k, |i, p| w[i * k + p], None);
+        let mut s = GemmScratch::default();
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        let id = format!("m{m}_n{n}_k{k}");
+        g.bench_function(BenchmarkId::new("packed", &id), |b| {
+            b.iter(|| {
+                let seg = [ASeg::new(&a, 0, k, k, m)];
+                gemm(
+                    &threads,
+                    m,
+                    &seg,
+                    &packed,
+                    COut::new(&mut y, 0, n, m, n),
+                    Init::Overwrite,
+                    &mut s,
+                )
+            })
+        });
+        g.bench_function(BenchmarkId::new("matrixmultiply", &id), |b| {
+            // SAFETY: a is m×k, w is n×k read transposed, y is m×n.
+            b.iter(|| unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    k as isize,
+                    1,
+                    w.as_ptr(),
+                    1,
+                    k as isize,
+                    0.0,
+                    y.as_mut_ptr(),
+                    n as isize,
+                    1,
+                )
+            })
         });
     }
+    g.finish();
+}
+
+fn transcendentals(c: &mut Criterion) {
+    let mut g = c.benchmark_group("elementwise");
+    let x: Vec<f32> = (0..4096).map(|i| (i as f32 - 2048.0) / 300.0).collect();
+    let mut y = vec![0.0f32; x.len()];
+    g.throughput(Throughput::Elements(x.len() as u64));
+    g.bench_function("sigmoid/simd", |b| b.iter(|| simd::sigmoid(&x, &mut y)));
+    g.bench_function("sigmoid/libm", |b| {
+        b.iter(|| {
+            for (o, &v) in y.iter_mut().zip(&x) {
+                *o = 1.0 / (1.0 + (-v).exp());
+            }
+        })
+    });
+    g.bench_function("tanh/simd", |b| b.iter(|| simd::tanh(&x, &mut y)));
+    g.bench_function("tanh/libm", |b| {
+        b.iter(|| {
+            for (o, &v) in y.iter_mut().zip(&x) {
+                *o = v.tanh();
+            }
+        })
+    });
+    g.bench_function("exp/simd", |b| b.iter(|| simd::exp(&x, &mut y)));
+    g.bench_function("exp/libm", |b| {
+        b.iter(|| {
+            for (o, &v) in y.iter_mut().zip(&x) {
+                *o = v.exp();
+            }
+        })
+    });
     g.finish();
 }
 
@@ -39,14 +124,21 @@ fn executors(c: &mut Criterion) {
     let mut g = c.benchmark_group("replay_tree_lstm_b32_h64");
     g.sample_size(10);
     g.throughput(Throughput::Elements(32));
-    g.bench_function("cavs", |b| {
-        b.iter(|| replay::replay(&trace, &model, &cells, &mut Executor::Cavs).expect("runs"))
-    });
-    g.bench_function("reference", |b| {
-        b.iter(|| replay::replay(&trace, &model, &cells, &mut Executor::Reference).expect("runs"))
-    });
+    let mut run = |name: &str, mut ex: Executor| {
+        let mut s = Session::open(DeviceKind::Cpu, &trace, &model, &cells, &ex).expect("opens");
+        g.bench_function(name, |b| {
+            b.iter(|| s.run(&trace, &model, &cells, &mut ex).expect("runs"))
+        });
+    };
+    run("cavs", Executor::Cavs);
+    run(
+        "policy_typewise",
+        Executor::Policy(Box::new(TypewisePolicy)),
+    );
+    run("dynet", Executor::Dynet(Box::new(AgendaPolicy::updated())));
+    run("reference", Executor::Reference);
     g.finish();
 }
 
-criterion_group!(benches, gemm, executors);
+criterion_group!(benches, gemm_shapes, transcendentals, executors);
 criterion_main!(benches);

@@ -32,7 +32,8 @@
 //! let model = replay::model(&trace, &cells, 7).unwrap();
 //! let programs = compile_layouts(&model, &layouts.planned).unwrap();
 //! let policy = Box::new(FsmPolicy::new(fsm.file.clone()).unwrap());
-//! let run = replay::replay(&trace, &model, &cells, &mut Executor::EdBatch(policy, programs)).unwrap();
+//! let (run, _outputs) =
+//!     replay::replay(&trace, &model, &cells, &mut Executor::EdBatch(policy, programs)).unwrap();
 //! assert!(run.counters.batches > 0);
 //! ```
 

@@ -49,6 +49,8 @@ pub struct Grid {
     pub executors: Vec<String>,
     /// Devices (kind `replay`).
     pub devices: Vec<String>,
+    /// CPU thread counts (kind `replay`; `None`: the machine's parallelism).
+    pub threads: Vec<Option<usize>>,
     /// Check against the reference (kind `replay`).
     pub check: bool,
     /// Planner batch of the replay layouts.
@@ -176,8 +178,9 @@ pub enum RunConfig {
         repeats: usize,
         /// Compared with the reference executor.
         check: bool,
-        /// `MATMUL_NUM_THREADS` as read when the sweep started (unset: null).
-        gemm_threads: Option<String>,
+        /// CPU worker threads (null: the machine's available parallelism;
+        /// the row's `threads` metric says how many that was).
+        threads: Option<usize>,
         /// How the FSM is trained (executors that use one).
         fsm: Option<FsmRule>,
         /// Planner batch of the layouts (`edbatch*`).

@@ -199,4 +199,14 @@ pub struct ReplayMetrics {
     /// (CUDA events); null on the CPU.
     #[serde(default)]
     pub device_s: Option<f64>,
+    /// Median process CPU seconds per timed run (all threads); beside
+    /// `total_s` it shows contention (null where the OS does not tell).
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    /// Most minor page faults of a timed run (null where unknown).
+    #[serde(default)]
+    pub page_faults: Option<u64>,
+    /// CPU worker threads the session ran on (null on CUDA).
+    #[serde(default)]
+    pub threads: Option<usize>,
 }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use engine::cells::CellLibrary;
 use engine::device::{DeviceKind, check_available};
+use engine::replay::cpu::CpuOptions;
 use engine::replay::measure::{MeasureOptions, Measured, measure_on};
-use engine::replay::{self, Executor, Model, Session, Store, compile_layouts};
+use engine::replay::{self, Executor, Model, Session, SessionOptions, Store, compile_layouts};
 use engine::sched::{FsmPolicy, heuristic};
 use engine::trace::Trace;
 
@@ -91,25 +92,27 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
 /// Measures `executor` on `device` through an engine [`Session`] (the CPU, or
 /// CUDA where present: a missing driver is the error row
 /// `CUDA unavailable: libcuda not found`, never a CPU fall back).
+#[allow(clippy::too_many_arguments)]
 pub fn measure_on_device(
     device: &str,
+    threads: Option<usize>,
     trace: &Trace,
     model: &Model,
     cells: &CellLibrary,
     executor: &mut Executor,
     opts: &MeasureOptions,
-) -> Result<Measured, RunFailure> {
+) -> Result<(Measured, Option<usize>), RunFailure> {
     let kind = DeviceKind::parse(device)?;
     check_available(kind)?;
-    let mut session = Session::open(kind, trace, model, cells, executor)?;
-    Ok(measure_on(
-        &mut session,
-        trace,
-        model,
-        cells,
-        executor,
-        opts,
-    )?)
+    let sopts = SessionOptions {
+        cpu: CpuOptions {
+            threads,
+            ..CpuOptions::default()
+        },
+    };
+    let mut session = Session::open_with(kind, trace, model, cells, executor, &sopts)?;
+    let m = measure_on(&mut session, trace, model, cells, executor, opts)?;
+    Ok((m, session.cpu().map(|c| c.threads())))
 }
 
 fn one(
@@ -128,6 +131,7 @@ fn one(
         fsm,
         layout_batch,
         hidden,
+        threads,
         ..
     } = &run.config
     else {
@@ -192,6 +196,16 @@ fn one(
         warmup: true,
         repeats: (*repeats).max(1),
     };
+    let (m, threads_used) = measure_on_device(
+        device,
+        *threads,
+        trace,
+        model,
+        &shared.cells,
+        &mut ex,
+        &opts,
+    )?;
+    let (cpu_s, page_faults) = (m.cpu_s(), m.max_page_faults());
     let Measured {
         counters: c,
         time,
@@ -200,7 +214,8 @@ fn one(
         misses,
         store,
         device_s,
-    } = measure_on_device(device, trace, model, &shared.cells, &mut ex, &opts)?;
+        ..
+    } = m;
     let max_rel_error = if !*check {
         None
     } else if choice == ExecutorChoice::Reference && reference.is_none() {
@@ -209,8 +224,8 @@ fn one(
     } else {
         if reference.is_none() {
             // No reference run on this trace yet: one untimed run.
-            let r = replay::replay(trace, model, &shared.cells, &mut Executor::Reference)?;
-            *reference = Some(r.store);
+            let (_, r) = replay::replay(trace, model, &shared.cells, &mut Executor::Reference)?;
+            *reference = Some(r);
         }
         reference
             .as_ref()
@@ -234,6 +249,9 @@ fn one(
             policy_misses: misses,
             policy,
             device_s,
+            cpu_s,
+            page_faults,
+            threads: threads_used,
         }),
         samples.iter().map(|t| t.total()).collect(),
     ))

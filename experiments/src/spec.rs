@@ -83,6 +83,9 @@ pub struct RawSpec {
     pub executors: Option<List<String>>,
     /// Devices (kind `replay`; default `[cpu]`).
     pub devices: Option<List<String>>,
+    /// CPU worker threads (kind `replay`; default: the machine's available
+    /// parallelism, recorded per row).
+    pub threads: Option<List<u64>>,
     /// Compare every run's outputs with the reference executor (kind
     /// `replay`; default true).
     pub check: Option<Spanned<bool>>,
@@ -190,6 +193,7 @@ impl RawSpec {
             ("encodings".into(), at(&self.encodings)),
             ("executors".into(), at(&self.executors)),
             ("devices".into(), at(&self.devices)),
+            ("threads".into(), at(&self.threads)),
             ("check".into(), at(&self.check)),
             ("layout_batch".into(), at(&self.layout_batch)),
             ("fsm".into(), at(&self.fsm)),

@@ -51,10 +51,20 @@ pub struct Args {
     /// Timed repetitions (the median is reported) after one warm-up run.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// GEMM threads (sets MATMUL_NUM_THREADS for matrixmultiply; default: its
-    /// own, the number of physical cores, at most 4).
+    /// CPU worker threads: every step of a batch (GEMM panels, gathers,
+    /// elementwise passes, scatters) splits over them (default: the machine's
+    /// available parallelism).
     #[arg(long)]
     threads: Option<usize>,
+    /// CPU: run each in-cell batch as its own pass over the rows instead of
+    /// fusing a cell's row work into one pass per instance (Cavs §3.5
+    /// ablation).
+    #[arg(long)]
+    no_fuse: bool,
+    /// CPU: also time every GEMM shape of the run alone and report how close
+    /// the run comes to doing only its GEMMs (`roofline` in --json).
+    #[arg(long)]
+    roofline: bool,
     /// Seed of the weights and per-node data (and of on-the-fly recording).
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -70,7 +80,8 @@ pub struct Args {
 #[derive(Serialize)]
 struct Report {
     workload: String,
-    threads: Option<usize>,
+    threads: usize,
+    fused: bool,
     executor: String,
     policy: Option<String>,
     device: String,
@@ -85,6 +96,27 @@ struct Report {
     policy_misses: u64,
     max_rel_error: Option<f64>,
     device_s: Option<f64>,
+    /// Median process CPU seconds per timed run (all threads).
+    cpu_s: Option<f64>,
+    /// Most minor page faults of a timed run.
+    page_faults: Option<u64>,
+    /// GEMM flops per run (shared-weight and per-instance products).
+    gemm_flops: u64,
+    /// gemm_flops / total_s.
+    gemm_gflops: f64,
+    /// With --roofline: the run's GEMMs timed alone, and the fraction of that
+    /// the whole run reaches.
+    roofline: Option<RooflineReport>,
+}
+
+#[derive(Serialize)]
+struct RooflineReport {
+    #[serde(flatten)]
+    roofline: replay::cpu::roofline::Roofline,
+    /// gemm_only_s / total_s (wall).
+    fraction_of_peak: f64,
+    /// gemm_only_cpu_s / cpu_s (process CPU time; robust under contention).
+    fraction_of_peak_cpu: Option<f64>,
 }
 
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
@@ -171,14 +203,8 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if let Some(t) = a.threads {
-        if t == 0 {
-            bail!("--threads must be at least 1");
-        }
-        // SAFETY: the process is still single-threaded here (no GEMM has run,
-        // so matrixmultiply's thread pool, which reads this variable once, does
-        // not exist yet), so nothing reads the environment concurrently.
-        unsafe { std::env::set_var("MATMUL_NUM_THREADS", t.to_string()) };
+    if a.threads == Some(0) {
+        bail!("--threads must be at least 1");
     }
     let device = engine::device::DeviceKind::parse(&a.device)?;
     // A missing library or GPU is reported as such (never a CPU fall back).
@@ -214,25 +240,57 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
-    let mut session = replay::Session::open(device, &trace, &model, &cells, &ex)?;
+    let cpu = replay::cpu::CpuOptions {
+        threads: a.threads,
+        fuse: !a.no_fuse,
+    };
+    let sopts = replay::SessionOptions { cpu };
+    let mut session = replay::Session::open_with(device, &trace, &model, &cells, &ex, &sopts)?;
+    if a.roofline {
+        match session.cpu_mut() {
+            Some(c) => c.log_gemms(true),
+            None => bail!(
+                "--roofline measures the CPU GEMM; it does not apply to --device {}",
+                a.device
+            ),
+        }
+    }
     // Warm-up, then timed repeats (engine::replay::measure).
     let opts = replay::measure::MeasureOptions {
         warmup: true,
         repeats: a.repeat,
     };
     let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
+    let gemm_flops = match session.cpu() {
+        Some(c) => c.gemm_flops(&trace, &model),
+        None => replay::cpu::CpuReplay::new(&trace, &model, &Executor::Cavs, &cpu)?
+            .gemm_flops(&trace, &model),
+    };
+    let roofline = session
+        .cpu()
+        .and_then(|c| c.gemm_log().map(|log| (c, log)))
+        .map(|(c, log)| {
+            let r = replay::cpu::roofline::measure(log, c.thread_pool(), 0.002);
+            RooflineReport {
+                fraction_of_peak: r.fraction(m.total_s),
+                fraction_of_peak_cpu: m.cpu_s().and_then(|c| r.fraction_cpu(c)),
+                roofline: r,
+            }
+        });
     let max_rel_error = if a.no_check {
         None
     } else {
-        let reference = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
-        Some(replay::max_rel_error(&trace, &m.store, &reference.store))
+        let (_, reference) = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
+        Some(replay::max_rel_error(&trace, &m.store, &reference))
     };
+    let (cpu_s, page_faults) = (m.cpu_s(), m.max_page_faults());
     let (time, total_s) = (m.time, m.total_s);
     let instances = trace.graph.num_instances();
     let device_s = m.device_s;
     let report = Report {
         workload: trace.workload.clone(),
-        threads: a.threads,
+        threads: cpu.thread_count(),
+        fused: cpu.fuse,
         executor: a.executor.clone(),
         policy: a.policy.clone(),
         device: a.device.clone(),
@@ -247,6 +305,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         policy_misses: m.misses,
         max_rel_error,
         device_s,
+        cpu_s,
+        page_faults,
+        gemm_flops,
+        gemm_gflops: gemm_flops as f64 / total_s.max(1e-12) / 1e9,
+        roofline,
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -276,5 +339,30 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .max_rel_error
             .map_or("-".to_string(), |e| format!("{e:.2e}"))
     );
+    engine::outln!(
+        "  {} thread(s){}; cpu {}; page faults {}; GEMM {:.2} GFLOP at {:.1} GFLOP/s",
+        report.threads,
+        if report.fused { "" } else { ", unfused" },
+        report
+            .cpu_s
+            .map_or("-".to_string(), |s| format!("{:.3} ms", s * 1e3)),
+        report
+            .page_faults
+            .map_or("-".to_string(), |f| f.to_string()),
+        report.gemm_flops as f64 / 1e9,
+        report.gemm_gflops
+    );
+    if let Some(r) = &report.roofline {
+        engine::outln!(
+            "  roofline: the run's {} GEMM shapes alone take {:.3} ms ({:.1} GFLOP/s, best shape {:.1}): the run is at {:.0} % of its GEMM peak (CPU time: {})",
+            r.roofline.shapes,
+            r.roofline.gemm_only_s * 1e3,
+            r.roofline.peak_gflops,
+            r.roofline.best_shape_gflops,
+            r.fraction_of_peak * 100.0,
+            r.fraction_of_peak_cpu
+                .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))
+        );
+    }
     Ok(())
 }

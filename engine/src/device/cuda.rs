@@ -266,7 +266,22 @@ impl CudaDevice {
         times.sort_by(f64::total_cmp);
         let yh = s.clone_dtoh(&yd).map_err(DeviceError::cuda)?;
         let mut cpu = vec![0.0f32; k * m];
-        crate::replay::kernels::gemm_xwt(k, m, kk, &xh, &wh, 0.0, &mut cpu);
+        {
+            use crate::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
+            let w = PackedB::new(m, kk, |i, p| wh[i * kk + p], None);
+            let a = [ASeg::new(&xh, 0, kk, kk, k)];
+            let threads = crate::replay::cpu::threads::Threads::new(1);
+            let out = COut::new(&mut cpu, 0, m, k, m);
+            gemm(
+                &threads,
+                k,
+                &a,
+                &w,
+                out,
+                Init::Overwrite,
+                &mut GemmScratch::default(),
+            );
+        }
         let gemm_max_rel_err = yh
             .iter()
             .zip(&cpu)

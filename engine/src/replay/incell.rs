@@ -10,19 +10,18 @@
 //! in execution order is then one strided matrix read in place — the four LSTM
 //! gate products become a single GEMM against the stacked weights; one variable
 //! for every op is a broadcast (op stride 0); anything else is gathered into a
-//! packed temporary first, the copy DyNet-style allocation pays. Results are
-//! computed into a packed buffer and stored into the records (a copy every
-//! layout pays alike; it is counted as a scatter only when the results are not
-//! consecutive, as the planner counts). Contiguity depends only on the order,
-//! not on `k`, so it is decided once when the program is built; the planner's
-//! own labels are not trusted.
+//! packed temporary first, the copy DyNet-style allocation pays. Results that
+//! are consecutive in the records are written there directly; others are
+//! computed into a packed temporary and scattered (a counted copy, as the
+//! planner counts). Contiguity depends only on the order, not on `k`, so it is
+//! decided once when the program is built; the planner's own labels are not
+//! trusted. The devices compile a program for themselves (`cpu::plan`,
+//! `gpu::program`).
 
 use thiserror::Error;
 
-use super::interp::{Operand, exec_op};
-use super::kernels::{self, Binary, Unary};
 use super::model::RoleModel;
-use crate::cells::{Cell, PrimOp, ValueKind};
+use crate::cells::{Cell, ValueKind};
 use crate::layout::LayoutFile;
 
 /// A layout that cannot drive this cell.
@@ -231,6 +230,26 @@ impl CellProgram {
         }
     }
 
+    /// Operands the program gathers in every run of a batch (per in-cell
+    /// batch and operand read with [`Access::Gather`]): `(parameters,
+    /// per-instance values)`. A planned layout exists to make both zero.
+    pub fn gathers(&self, cell: &Cell) -> (usize, usize) {
+        let (mut params, mut values) = (0, 0);
+        for b in &self.batches {
+            for (i, acc) in b.args.iter().enumerate() {
+                if *acc == Access::Gather {
+                    let v = cell.ops[b.ops[0]].args[i].index();
+                    if cell.values[v].kind == ValueKind::Param {
+                        params += 1;
+                    } else {
+                        values += 1;
+                    }
+                }
+            }
+        }
+        (params, values)
+    }
+
     /// Floats of the value arena for `k` instances.
     pub fn arena_len(&self, k: usize) -> usize {
         self.units * k
@@ -239,273 +258,6 @@ impl CellProgram {
     /// Where value `v` of instance `r` starts (non-parameters only).
     pub fn at(&self, v: usize, r: usize) -> usize {
         r * self.units + self.unit[v]
-    }
-
-    /// Runs every in-cell batch over `k` instances whose inputs are already in
-    /// `arena`; `tmp` is scratch for gathers and results.
-    pub fn run(
-        &self,
-        cell: &Cell,
-        k: usize,
-        data: &[(u32, u32)],
-        arena: &mut [f32],
-        tmp: &mut Vec<Vec<f32>>,
-    ) -> InCellCounts {
-        let mut c = InCellCounts::default();
-        for b in &self.batches {
-            let first = &cell.ops[b.ops[0]];
-            let arity = first.args.len();
-            tmp.resize_with(arity + 1, Vec::new);
-            let (ins, out) = tmp.split_at_mut(arity);
-            let mut views = Vec::with_capacity(arity);
-            for (i, acc) in b.args.iter().enumerate() {
-                let v0 = first.args[i].0 as usize;
-                let info = &cell.values[v0];
-                let numel = info.numel();
-                let per_row = info.kind != ValueKind::Param;
-                let view = match (acc, per_row) {
-                    (Access::Gather, _) => {
-                        let buf = &mut ins[i];
-                        buf.clear();
-                        if per_row {
-                            for r in 0..k {
-                                for &o in &b.ops {
-                                    let at = self.at(cell.ops[o].args[i].0 as usize, r);
-                                    buf.extend_from_slice(&arena[at..at + numel]);
-                                }
-                            }
-                        } else {
-                            for &o in &b.ops {
-                                let v = cell.ops[o].args[i].0 as usize;
-                                buf.extend_from_slice(
-                                    &self.params[self.param_at[v]..self.param_at[v] + numel],
-                                );
-                            }
-                        }
-                        c.copy_kernels += 1;
-                        c.copy_bytes += buf.len() as u64 * 4;
-                        View {
-                            src: Src::Tmp(i),
-                            base: 0,
-                            rs: if per_row { b.ops.len() * numel } else { 0 },
-                            os: numel,
-                        }
-                    }
-                    (acc, true) => View {
-                        src: Src::Arena,
-                        base: self.unit[v0],
-                        rs: self.units,
-                        os: if *acc == Access::Broadcast { 0 } else { numel },
-                    },
-                    (acc, false) => View {
-                        src: Src::Params,
-                        base: self.param_at[v0],
-                        rs: 0,
-                        os: if *acc == Access::Broadcast { 0 } else { numel },
-                    },
-                };
-                views.push(view);
-            }
-            let m = b.ops.len();
-            let out_numel = cell.values[first.out.0 as usize].numel();
-            let y = &mut out[0];
-            y.clear();
-            y.resize(k * m * out_numel, 0.0);
-            let srcs = Sources {
-                arena,
-                params: &self.params,
-                tmp: ins,
-            };
-            exec_batch(cell, &b.ops, k, data, &views, &srcs, y);
-            c.kernels += 1;
-            // Store the results into the instances' records.
-            for r in 0..k {
-                for (j, &o) in b.ops.iter().enumerate() {
-                    let at = self.at(cell.ops[o].out.0 as usize, r);
-                    let from = (r * m + j) * out_numel;
-                    arena[at..at + out_numel].copy_from_slice(&y[from..from + out_numel]);
-                }
-            }
-            if !b.result_in_place {
-                c.copy_kernels += 1;
-                c.copy_bytes += y.len() as u64 * 4;
-            }
-        }
-        c
-    }
-}
-
-/// Where an operand's data is.
-#[derive(Clone, Copy)]
-enum Src {
-    Arena,
-    Params,
-    Tmp(usize),
-}
-
-/// An operand of a batch as a strided view: op `j`'s data for instance `r`
-/// starts at `base + r·rs + j·os`.
-#[derive(Clone, Copy)]
-struct View {
-    src: Src,
-    base: usize,
-    rs: usize,
-    os: usize,
-}
-
-struct Sources<'a> {
-    arena: &'a [f32],
-    params: &'a [f32],
-    tmp: &'a [Vec<f32>],
-}
-
-impl Sources<'_> {
-    fn data(&self, v: &View) -> &[f32] {
-        match v.src {
-            Src::Arena => self.arena,
-            Src::Params => self.params,
-            Src::Tmp(i) => &self.tmp[i],
-        }
-    }
-
-    /// Op `j`'s `len` floats of instance `r`.
-    fn seg(&self, v: &View, r: usize, j: usize, len: usize) -> &[f32] {
-        let at = v.base + r * v.rs + j * v.os;
-        &self.data(v)[at..at + len]
-    }
-}
-
-/// Runs the ops of one in-cell batch into `y`, packed as `[k][ops][out]`.
-#[allow(clippy::too_many_arguments)]
-fn exec_batch(
-    cell: &Cell,
-    ops: &[usize],
-    k: usize,
-    data: &[(u32, u32)],
-    views: &[View],
-    s: &Sources,
-    y: &mut [f32],
-) {
-    let first = &cell.ops[ops[0]];
-    let m = ops.len();
-    let out = cell.values[first.out.0 as usize].numel();
-    let row = m * out;
-    let shape = |i: usize| &cell.values[first.args[i].0 as usize].shape;
-    let numel = |i: usize| cell.values[first.args[i].0 as usize].numel();
-    let per_row = |i: usize| cell.values[first.args[i].0 as usize].kind != ValueKind::Param;
-    match first.kind {
-        PrimOp::Affine | PrimOp::Matmul => {
-            let terms: Vec<(usize, usize)> = if first.kind == PrimOp::Affine {
-                for r in 0..k {
-                    for j in 0..m {
-                        y[r * row + j * out..r * row + (j + 1) * out]
-                            .copy_from_slice(s.seg(&views[0], r, j, out));
-                    }
-                }
-                (1..views.len()).step_by(2).map(|i| (i, i + 1)).collect()
-            } else {
-                vec![(0, 1)]
-            };
-            for (wi, xi) in terms {
-                let (wv, xv) = (views[wi], views[xi]);
-                let n = numel(xi);
-                let w_shape = shape(wi);
-                let p = n / w_shape.get(1).copied().unwrap_or(1).max(1);
-                if !per_row(wi) && per_row(xi) && p == 1 {
-                    if xv.os == 0 && wv.os == numel(wi) {
-                        // One input for every op and stacked weights: one GEMM.
-                        let x = &s.data(&xv)[xv.base..];
-                        let w = &s.data(&wv)[wv.base..wv.base + m * numel(wi)];
-                        kernels::gemm_xwt_strided(k, row, n, x, xv.rs, w, 1.0, y, row);
-                    } else {
-                        for j in 0..m {
-                            let x = &s.data(&xv)[xv.base + j * xv.os..];
-                            let w = s.seg(&wv, 0, j, numel(wi));
-                            kernels::gemm_xwt_strided(
-                                k,
-                                out,
-                                n,
-                                x,
-                                xv.rs,
-                                w,
-                                1.0,
-                                &mut y[j * out..],
-                                row,
-                            );
-                        }
-                    }
-                } else {
-                    // Per-instance matrices (MV-RNN): a small product per instance and op.
-                    let (mm, nn) = (w_shape[0], w_shape.get(1).copied().unwrap_or(1));
-                    for r in 0..k {
-                        for j in 0..m {
-                            let a = s.seg(&wv, r, j, numel(wi));
-                            let bb = s.seg(&xv, r, j, n);
-                            let at = r * row + j * out;
-                            kernels::gemm(mm, nn, p, a, bb, 1.0, &mut y[at..at + out]);
-                        }
-                    }
-                }
-            }
-        }
-        PrimOp::Sigmoid | PrimOp::Tanh | PrimOp::Relu | PrimOp::OneMinus => {
-            let f = match first.kind {
-                PrimOp::Sigmoid => Unary::Sigmoid,
-                PrimOp::Tanh => Unary::Tanh,
-                PrimOp::Relu => Unary::Relu,
-                _ => Unary::OneMinus,
-            };
-            let v = &views[0];
-            for r in 0..k {
-                let yr = &mut y[r * row..(r + 1) * row];
-                if v.os == out {
-                    // Consecutive operand: the whole batch of this instance at once.
-                    kernels::unary(f, s.seg(v, r, 0, row), yr);
-                } else {
-                    for j in 0..m {
-                        kernels::unary(f, s.seg(v, r, j, out), &mut yr[j * out..(j + 1) * out]);
-                    }
-                }
-            }
-        }
-        PrimOp::Add | PrimOp::Sub | PrimOp::Mul => {
-            let f = match first.kind {
-                PrimOp::Add => Binary::Add,
-                PrimOp::Sub => Binary::Sub,
-                _ => Binary::Mul,
-            };
-            let (a, bv) = (&views[0], &views[1]);
-            for r in 0..k {
-                let yr = &mut y[r * row..(r + 1) * row];
-                if a.os == out && bv.os == out && per_row(0) && per_row(1) {
-                    kernels::binary(f, s.seg(a, r, 0, row), s.seg(bv, r, 0, row), yr);
-                } else {
-                    for j in 0..m {
-                        let (x0, x1) = (s.seg(a, r, j, out), s.seg(bv, r, j, out));
-                        kernels::binary(f, x0, x1, &mut yr[j * out..(j + 1) * out]);
-                    }
-                }
-            }
-        }
-        _ => {
-            // Everything else, instance by instance and op by op on segments.
-            let mut args: Vec<Operand> = Vec::with_capacity(views.len());
-            let mut d = [(0u32, 0u32)];
-            for (r, node) in data.iter().enumerate().take(k) {
-                d[0] = *node;
-                for (j, &o) in ops.iter().enumerate() {
-                    args.clear();
-                    for (i, v) in views.iter().enumerate() {
-                        args.push(Operand {
-                            data: s.seg(v, r, j, numel(i)),
-                            per_row: per_row(i),
-                        });
-                    }
-                    let at = r * row + j * out;
-                    exec_op(cell, &cell.ops[o], 1, &d, &args, &mut y[at..at + out]);
-                }
-            }
-        }
     }
 }
 

@@ -30,6 +30,7 @@
 //! assert!(m.counters.batches > 0);
 //! ```
 
+use super::usage::Usage;
 use super::{Counters, Executor, Model, ReplayError, Session, Store, TimeSplit};
 use crate::cells::CellLibrary;
 use crate::trace::Trace;
@@ -64,10 +65,34 @@ pub struct Measured {
     pub samples: Vec<TimeSplit>,
     /// Policy fallback decisions (FSM misses) of the first timed run.
     pub misses: u64,
-    /// Node outputs of the first timed run (for the check against the reference).
+    /// Node outputs of the last timed run (for the check against the reference).
     pub store: Store,
     /// Median GPU time per run (CUDA events); `None` on the CPU.
     pub device_s: Option<f64>,
+    /// Every timed run's process CPU time and page faults, in run order.
+    pub usage: Vec<Option<Usage>>,
+}
+
+impl Measured {
+    /// Median process CPU seconds per timed run (all threads), where known.
+    pub fn cpu_s(&self) -> Option<f64> {
+        let v: Vec<f64> = self
+            .usage
+            .iter()
+            .map(|u| u.map(|u| u.cpu_s))
+            .collect::<Option<_>>()?;
+        Some(median(&v))
+    }
+
+    /// Most minor page faults of any timed run, where known.
+    pub fn max_page_faults(&self) -> Option<u64> {
+        self.usage
+            .iter()
+            .map(|u| u.map(|u| u.minor_faults))
+            .collect::<Option<Vec<u64>>>()?
+            .into_iter()
+            .max()
+    }
 }
 
 impl TimeSplit {
@@ -84,8 +109,8 @@ pub fn median(v: &[f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Replays `trace` with `executor` on the CPU: an optional warm-up run, then
-/// `opts.repeats` timed runs.
+/// Replays `trace` with `executor` on the CPU (a session with default
+/// options): an optional warm-up run, then `opts.repeats` timed runs.
 pub fn measure(
     trace: &Trace,
     model: &Model,
@@ -93,7 +118,14 @@ pub fn measure(
     executor: &mut Executor,
     opts: &MeasureOptions,
 ) -> Result<Measured, ReplayError> {
-    measure_on(&mut Session::Cpu, trace, model, cells, executor, opts)
+    let mut s = Session::open(
+        crate::device::DeviceKind::Cpu,
+        trace,
+        model,
+        cells,
+        executor,
+    )?;
+    measure_on(&mut s, trace, model, cells, executor, opts)
 }
 
 /// [`measure`] on any device: `session` was opened for this trace, model and
@@ -111,12 +143,15 @@ pub fn measure_on(
     }
     let first = session.run(trace, model, cells, executor)?;
     let mut samples = Vec::with_capacity(opts.repeats.max(1));
+    let mut usage = Vec::with_capacity(opts.repeats.max(1));
     let mut device = Vec::new();
     samples.push(first.time.clone());
+    usage.push(first.usage);
     device.extend(first.device_s);
     for _ in 1..opts.repeats {
         let r = session.run(trace, model, cells, executor)?;
         samples.push(r.time);
+        usage.push(r.usage);
         device.extend(r.device_s);
     }
     let part = |f: fn(&TimeSplit) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
@@ -132,8 +167,9 @@ pub fn measure_on(
         total_s,
         samples,
         misses: first.misses,
-        store: first.store,
+        store: session.outputs().clone(),
         device_s: (!device.is_empty()).then(|| median(&device)),
+        usage,
     })
 }
 

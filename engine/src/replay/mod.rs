@@ -2,37 +2,35 @@
 //! what batching buys (ED-Batch §5, Cavs §3.3).
 //!
 //! A [`Model`] gives every role of the trace's workload its cell and seeded
-//! parameters; a [`Store`] holds every node's outputs in one arena; executors
-//! run batches of same-role nodes through the cell interpreter. `reference`
-//! runs one node at a time (the numerical oracle); `cavs` batches every ready
+//! parameters; a [`Store`] holds every node's outputs in one arena; a
+//! [`Session`] prepares an [`Executor`] on a device (the CPU backend is
+//! [`cpu`], CUDA is `gpu`) and runs it as often as needed. `reference` runs
+//! one node at a time (the numerical oracle); `cavs` batches every ready
 //! vertex (rounds over types); `policy` runs any [`BatchPolicy`] — agenda,
-//! typewise or a learned FSM — with Cavs-style gather/scatter at cell borders.
+//! typewise or a learned FSM — with Cavs-style gather/scatter at cell
+//! borders; `edbatch` adds the planner's in-cell layouts; `dynet` batches
+//! primitive ops.
 
-mod cellexec;
-mod dynet;
+pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 mod incell;
-mod interp;
-pub mod kernels;
 pub mod measure;
 mod model;
 mod session;
 mod store;
-
-use std::time::Instant;
+pub mod usage;
 
 use serde::Serialize;
 use thiserror::Error;
 
 pub use incell::{CellProgram, InCellCounts, LayoutMismatch};
 pub use model::{Model, RoleModel};
-pub use session::{Session, device_present};
+pub use session::{Session, SessionOptions, device_present};
 pub use store::Store;
 
 use crate::cells::{CellError, CellLibrary};
-use crate::graph::NodeId;
-use crate::sched::{BatchPolicy, CavsPolicy, PolicyError, SameTypeDag, run_policy_with};
+use crate::sched::{BatchPolicy, CavsPolicy, PolicyError};
 use crate::trace::Trace;
 use crate::workloads::BindError;
 
@@ -86,6 +84,13 @@ pub enum ReplayError {
     /// The device failed (or is missing).
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
+    /// The worker threads could not be started.
+    #[error("cannot start the replay's worker threads: {0}")]
+    Threads(String),
+    /// A session was run with an executor of another kind than it was
+    /// opened for.
+    #[error("this session was opened for another executor ({0}); open one per executor")]
+    WrongSession(&'static str),
 }
 
 /// Work counters of one run.
@@ -151,10 +156,9 @@ pub fn compile_layouts(
         .collect()
 }
 
-/// Result of [`replay`]: the node outputs and the measurements.
+/// What one run measured. The node outputs stay in the session
+/// ([`Session::outputs`]); [`replay`] returns them beside.
 pub struct Replayed {
-    /// Every node's outputs.
-    pub store: Store,
     /// Work counters.
     pub counters: Counters,
     /// Time split.
@@ -164,6 +168,8 @@ pub struct Replayed {
     /// GPU time between the run's first and last kernel (CUDA events); `None`
     /// on the CPU.
     pub device_s: Option<f64>,
+    /// Process CPU time and minor page faults during the run.
+    pub usage: Option<usage::Usage>,
 }
 
 /// The instance-level policy an executor batches with (`None` for the
@@ -186,99 +192,24 @@ pub fn model(trace: &Trace, cells: &CellLibrary, seed: u64) -> Result<Model, Rep
     Model::new(trace, cells, seed)
 }
 
-/// Runs `trace` with `executor` on the CPU.
+/// Runs `trace` once with `executor` on the CPU in a fresh session (default
+/// options) and returns the measurements and every node's outputs. Repeated
+/// runs belong in a [`Session`], which reuses its buffers.
 pub fn replay(
     trace: &Trace,
     model: &Model,
     cells: &CellLibrary,
     executor: &mut Executor,
-) -> Result<Replayed, ReplayError> {
-    if let Executor::Dynet(policy) = executor {
-        let (store, counters, time, misses) = dynet::run(trace, model, cells, policy.as_mut())?;
-        return Ok(Replayed {
-            store,
-            counters,
-            time,
-            misses,
-            device_s: None,
-        });
-    }
-    let g = &trace.graph;
-    let t0 = Instant::now();
-    let mut store = Store::new(g, model);
-    let mut scratch = interp::Scratch::default();
-    let mut data = Vec::new();
-    let mut counters = Counters::default();
-    let mut time = TimeSplit::default();
-    let mut misses = 0;
-    match executor {
-        Executor::Reference => {
-            time.construction = t0.elapsed().as_secs_f64();
-            let t1 = Instant::now();
-            for &v in g.topo_order() {
-                cellexec::run_batch(
-                    g,
-                    model,
-                    &mut store,
-                    &mut scratch,
-                    &mut data,
-                    &[v],
-                    &mut counters,
-                );
-            }
-            time.execution = t1.elapsed().as_secs_f64();
-        }
-        Executor::Cavs | Executor::Policy(_) | Executor::Dynet(_) | Executor::EdBatch(..) => {
-            let mut cavs = CavsPolicy::default();
-            let (Some(policy), programs) = instance_policy(executor, &mut cavs) else {
-                unreachable!("the reference and dynet are handled above")
-            };
-            let mut arena = Vec::new();
-            let mut tmp = Vec::new();
-            let st = SameTypeDag::for_policy(g, policy);
-            time.construction = t0.elapsed().as_secs_f64();
-            let t1 = Instant::now();
-            let mut exec = 0.0;
-            let mut on_batch = |batch: &[NodeId]| {
-                let t = Instant::now();
-                let role = model.type_role[g.node_type(batch[0]).index()];
-                match programs.get(role).and_then(Option::as_ref) {
-                    Some(prog) => cellexec::run_batch_incell(
-                        g,
-                        model,
-                        prog,
-                        &mut store,
-                        &mut arena,
-                        &mut tmp,
-                        &mut data,
-                        batch,
-                        &mut counters,
-                    ),
-                    None => cellexec::run_batch(
-                        g,
-                        model,
-                        &mut store,
-                        &mut scratch,
-                        &mut data,
-                        batch,
-                        &mut counters,
-                    ),
-                }
-                exec += t.elapsed().as_secs_f64();
-            };
-            let (_, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;
-            misses = stats.misses;
-            time.execution = exec;
-            time.scheduling = t1.elapsed().as_secs_f64() - exec;
-        }
-    }
-    Ok(Replayed {
-        store,
-        counters,
-        time,
-        misses,
-        device_s: None,
-    })
+) -> Result<(Replayed, Store), ReplayError> {
+    let mut s = Session::open(
+        crate::device::DeviceKind::Cpu,
+        trace,
+        model,
+        cells,
+        executor,
+    )?;
+    let r = s.run(trace, model, cells, executor)?;
+    Ok((r, s.into_outputs()))
 }
 
 /// Largest normwise relative difference between two runs' node outputs:

@@ -1,25 +1,36 @@
 //! One replay API over every device (candle's pattern): a [`Session`] is opened
 //! for a trace, its model and an executor on a [`DeviceKind`], then run as often
-//! as needed. On the CPU it is a thin wrapper of [`replay`](super::replay); on
-//! CUDA it holds the uploaded programs and buffers. Asking for CUDA on a
-//! machine (or build) without it is a typed [`DeviceError`], never a fall back.
+//! as needed. It owns everything a run needs — compiled programs, packed
+//! weights, the node store, batch buffers — so repeated runs reuse them. Asking
+//! for CUDA on a machine (or build) without it is a typed [`DeviceError`],
+//! never a fall back.
 
-use super::{Executor, Model, ReplayError, Replayed, replay};
+use super::cpu::{CpuOptions, CpuReplay};
+use super::{Executor, Model, ReplayError, Replayed, Store, usage};
 use crate::cells::CellLibrary;
 use crate::device::{DeviceError, DeviceKind};
 use crate::trace::Trace;
 
-/// An executor prepared on a device.
-pub enum Session {
-    /// The CPU executors.
-    Cpu,
-    /// The CUDA executors.
+/// How to open a session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// CPU threads and fusion (ignored on CUDA).
+    pub cpu: CpuOptions,
+}
+
+enum Backend {
+    Cpu(Box<CpuReplay>),
     #[cfg(feature = "cuda")]
-    Cuda(Box<super::gpu::CudaReplay>),
+    Cuda(Box<super::gpu::CudaReplay>, Store),
+}
+
+/// An executor prepared on a device.
+pub struct Session {
+    backend: Backend,
 }
 
 impl Session {
-    /// Prepares `executor` for `trace` on `device`.
+    /// Prepares `executor` for `trace` on `device` with default options.
     pub fn open(
         device: DeviceKind,
         trace: &Trace,
@@ -27,23 +38,43 @@ impl Session {
         cells: &CellLibrary,
         executor: &Executor,
     ) -> Result<Session, ReplayError> {
-        match device {
-            DeviceKind::Cpu => Ok(Session::Cpu),
+        Session::open_with(
+            device,
+            trace,
+            model,
+            cells,
+            executor,
+            &SessionOptions::default(),
+        )
+    }
+
+    /// Prepares `executor` for `trace` on `device`.
+    pub fn open_with(
+        device: DeviceKind,
+        trace: &Trace,
+        model: &Model,
+        cells: &CellLibrary,
+        executor: &Executor,
+        opts: &SessionOptions,
+    ) -> Result<Session, ReplayError> {
+        let backend = match device {
+            DeviceKind::Cpu => {
+                let _ = cells;
+                Backend::Cpu(Box::new(CpuReplay::new(trace, model, executor, &opts.cpu)?))
+            }
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
                 let dev = crate::device::CudaDevice::shared(n)?;
                 let r = super::gpu::CudaReplay::new(dev, trace, model, cells, executor)?;
-                Ok(Session::Cuda(Box::new(r)))
+                Backend::Cuda(Box::new(r), Store::new(&trace.graph, model))
             }
             #[cfg(not(feature = "cuda"))]
-            DeviceKind::Cuda(_) => {
-                let _ = (trace, model, cells, executor);
-                Err(DeviceError::NotBuilt.into())
-            }
-        }
+            DeviceKind::Cuda(_) => return Err(DeviceError::NotBuilt.into()),
+        };
+        Ok(Session { backend })
     }
 
-    /// Runs the trace once.
+    /// Runs the trace once; the outputs are then in [`Session::outputs`].
     pub fn run(
         &mut self,
         trace: &Trace,
@@ -51,10 +82,61 @@ impl Session {
         cells: &CellLibrary,
         executor: &mut Executor,
     ) -> Result<Replayed, ReplayError> {
-        match self {
-            Session::Cpu => replay(trace, model, cells, executor),
+        let before = usage::now();
+        let (counters, time, misses, device_s) = match &mut self.backend {
+            Backend::Cpu(r) => {
+                let run = r.run(trace, model, cells, executor)?;
+                (run.counters, run.time, run.misses, None)
+            }
             #[cfg(feature = "cuda")]
-            Session::Cuda(r) => r.run(trace, model, executor),
+            Backend::Cuda(r, out) => {
+                let run = r.run(trace, model, executor)?;
+                *out = run.store;
+                (run.counters, run.time, run.misses, run.device_s)
+            }
+        };
+        Ok(Replayed {
+            counters,
+            time,
+            misses,
+            device_s,
+            usage: usage::since(before, usage::now()),
+        })
+    }
+
+    /// Every node's outputs of the last run (all zero before the first).
+    pub fn outputs(&self) -> &Store {
+        match &self.backend {
+            Backend::Cpu(r) => r.outputs(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_, s) => s,
+        }
+    }
+
+    /// The outputs, consuming the session.
+    pub fn into_outputs(self) -> Store {
+        match self.backend {
+            Backend::Cpu(r) => r.into_outputs(),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_, s) => s,
+        }
+    }
+
+    /// The CPU side of the session, where it runs on the CPU.
+    pub fn cpu(&self) -> Option<&CpuReplay> {
+        match &self.backend {
+            Backend::Cpu(r) => Some(r),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(..) => None,
+        }
+    }
+
+    /// The CPU side of the session, mutable.
+    pub fn cpu_mut(&mut self) -> Option<&mut CpuReplay> {
+        match &mut self.backend {
+            Backend::Cpu(r) => Some(r),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(..) => None,
         }
     }
 }

@@ -6,6 +6,7 @@ use super::model::Model;
 use crate::graph::{Graph, NodeId};
 
 /// Where each node's outputs live.
+#[derive(Clone)]
 pub struct Store {
     /// All outputs of all nodes.
     pub arena: Vec<f32>,

@@ -21,7 +21,7 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
         "cells" | "fixed_inputs" => &[Pm, Pc],
         "policies" => &[Po],
         "encodings" => &[Tr],
-        "executors" | "devices" | "check" | "layout_batch" | "fsm.encodings" => &[Re],
+        "executors" | "devices" | "threads" | "check" | "layout_batch" | "fsm.encodings" => &[Re],
         "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re],
         _ => &[Po, Tr, Pm, Pc, Re],
     }

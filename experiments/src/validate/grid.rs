@@ -5,7 +5,7 @@ use engine::sched::Encoding;
 use serde_saphyr::{Location, Spanned};
 
 use super::fields::users;
-use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS};
+use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS, MAX_THREADS};
 use crate::config::{FsmRule, Grid};
 use crate::error::SpecError;
 use crate::spec::{Kind, List, RawQuick, RawSpec};
@@ -102,6 +102,17 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
     if devices.is_empty() {
         devices = vec!["cpu".into()];
     }
+    let threads = match &r.threads {
+        Some(l) => cx
+            .list(l, "threads", |&v| match v {
+                1..=MAX_THREADS => Ok(()),
+                _ => Err(format!("{v} is out of range 1..={MAX_THREADS}")),
+            })?
+            .into_iter()
+            .map(|v| Some(v as usize))
+            .collect(),
+        None => vec![None],
+    };
     let layout_batch = match &r.layout_batch {
         Some(v) => cx.range(v, "layout_batch", 1, MAX_BATCH)?,
         None => 8,
@@ -118,6 +129,7 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         encodings,
         executors: names(&r.executors, q.map(|q| &q.executors), "executors")?,
         devices,
+        threads,
         check: r.check.as_ref().is_none_or(|c| c.value),
         layout_batch,
         fsm,

@@ -24,6 +24,8 @@ pub const MAX_BATCH: u64 = 4096;
 pub const MAX_HIDDEN: u64 = 4096;
 /// Most timed repetitions per run.
 pub const MAX_REPEATS: u64 = 1000;
+/// Largest CPU thread count a spec may ask for.
+pub const MAX_THREADS: u64 = 256;
 /// Largest FSM episode budget.
 pub const MAX_EPISODES: u64 = 1_000_000;
 

@@ -10,4 +10,4 @@ mod fuse;
 mod program;
 mod run;
 
-pub use run::CudaReplay;
+pub use run::{CudaReplay, GpuRun};

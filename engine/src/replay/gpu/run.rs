@@ -19,11 +19,23 @@ use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError};
 use crate::graph::{Graph, NodeId};
 use crate::replay::incell::CellProgram;
-use crate::replay::{
-    Counters, Executor, Model, ReplayError, Replayed, Store, TimeSplit, instance_policy,
-};
+use crate::replay::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
 use crate::sched::{BatchPolicy, CavsPolicy, SameTypeDag, run_policy_with};
 use crate::trace::Trace;
+
+/// What one GPU run measured, with the outputs copied back.
+pub struct GpuRun {
+    /// Every node's outputs.
+    pub store: Store,
+    /// Work counters.
+    pub counters: Counters,
+    /// Host time split.
+    pub time: TimeSplit,
+    /// Policy fallbacks (FSM misses).
+    pub misses: u64,
+    /// GPU time (CUDA events).
+    pub device_s: Option<f64>,
+}
 
 /// Pinned host memory and a device buffer of the same length for a run's
 /// per-batch uploads: each batch writes a fresh region and copies it up
@@ -179,7 +191,7 @@ impl CudaReplay {
         trace: &Trace,
         model: &Model,
         executor: &mut Executor,
-    ) -> Result<Replayed, ReplayError> {
+    ) -> Result<GpuRun, ReplayError> {
         let g = &trace.graph;
         let mut clock = RunClock::new(&self.dev)?;
         let dev = self.dev.clone();
@@ -223,7 +235,7 @@ impl CudaReplay {
         dev.stream()
             .memcpy_dtoh(&self.store, store.arena.as_mut_slice())
             .map_err(DeviceError::cuda)?;
-        Ok(Replayed {
+        Ok(GpuRun {
             store,
             counters,
             time,
@@ -438,7 +450,7 @@ fn run_dynet(
     model: &Model,
     policy: &mut dyn BatchPolicy,
     mut clock: RunClock,
-) -> Result<Replayed, ReplayError> {
+) -> Result<GpuRun, ReplayError> {
     let prog = dg.program();
     let og = &prog.graph;
     let st = SameTypeDag::for_policy(og, policy);
@@ -464,7 +476,7 @@ fn run_dynet(
     let slot = std::mem::take(&mut run.slot);
     drop(run);
     let store = dg.outputs(dev, trace, model, &slot)?;
-    Ok(Replayed {
+    Ok(GpuRun {
         store,
         counters,
         time,

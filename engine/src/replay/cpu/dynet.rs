@@ -1,0 +1,357 @@
+//! DyNet without static subgraphs on the CPU: the trace expanded to primitive
+//! ops (graph construction, every run), batched op by op by a policy (agenda
+//! or depth); each operand is gathered into a contiguous buffer unless it
+//! already is contiguous and in batch order, and each batch's results are
+//! allocated contiguously in one arena (DyNet's autobatching memory scheme).
+//!
+//! The kernels are the cell plans' own (`CpuPlan` of each role's op-by-op
+//! program, unfused: one step per op), so DyNet and the cell-level executors
+//! differ only in batching and memory movement, not in arithmetic.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use super::exec::{RowBuffers, run_gemm, run_row_op};
+use super::gemm::GemmScratch;
+use super::ops;
+use super::plan::{Buf, CpuPlan, PlanOptions, RowKind, Step, View};
+use super::roofline::GemmLog;
+use super::threads::{SharedMut, Threads};
+use crate::cells::CellLibrary;
+use crate::graph::NodeId;
+use crate::replay::incell::CellProgram;
+use crate::replay::model::Model;
+use crate::replay::store::Store;
+use crate::replay::{Counters, ReplayError, TimeSplit};
+use crate::sched::{BatchPolicy, SameTypeDag, run_policy_with};
+use crate::trace::Trace;
+use crate::workloads::{ArgSrc, OpOrigin, expand};
+
+/// The DyNet executor's session state.
+pub struct DynetCpu {
+    /// Per role, its op-by-op program compiled unfused.
+    plans: Vec<CpuPlan>,
+    /// Per role, the record offset of every cell value (to map plan views to
+    /// operands).
+    units: Vec<Vec<usize>>,
+    arena: Vec<f32>,
+    slot: Vec<usize>,
+    numel: Vec<usize>,
+    gather: Vec<Vec<f32>>,
+    /// The current batch's operands: (pointer, floats per row, record offset).
+    operands: Vec<(SharedMut<f32>, usize, usize)>,
+    data: Vec<(u32, u32)>,
+    gemm: GemmScratch,
+    /// The GEMM shapes run, when asked for (the roofline).
+    pub(crate) log: Option<GemmLog>,
+}
+
+impl DynetCpu {
+    /// Compiles every role's ops.
+    pub fn new(model: &Model) -> DynetCpu {
+        let opts = PlanOptions { fuse: false };
+        let mut plans = Vec::with_capacity(model.roles.len());
+        let mut units = Vec::with_capacity(model.roles.len());
+        for rm in &model.roles {
+            let prog = CellProgram::op_by_op(rm);
+            plans.push(CpuPlan::new(rm, &prog, opts));
+            units.push(prog.unit.clone());
+        }
+        DynetCpu {
+            plans,
+            units,
+            arena: Vec::new(),
+            slot: Vec::new(),
+            numel: Vec::new(),
+            gather: Vec::new(),
+            operands: Vec::new(),
+            data: Vec::new(),
+            gemm: GemmScratch::default(),
+            log: None,
+        }
+    }
+
+    /// Runs the op-level program; writes the cell-level outputs into `store`
+    /// (for checking) and returns counters, time split and policy misses.
+    pub fn run(
+        &mut self,
+        trace: &Trace,
+        model: &Model,
+        cells: &CellLibrary,
+        policy: &mut dyn BatchPolicy,
+        threads: &Threads,
+        store: &mut Store,
+    ) -> Result<(Counters, TimeSplit, u64), ReplayError> {
+        let t0 = Instant::now();
+        let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
+        let og = &prog.graph;
+        let st = SameTypeDag::for_policy(og, policy);
+        self.numel.clear();
+        self.numel.extend(prog.origins.iter().map(|o| match o {
+            OpOrigin::PortSum { numel, .. } => *numel as usize,
+            OpOrigin::CellOp { role, op, .. } => {
+                let cell = &model.roles[*role as usize].cell;
+                cell.values[cell.ops[*op as usize].out.0 as usize].numel()
+            }
+        }));
+        let total: usize = self.numel.iter().sum();
+        if self.arena.len() < total {
+            self.arena.resize(total, 0.0);
+        }
+        if self.slot.len() < og.len() {
+            self.slot.resize(og.len(), 0);
+        }
+        let construction = t0.elapsed().as_secs_f64();
+
+        let t1 = Instant::now();
+        let mut exec = 0.0;
+        let mut c = Counters::default();
+        let mut bump = 0usize;
+        let mut on_batch = |batch: &[NodeId]| {
+            let t = Instant::now();
+            self.batch(model, &prog, batch, bump, threads, &mut c);
+            let n = self.numel[batch[0].index()];
+            for (r, &v) in batch.iter().enumerate() {
+                self.slot[v.index()] = bump + r * n;
+            }
+            bump += batch.len() * n;
+            c.batches += 1;
+            exec += t.elapsed().as_secs_f64();
+        };
+        let (_, stats) = run_policy_with(og, &st, policy, &mut on_batch)?;
+        let time = TimeSplit {
+            construction,
+            execution: exec,
+            scheduling: t1.elapsed().as_secs_f64() - exec,
+        };
+        // The cell-level view of the results, for comparison with the others.
+        let g = &trace.graph;
+        for v in g.nodes() {
+            let role = model.type_role[g.node_type(v).index()];
+            for (j, out) in prog.cell_outputs[v.index()].iter().enumerate() {
+                if let Some(o) = out {
+                    let (s, n) = (self.slot[o.index()], self.numel[o.index()]);
+                    store
+                        .output_mut(v, role, j)
+                        .copy_from_slice(&self.arena[s..s + n]);
+                }
+            }
+        }
+        Ok((c, time, stats.misses))
+    }
+
+    /// Runs one op-level batch into `arena[bump ..]`.
+    fn batch(
+        &mut self,
+        model: &Model,
+        prog: &crate::workloads::OpProgram,
+        batch: &[NodeId],
+        bump: usize,
+        threads: &Threads,
+        c: &mut Counters,
+    ) {
+        let og = &prog.graph;
+        let k = batch.len();
+        let n = self.numel[batch[0].index()];
+        let (done, rest) = self.arena.split_at_mut(bump);
+        let y = &mut rest[..k * n];
+        match &prog.origins[batch[0].index()] {
+            OpOrigin::PortSum { .. } => {
+                // One gather-and-sum kernel reading every producer in place.
+                for (r, &v) in batch.iter().enumerate() {
+                    let yr = &mut y[r * n..(r + 1) * n];
+                    for (i, a) in og.args(v).iter().enumerate() {
+                        let s = self.slot[a.index()];
+                        if i == 0 {
+                            yr.copy_from_slice(&done[s..s + n]);
+                        } else {
+                            super::simd::accumulate(yr, &done[s..s + n]);
+                        }
+                        c.bytes_gathered += n as u64 * 4;
+                    }
+                    if og.args(v).is_empty() {
+                        yr.fill(0.0);
+                    }
+                }
+                c.kernels += 1;
+            }
+            OpOrigin::CellOp { role, op, args, .. } => {
+                let role = *role as usize;
+                let op_i = *op as usize;
+                let cell = &model.roles[role].cell;
+                let cop = &cell.ops[op_i];
+                if self.gather.len() < args.len() {
+                    self.gather.resize_with(args.len(), Vec::new);
+                }
+                let operands = &mut self.operands;
+                operands.clear();
+                for (i, a) in args.iter().enumerate() {
+                    let m = cell.values[cop.args[i].index()].numel();
+                    let off = self.units[role][cop.args[i].index()];
+                    if let ArgSrc::Param(_) = a {
+                        continue;
+                    }
+                    let src_of = |v: NodeId| match &prog.origins[v.index()] {
+                        OpOrigin::CellOp { args, .. } => args[i],
+                        OpOrigin::PortSum { .. } => ArgSrc::Zero,
+                    };
+                    let first = match src_of(batch[0]) {
+                        ArgSrc::Node(u) => Some(self.slot[u.index()]),
+                        _ => None,
+                    };
+                    let contiguous = first.is_some_and(|s0| {
+                        batch.iter().enumerate().all(|(r, &v)| {
+                            matches!(src_of(v), ArgSrc::Node(u) if self.slot[u.index()] == s0 + r * m)
+                        })
+                    });
+                    if let (true, Some(s0)) = (contiguous, first) {
+                        operands.push((SharedMut(done[s0..].as_mut_ptr()), m, off));
+                        continue;
+                    }
+                    let buf = &mut self.gather[i];
+                    if buf.len() < k * m {
+                        buf.resize(k * m, 0.0);
+                    }
+                    for (r, &v) in batch.iter().enumerate() {
+                        let dst = &mut buf[r * m..(r + 1) * m];
+                        match src_of(v) {
+                            ArgSrc::Node(u) => {
+                                let s = self.slot[u.index()];
+                                dst.copy_from_slice(&done[s..s + m]);
+                            }
+                            _ => dst.fill(0.0),
+                        }
+                    }
+                    c.kernels += 1;
+                    c.bytes_gathered += (k * m) as u64 * 4;
+                    operands.push((SharedMut(buf.as_mut_ptr()), m, off));
+                }
+                self.data.clear();
+                self.data
+                    .extend(batch.iter().map(|&v| match &prog.origins[v.index()] {
+                        OpOrigin::CellOp { node, .. } | OpOrigin::PortSum { node, .. } => {
+                            model.node_data(*node)
+                        }
+                    }));
+                let plan = &self.plans[role];
+                let bases = OpBases {
+                    operands,
+                    out_off: self.units[role][cop.out.index()],
+                    y: SharedMut(y.as_mut_ptr()),
+                    n,
+                    par: plan.params.as_ptr(),
+                };
+                let steps: Range<usize> = plan.op_steps[op_i].clone();
+                for step in &plan.steps[steps] {
+                    match step {
+                        // SAFETY: A reads operand buffers (earlier results or
+                        // gather buffers) and C writes this batch's fresh
+                        // results: disjoint, each sized for k rows.
+                        Step::Gemm(s) => {
+                            if let Some(log) = &mut self.log {
+                                log.add(k, s.b.n(), s.b.k());
+                            }
+                            // SAFETY: see above.
+                            unsafe { run_gemm(s, &bases, k, threads, &mut self.gemm, false) }
+                        }
+                        Step::Rows(row_ops) => {
+                            for ro in row_ops {
+                                run_rows(ro, &bases, k, n, threads, &self.data);
+                            }
+                        }
+                    }
+                }
+                c.kernels += 1;
+            }
+        }
+    }
+}
+
+/// One op-level batch's row op over its `k` rows: elementwise maps over the
+/// whole contiguous batch at once, anything else row by row.
+fn run_rows(
+    ro: &super::plan::RowOp,
+    b: &OpBases<'_>,
+    k: usize,
+    n: usize,
+    threads: &Threads,
+    data: &[(u32, u32)],
+) {
+    let contiguous = ro.args.iter().all(|a| a.buf != Buf::Par);
+    if let (RowKind::Map(kind), true) = (&ro.kind, contiguous) {
+        // SAFETY: every operand buffer holds k rows of its numel, which equals
+        // the result's for an elementwise map; the result is fresh memory.
+        unsafe {
+            let y = std::slice::from_raw_parts_mut(b.ptr(ro.out, 0), k * n);
+            let arg = |i: usize| std::slice::from_raw_parts(b.ptr(ro.args[i], 0), k * n);
+            match ro.args.len() {
+                1 => ops::unary(*kind, arg(0), y),
+                2 if ops::is_binary(*kind) => ops::binary(*kind, arg(0), arg(1), y),
+                _ => {
+                    y.copy_from_slice(arg(0));
+                    for i in 1..ro.args.len() {
+                        super::simd::accumulate(y, arg(i));
+                    }
+                    if *kind == crate::cells::PrimOp::Mean {
+                        super::simd::scale(y, 1.0 / ro.args.len() as f32);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    threads.rows(k, ro.m * ro.len, |rows| {
+        for r in rows {
+            // SAFETY: row r of the result belongs to this thread; operands
+            // are read only.
+            unsafe { run_row_op(ro, b, r, data[r]) };
+        }
+    });
+}
+
+/// The buffers of one op-level batch: operand `i` (by its record offset in
+/// the op-by-op program) at `ptr + r·numel`, the result at `y + r·n`.
+struct OpBases<'a> {
+    operands: &'a [(SharedMut<f32>, usize, usize)],
+    out_off: usize,
+    y: SharedMut<f32>,
+    n: usize,
+    par: *const f32,
+}
+
+// SAFETY: parameters are read only; operand and result pointers are
+// `SharedMut` (result rows written by one thread each).
+unsafe impl Sync for OpBases<'_> {}
+
+impl RowBuffers for OpBases<'_> {
+    fn ptr(&self, v: View, r: usize) -> *mut f32 {
+        // SAFETY: the views come from the op's plan step: a parameter, the
+        // result, or one of the operands, each sized for the batch's rows.
+        unsafe {
+            match v.buf {
+                Buf::Par => self.par.add(v.off).cast_mut(),
+                _ if v.off == self.out_off => self.y.get().add(r * self.n),
+                _ => {
+                    let &(p, m, _) = self
+                        .operands
+                        .iter()
+                        .find(|o| o.2 == v.off)
+                        .expect("every per-row operand of an op has a buffer");
+                    p.get().add(r * m)
+                }
+            }
+        }
+    }
+
+    fn stride(&self, v: View) -> usize {
+        match v.buf {
+            Buf::Par => 0,
+            _ if v.off == self.out_off => self.n,
+            _ => self
+                .operands
+                .iter()
+                .find(|o| o.2 == v.off)
+                .map_or(0, |o| o.1),
+        }
+    }
+}

@@ -1,0 +1,782 @@
+//! The replay engine's GEMM: `C[M×N] = init + A[M×K] · Wᵀ` where `W` (`N×K`,
+//! the weights) is packed **once per session** and `A` (the activations: one
+//! row per instance) is read through strided, K-concatenated segments.
+//!
+//! Why not a library call per batch: every library GEMM (matrixmultiply,
+//! OpenBLAS) packs *both* operands on every call. A cell's weights do not
+//! change during a run, and a batch has few rows (trees shrink to a handful of
+//! nodes per level, lattices run 20–30-row batches), so re-packing a
+//! `5H × 2H` stacked weight matrix per batch costs as much as the product
+//! itself at small `M`. Here the weights are packed into `KC × NR` panels when
+//! a session opens, `A` (small) is packed per call, and the micro-kernel
+//! writes `C` straight into its destination rows (an instance record, with
+//! any row stride), starting from the bias or zero (`β = 0`, no zero-fill).
+//! A multi-term affine (`b + W₁x₁ + W₂x₂`) is one product over the
+//! concatenated `K` axis, so its terms never go through a temporary.
+//!
+//! Blocking (BLIS order): for each `KC` block of K, the rows of `A` are
+//! packed into `MR`-row panels (they stay in L2); for each `NR`-column weight
+//! panel (`KC × NR` floats, resident in L1 while it is used), the kernel runs
+//! over every row panel. Threads split the weight panels (or the row panels
+//! when there are few weight panels); see [`super::threads`].
+//!
+//! The micro-kernel is AVX-512 (`MR × NR = 12 × 32`: 24 accumulators) where
+//! the CPU has it, else a portable kernel the compiler vectorises (with AVX2 +
+//! FMA where present). Both read the same packed formats, and a test runs
+//! both against a naive product.
+
+use super::simd::{self, Isa};
+
+/// Columns of a weight panel (two 16-float AVX-512 vectors).
+pub const NR: usize = 32;
+/// Rows of an activation panel (the AVX-512 kernel keeps `MR × NR` in 24
+/// registers).
+pub const MR: usize = 12;
+/// K block: a `KC × NR` weight panel (32 KiB) plus an `MR × KC` activation
+/// panel (12 KiB) fit a 48 KiB L1 (128, 192, 256 and 384 were measured on the
+/// engine's shapes; 256 was best by 3–6 %, docs/benchmarks.md).
+pub const KC: usize = 256;
+
+/// A 64-byte-aligned block of floats (one cache line).
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub struct Line(pub [f32; 16]);
+
+/// A growable buffer of 64-byte-aligned floats (kept by a session and reused,
+/// so steady-state runs never allocate).
+#[derive(Default)]
+pub struct AlignedBuf {
+    lines: Vec<Line>,
+}
+
+impl AlignedBuf {
+    /// At least `n` floats (contents unspecified).
+    pub fn reserve_floats(&mut self, n: usize) -> &mut [f32] {
+        let lines = n.div_ceil(16);
+        if self.lines.len() < lines {
+            self.lines.resize(lines, Line::default());
+        }
+        let all = self.floats_mut();
+        &mut all[..n]
+    }
+
+    /// Every float of the buffer.
+    pub fn floats_mut(&mut self) -> &mut [f32] {
+        let len = self.lines.len() * 16;
+        // SAFETY: `Line` is `repr(C)` over `[f32; 16]`, so the lines are
+        // `16 × len` consecutive, initialised floats.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<f32>(), len) }
+    }
+
+    /// Every float of the buffer.
+    pub fn floats(&self) -> &[f32] {
+        // SAFETY: as in `floats_mut`.
+        unsafe {
+            std::slice::from_raw_parts(self.lines.as_ptr().cast::<f32>(), self.lines.len() * 16)
+        }
+    }
+}
+
+/// Weights `W` (`N×K`) packed as `Wᵀ` panels: for K block `kb` (rows
+/// `kb·KC ..`, `kc` of them) and column panel `jp`, `kc × NR` floats at
+/// `kb·KC·n_pad + jp·kc·NR`, element `(p, jj)` = `W[jp·NR + jj][kb·KC + p]`,
+/// zero beyond `N`.
+pub struct PackedB {
+    n: usize,
+    k: usize,
+    buf: AlignedBuf,
+    /// Bias per output column, padded to `n_pad` (zeros when none).
+    bias: Option<AlignedBuf>,
+}
+
+impl PackedB {
+    /// Packs `W` given element-wise: `w(i, p)` = row `i < n` (output feature),
+    /// column `p < k` (input feature). `bias`, when given, has `n` floats.
+    pub fn new(
+        n: usize,
+        k: usize,
+        w: impl Fn(usize, usize) -> f32,
+        bias: Option<&[f32]>,
+    ) -> PackedB {
+        let n_pad = n.div_ceil(NR) * NR;
+        let mut buf = AlignedBuf::default();
+        let data = buf.reserve_floats(n_pad * k);
+        for kb in 0..k.div_ceil(KC) {
+            let k0 = kb * KC;
+            let kc = KC.min(k - k0);
+            for jp in 0..n_pad / NR {
+                let panel = &mut data[k0 * n_pad + jp * kc * NR..][..kc * NR];
+                for jj in 0..NR {
+                    let i = jp * NR + jj;
+                    for p in 0..kc {
+                        panel[p * NR + jj] = if i < n { w(i, k0 + p) } else { 0.0 };
+                    }
+                }
+            }
+        }
+        let bias = bias.map(|b| {
+            assert_eq!(b.len(), n, "bias length");
+            let mut bb = AlignedBuf::default();
+            let d = bb.reserve_floats(n_pad);
+            d.fill(0.0);
+            d[..n].copy_from_slice(b);
+            bb
+        });
+        PackedB { n, k, buf, bias }
+    }
+
+    /// Output columns `N`.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Inner dimension `K`.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        (self.buf.lines.len() + self.bias.as_ref().map_or(0, |b| b.lines.len())) * 64
+    }
+
+    fn n_pad(&self) -> usize {
+        self.n.div_ceil(NR) * NR
+    }
+
+    fn panel(&self, kb: usize, jp: usize) -> *const f32 {
+        let k0 = kb * KC;
+        let kc = KC.min(self.k - k0);
+        self.buf.floats()[k0 * self.n_pad() + jp * kc * NR..].as_ptr()
+    }
+}
+
+/// One K segment of the activations: row `r`'s `len` floats start at
+/// `ptr + r·rs`. A GEMM's K axis is its segments concatenated.
+#[derive(Clone, Copy, Debug)]
+pub struct ASeg<'a> {
+    ptr: *const f32,
+    rs: usize,
+    len: usize,
+    _data: std::marker::PhantomData<&'a [f32]>,
+}
+
+// SAFETY: an `ASeg` is a shared view of floats (like `&[f32]`).
+unsafe impl Send for ASeg<'_> {}
+unsafe impl Sync for ASeg<'_> {}
+
+/// Most K segments one [`gemm`] call takes (an affine with more terms is
+/// split into accumulating calls by its plan).
+pub const MAX_SEGS: usize = 8;
+
+impl ASeg<'static> {
+    /// An empty segment (a placeholder in fixed arrays).
+    pub const EMPTY: ASeg<'static> = ASeg {
+        ptr: std::ptr::null(),
+        rs: 0,
+        len: 0,
+        _data: std::marker::PhantomData,
+    };
+}
+
+impl<'a> ASeg<'a> {
+    /// `m` rows of `len` floats in `data`, row `r` at `base + r·rs`.
+    /// Panics if they do not fit (a bookkeeping bug, not bad input).
+    pub fn new(data: &'a [f32], base: usize, rs: usize, len: usize, m: usize) -> ASeg<'a> {
+        assert!(
+            m == 0 || len == 0 || base + (m - 1) * rs + len <= data.len(),
+            "A segment out of bounds"
+        );
+        ASeg {
+            ptr: data[base.min(data.len())..].as_ptr(),
+            rs,
+            len,
+            _data: std::marker::PhantomData,
+        }
+    }
+
+    /// A segment over raw memory.
+    ///
+    /// # Safety
+    /// The rows the GEMM reads (`m` of them, `len` floats at `ptr + r·rs`)
+    /// must stay valid and must not overlap the `C` rectangle it writes.
+    pub unsafe fn raw(ptr: *const f32, rs: usize, len: usize) -> ASeg<'a> {
+        ASeg {
+            ptr,
+            rs,
+            len,
+            _data: std::marker::PhantomData,
+        }
+    }
+}
+
+/// What `C` starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// `C = A·Wᵀ (+ bias if the packed weights carry one)`: `C` is not read.
+    Overwrite,
+    /// `C += A·Wᵀ` (the bias is not added).
+    Accumulate,
+}
+
+/// Where `C` goes: row `r`, column `j` at `ptr[r·ldc + j]`.
+#[derive(Clone, Copy)]
+pub struct COut<'a> {
+    ptr: *mut f32,
+    ldc: usize,
+    _data: std::marker::PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: a `COut` is only written inside `gemm`, whose threads write
+// disjoint column panels or row panels of it (see `gemm`).
+unsafe impl Send for COut<'_> {}
+unsafe impl Sync for COut<'_> {}
+
+impl<'a> COut<'a> {
+    /// `C` inside `y`: row `r` at `base + r·ldc`, `m` rows of `n` columns.
+    /// Panics if that does not fit `y` (a bookkeeping bug, not bad input).
+    pub fn new(y: &'a mut [f32], base: usize, ldc: usize, m: usize, n: usize) -> COut<'a> {
+        assert!(
+            m == 0 || base + (m - 1) * ldc + n <= y.len(),
+            "C out of bounds"
+        );
+        assert!(m <= 1 || ldc >= n, "C rows overlap");
+        let len = y.len();
+        COut {
+            ptr: y[base.min(len)..].as_mut_ptr(),
+            ldc,
+            _data: std::marker::PhantomData,
+        }
+    }
+
+    /// `C` over raw memory.
+    ///
+    /// # Safety
+    /// The `m × n` rectangle at `ptr` with row stride `ldc ≥ n` must be valid
+    /// for writes, not read through any other reference while the GEMM runs,
+    /// and must not overlap its A segments.
+    pub unsafe fn raw(ptr: *mut f32, ldc: usize) -> COut<'a> {
+        COut {
+            ptr,
+            ldc,
+            _data: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Scratch of the GEMM (packed activations), kept by the caller.
+#[derive(Default)]
+pub struct GemmScratch {
+    a: AlignedBuf,
+}
+
+/// `C[m × N] = init + A · Wᵀ` with `A`'s K axis given by `a` (segment lengths
+/// must add up to `b.k()`). Runs on `threads` (1 = the calling thread).
+pub fn gemm(
+    threads: &super::threads::Threads,
+    m: usize,
+    a: &[ASeg<'_>],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+    scratch: &mut GemmScratch,
+) {
+    gemm_reusing(threads, m, a, b, c, init, scratch, false)
+}
+
+/// [`gemm`], optionally with the activations `scratch` packed for the
+/// previous call (`reuse_a`): the caller guarantees that call had the same
+/// `m` and the same A rows with unchanged contents (a cell's products that
+/// read the same inputs, e.g. Cavs' five gate affines over `[h_l | h_r]`).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_reusing(
+    threads: &super::threads::Threads,
+    m: usize,
+    a: &[ASeg<'_>],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+    scratch: &mut GemmScratch,
+    reuse_a: bool,
+) {
+    let k = b.k;
+    assert_eq!(
+        a.iter().map(|s| s.len).sum::<usize>(),
+        k,
+        "A segments do not add up to K"
+    );
+    assert!(a.len() <= MAX_SEGS, "more than MAX_SEGS A segments");
+    if m == 0 || b.n == 0 {
+        return;
+    }
+    if k == 0 {
+        // No product: C = bias (or unchanged when accumulating).
+        if init == Init::Overwrite {
+            for r in 0..m {
+                for j in 0..b.n {
+                    let v = b.bias.as_ref().map_or(0.0, |bb| bb.floats()[j]);
+                    // SAFETY: within the C rectangle checked by `COut::new`.
+                    unsafe { *c.ptr.add(r * c.ldc + j) = v };
+                }
+            }
+        }
+        return;
+    }
+    let m_pad = m.div_ceil(MR) * MR;
+    let packed = scratch.a.reserve_floats(m_pad * k);
+    if !reuse_a {
+        pack_a(m, a, k, packed);
+    }
+    let packed: &[f32] = packed;
+    let isa = simd::isa();
+    let n_panels = b.n_pad() / NR;
+    let m_panels = m_pad / MR;
+    let flops = 2 * m * b.n * k;
+    let t = threads.count_for(flops);
+    if t <= 1 {
+        run_block(isa, m, packed, b, c, init, 0..n_panels, 0..m_panels);
+    } else if n_panels >= 2 * t || m_panels < t {
+        threads.split(n_panels, t, |range| {
+            run_block(isa, m, packed, b, c, init, range, 0..m_panels)
+        });
+    } else {
+        threads.split(m_panels, t, |range| {
+            run_block(isa, m, packed, b, c, init, 0..n_panels, range)
+        });
+    }
+}
+
+/// Packs `A` (`m` rows, K axis = the segments) into `MR`-row panels per K
+/// block: block `kb`'s panel `ip` at `kb·KC·m_pad + ip·kc·MR`, element `(p, ii)`
+/// = row `ip·MR + ii`, column `kb·KC + p`; rows beyond `m` are zero.
+fn pack_a(m: usize, a: &[ASeg<'_>], k: usize, out: &mut [f32]) {
+    let m_pad = m.div_ceil(MR) * MR;
+    for kb in 0..k.div_ceil(KC) {
+        let k0 = kb * KC;
+        let kc = KC.min(k - k0);
+        for ip in 0..m_pad / MR {
+            let panel = &mut out[k0 * m_pad + ip * kc * MR..][..kc * MR];
+            let rows = MR.min(m - ip * MR);
+            if rows < MR {
+                panel.fill(0.0);
+            }
+            // Walk the segments overlapping columns k0 .. k0 + kc; for each
+            // column write the panel's MR floats consecutively (the rows are
+            // read as MR sequential streams).
+            let mut col = 0;
+            for s in a {
+                let (lo, hi) = (col.max(k0), (col + s.len).min(k0 + kc));
+                if lo < hi {
+                    let mut src = [std::ptr::null::<f32>(); MR];
+                    for (ii, p) in src.iter_mut().enumerate().take(rows) {
+                        // SAFETY: row `ip·MR + ii < m` of the segment is valid
+                        // (`ASeg::new` checked it, or `ASeg::raw`'s contract),
+                        // columns `lo - col .. hi - col` inside its `len`.
+                        *p = unsafe { s.ptr.add((ip * MR + ii) * s.rs + (lo - col)) };
+                    }
+                    let dst = &mut panel[(lo - k0) * MR..(hi - k0) * MR];
+                    if rows == MR {
+                        for (q, d) in dst.chunks_exact_mut(MR).enumerate() {
+                            for (ii, v) in d.iter_mut().enumerate() {
+                                // SAFETY: as above (q < hi - lo).
+                                *v = unsafe { *src[ii].add(q) };
+                            }
+                        }
+                    } else {
+                        for (q, d) in dst.chunks_exact_mut(MR).enumerate() {
+                            for (ii, v) in d.iter_mut().enumerate().take(rows) {
+                                // SAFETY: as above.
+                                *v = unsafe { *src[ii].add(q) };
+                            }
+                        }
+                    }
+                }
+                col += s.len;
+            }
+        }
+    }
+}
+
+/// The kernel calls of weight panels `jps` × row panels `ips`, every K block.
+#[allow(clippy::too_many_arguments)]
+fn run_block(
+    isa: Isa,
+    m: usize,
+    packed_a: &[f32],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+    jps: std::ops::Range<usize>,
+    ips: std::ops::Range<usize>,
+) {
+    let k = b.k;
+    let m_pad = m.div_ceil(MR) * MR;
+    for kb in 0..k.div_ceil(KC) {
+        let k0 = kb * KC;
+        let kc = KC.min(k - k0);
+        let start = if kb == 0 {
+            match init {
+                Init::Overwrite => Start::Bias,
+                Init::Accumulate => Start::LoadC,
+            }
+        } else {
+            Start::LoadC
+        };
+        for jp in jps.clone() {
+            let bp = b.panel(kb, jp);
+            let cols = NR.min(b.n - jp * NR);
+            let bias = match (start, &b.bias) {
+                (Start::Bias, Some(bb)) => Some(bb.floats()[jp * NR..].as_ptr()),
+                _ => None,
+            };
+            for ip in ips.clone() {
+                let rows = MR.min(m - ip * MR);
+                let ap = packed_a[k0 * m_pad + ip * kc * MR..].as_ptr();
+                // SAFETY: `ap` holds `kc × MR` packed floats and `bp`
+                // `kc × NR` (both padded); C's rows `ip·MR .. + rows`, columns
+                // `jp·NR .. + cols` lie inside the rectangle checked by
+                // `COut::new`, and no other thread writes them (threads split
+                // disjoint panels).
+                unsafe {
+                    let cp = c.ptr.add(ip * MR * c.ldc + jp * NR);
+                    kernel(isa, kc, ap, bp, cp, c.ldc, rows, cols, start, bias);
+                }
+            }
+        }
+    }
+}
+
+/// How the accumulators start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// From the bias panel (zero when there is none).
+    Bias,
+    /// From `C`.
+    LoadC,
+}
+
+/// One `rows × cols` tile (`rows ≤ MR`, `cols ≤ NR`) over `kc` K steps.
+///
+/// # Safety
+/// `a` holds `kc × MR` floats, `b` `kc × NR`, `bias` (if any) `NR`; `c` is
+/// valid for `rows` rows of `cols` floats at stride `ldc`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel(
+    isa: Isa,
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    macro_rules! dispatch {
+        ($f:ident) => {
+            match rows {
+                1 => $f::<1>(kc, a, b, c, ldc, cols, start, bias),
+                2 => $f::<2>(kc, a, b, c, ldc, cols, start, bias),
+                3 => $f::<3>(kc, a, b, c, ldc, cols, start, bias),
+                4 => $f::<4>(kc, a, b, c, ldc, cols, start, bias),
+                5 => $f::<5>(kc, a, b, c, ldc, cols, start, bias),
+                6 => $f::<6>(kc, a, b, c, ldc, cols, start, bias),
+                7 => $f::<7>(kc, a, b, c, ldc, cols, start, bias),
+                8 => $f::<8>(kc, a, b, c, ldc, cols, start, bias),
+                9 => $f::<9>(kc, a, b, c, ldc, cols, start, bias),
+                10 => $f::<10>(kc, a, b, c, ldc, cols, start, bias),
+                11 => $f::<11>(kc, a, b, c, ldc, cols, start, bias),
+                _ => $f::<12>(kc, a, b, c, ldc, cols, start, bias),
+            }
+        };
+    }
+    // SAFETY: forwarded from the caller; the AVX-512 kernel only runs when
+    // the CPU has AVX-512F (`simd::isa`).
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => dispatch!(kernel_avx512),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => dispatch!(kernel_avx2),
+            Isa::Portable => dispatch!(kernel_portable),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_avx512<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    use std::arch::x86_64::*;
+    // Column masks of the two 16-float halves.
+    let full = cols >= NR;
+    let m0: __mmask16 = if cols >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << cols) - 1) as u16
+    };
+    let m1: __mmask16 = if cols >= NR {
+        0xFFFF
+    } else if cols > 16 {
+        ((1u32 << (cols - 16)) - 1) as u16
+    } else {
+        0
+    };
+    // SAFETY (whole body): the caller guarantees the buffers' extents; masked
+    // loads and stores touch only the `cols` valid columns of C.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        match start {
+            Start::Bias => {
+                if let Some(bp) = bias {
+                    let b0 = _mm512_loadu_ps(bp);
+                    let b1 = _mm512_loadu_ps(bp.add(16));
+                    for row in acc.iter_mut() {
+                        *row = [b0, b1];
+                    }
+                }
+            }
+            Start::LoadC => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let cp = c.add(i * ldc);
+                    if full {
+                        row[0] = _mm512_loadu_ps(cp);
+                        row[1] = _mm512_loadu_ps(cp.add(16));
+                    } else {
+                        row[0] = _mm512_maskz_loadu_ps(m0, cp);
+                        row[1] = _mm512_maskz_loadu_ps(m1, cp.add(16));
+                    }
+                }
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*ap.add(i));
+                row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let cp = c.add(i * ldc);
+            if full {
+                _mm512_storeu_ps(cp, row[0]);
+                _mm512_storeu_ps(cp.add(16), row[1]);
+            } else {
+                _mm512_mask_storeu_ps(cp, m0, row[0]);
+                _mm512_mask_storeu_ps(cp.add(16), m1, row[1]);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_avx2<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    // SAFETY: forwarded; the portable body compiled with AVX2 + FMA enabled.
+    unsafe { kernel_portable::<R>(kc, a, b, c, ldc, cols, start, bias) }
+}
+
+/// The portable kernel: plain loops over `[f32; NR]` rows (vectorised by the
+/// compiler for whatever the calling function enables).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_portable<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    // SAFETY (whole body): extents guaranteed by the caller.
+    unsafe {
+        let mut acc = [[0.0f32; NR]; R];
+        match start {
+            Start::Bias => {
+                if let Some(bp) = bias {
+                    let brow = std::slice::from_raw_parts(bp, NR);
+                    for row in acc.iter_mut() {
+                        row.copy_from_slice(brow);
+                    }
+                }
+            }
+            Start::LoadC => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let cr = std::slice::from_raw_parts(c.add(i * ldc), cols);
+                    row[..cols].copy_from_slice(cr);
+                }
+            }
+        }
+        for p in 0..kc {
+            let brow = &*(b.add(p * NR) as *const [f32; NR]);
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = *a.add(p * MR + i);
+                for (x, &w) in row.iter_mut().zip(brow) {
+                    *x = ai.mul_add(w, *x);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let cr = std::slice::from_raw_parts_mut(c.add(i * ldc), cols);
+            cr.copy_from_slice(&row[..cols]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::threads::Threads;
+    use super::*;
+
+    /// Naive `C = bias + A Wᵀ` in f64.
+    fn naive(m: usize, n: usize, k: usize, a: &[f32], w: &[f32], bias: Option<&[f32]>) -> Vec<f32> {
+        let mut c = vec![0.0; m * n];
+        for r in 0..m {
+            for i in 0..n {
+                let mut s = bias.map_or(0.0, |b| f64::from(b[i]));
+                for p in 0..k {
+                    s += f64::from(a[r * k + p]) * f64::from(w[i * k + p]);
+                }
+                c[r * n + i] = s as f32;
+            }
+        }
+        c
+    }
+
+    fn data(len: usize, seed: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| {
+                let h = (i as u32)
+                    .wrapping_mul(2_654_435_761)
+                    .wrapping_add(seed.wrapping_mul(97));
+                (h % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn check(isa: Isa, threads: usize, m: usize, n: usize, k: usize, with_bias: bool) {
+        let a = data(m * k, 1);
+        let w = data(n * k, 2);
+        let bias = data(n, 3);
+        let bias = with_bias.then_some(bias.as_slice());
+        let want = naive(m, n, k, &a, &w, bias);
+        let b = PackedB::new(n, k, |i, p| w[i * k + p], bias);
+        // C inside a larger buffer with a row stride, sentinel elsewhere.
+        let ldc = n + 3;
+        let mut y = vec![7.0f32; 5 + m * ldc];
+        // Split A's K axis in two segments to exercise concatenation.
+        let k1 = k / 3;
+        let segs = [ASeg::new(&a, 0, k, k1, m), ASeg::new(&a, k1, k, k - k1, m)];
+        let th = Threads::new(threads).with_min_flops(0);
+        let mut s = GemmScratch::default();
+        let c = COut::new(&mut y, 5, ldc, m, n);
+        gemm_with(isa, &th, m, &segs, &b, c, Init::Overwrite, &mut s);
+        for r in 0..m {
+            for i in 0..n {
+                let (got, exp) = (y[5 + r * ldc + i], want[r * n + i]);
+                assert!(
+                    (got - exp).abs() <= 1e-4 * (1.0 + exp.abs()),
+                    "{isa:?} t{threads} m{m} n{n} k{k}: C[{r}][{i}] = {got}, want {exp}"
+                );
+            }
+            for g in n..ldc.min(y.len() - 5 - r * ldc) {
+                assert_eq!(y[5 + r * ldc + g], 7.0, "wrote outside C");
+            }
+        }
+        assert!(y[..5].iter().all(|&v| v == 7.0), "wrote before C");
+        // Accumulate adds the product again (no bias).
+        let c = COut::new(&mut y, 5, ldc, m, n);
+        gemm_with(isa, &th, m, &segs, &b, c, Init::Accumulate, &mut s);
+        let prod = naive(m, n, k, &a, &w, None);
+        for r in 0..m {
+            for i in 0..n {
+                let exp = want[r * n + i] + prod[r * n + i];
+                let got = y[5 + r * ldc + i];
+                assert!(
+                    (got - exp).abs() <= 2e-4 * (1.0 + exp.abs()),
+                    "accumulate C[{r}][{i}]"
+                );
+            }
+        }
+    }
+
+    /// `gemm` with a chosen ISA (the test runs every kernel the CPU has).
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_with(
+        isa: Isa,
+        th: &Threads,
+        m: usize,
+        a: &[ASeg<'_>],
+        b: &PackedB,
+        c: COut<'_>,
+        init: Init,
+        s: &mut GemmScratch,
+    ) {
+        simd::with_isa(isa, || gemm(th, m, a, b, c, init, s));
+    }
+
+    #[test]
+    fn every_kernel_matches_a_naive_product_on_edge_shapes() {
+        for isa in simd::available() {
+            for &(m, n, k) in &[
+                (1, 1, 1),
+                (1, 32, 64),
+                (3, 5, 7),
+                (12, 32, 192),
+                (13, 33, 193),
+                (25, 96, 400),
+                (40, 160, 64),
+            ] {
+                for bias in [false, true] {
+                    for threads in [1, 2] {
+                        check(isa, threads, m, n, k, bias);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_k_writes_the_bias() {
+        let b = PackedB::new(3, 0, |_, _| 0.0, Some(&[1.0, 2.0, 3.0]));
+        let mut y = vec![9.0; 6];
+        let c = COut::new(&mut y, 0, 3, 2, 3);
+        gemm(
+            &Threads::new(1),
+            2,
+            &[],
+            &b,
+            c,
+            Init::Overwrite,
+            &mut GemmScratch::default(),
+        );
+        assert_eq!(y, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+    }
+}

@@ -1,0 +1,295 @@
+//! The CPU backend of the replay engine.
+//!
+//! - [`gemm`]: products against weights packed once per session (AVX-512
+//!   micro-kernel, portable fallback), A read through strided segments, C
+//!   written in place from the bias.
+//! - [`simd`]: vectorised elementwise math (exp, sigmoid, tanh with stated
+//!   error bounds), compiled per instruction set and chosen at run time.
+//! - [`plan`]: a role's cell program compiled into steps — shared-weight
+//!   GEMMs, and fused per-instance passes over everything else.
+//! - [`exec`], [`dynet`]: running batches (cell level, and DyNet's op level).
+//! - [`threads`]: the session's thread pool; every step splits over it.
+//!
+//! A [`CpuReplay`] owns every buffer a run needs — the node store, the batch
+//! records and temporaries, the GEMM's packing buffer, DyNet's arena — sized
+//! on the first run and reused, so repeated runs allocate nothing and touch no
+//! new pages (`page_faults` in the run record shows it).
+
+pub mod dynet;
+pub mod exec;
+pub mod gemm;
+pub mod ops;
+pub mod plan;
+pub mod roofline;
+pub mod simd;
+pub mod threads;
+
+use std::time::Instant;
+
+use self::dynet::DynetCpu;
+use self::exec::{BatchBuffers, run_batch};
+use self::plan::{CpuPlan, PlanOptions};
+use self::threads::Threads;
+use super::incell::CellProgram;
+use super::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
+use crate::cells::CellLibrary;
+use crate::graph::NodeId;
+use crate::sched::{CavsPolicy, SameTypeDag, run_policy_with};
+use crate::trace::Trace;
+
+/// CPU options of a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuOptions {
+    /// Worker threads (`None`: the machine's available parallelism).
+    pub threads: Option<usize>,
+    /// Fuse each cell's row work into one pass per instance (Cavs §3.5).
+    pub fuse: bool,
+}
+
+impl Default for CpuOptions {
+    fn default() -> Self {
+        CpuOptions {
+            threads: None,
+            fuse: true,
+        }
+    }
+}
+
+impl CpuOptions {
+    /// The thread count these options resolve to on this machine.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+}
+
+/// What one CPU run measured (the session keeps the outputs).
+pub struct CpuRun {
+    /// Work counters.
+    pub counters: Counters,
+    /// Time split.
+    pub time: TimeSplit,
+    /// Policy fallbacks (FSM misses).
+    pub misses: u64,
+}
+
+/// Which programs a session compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Compiled {
+    /// Every role op by op (reference, cavs, policy).
+    OpByOp,
+    /// The executor's layout programs (edbatch, edbatch-nolayout).
+    Layouts,
+    /// The op-level DyNet executor.
+    Dynet,
+}
+
+fn compiled_for(executor: &Executor) -> Compiled {
+    match executor {
+        Executor::Dynet(_) => Compiled::Dynet,
+        Executor::EdBatch(..) => Compiled::Layouts,
+        _ => Compiled::OpByOp,
+    }
+}
+
+/// An executor prepared on the CPU for one trace.
+pub struct CpuReplay {
+    compiled: Compiled,
+    threads: Threads,
+    /// Per role, the compiled cell (cell-level executors).
+    plans: Vec<CpuPlan>,
+    dynet: Option<DynetCpu>,
+    store: Store,
+    bufs: BatchBuffers,
+}
+
+impl CpuReplay {
+    /// Compiles `executor`'s programs for `trace` and allocates its store.
+    pub fn new(
+        trace: &Trace,
+        model: &Model,
+        executor: &Executor,
+        opts: &CpuOptions,
+    ) -> Result<CpuReplay, ReplayError> {
+        let threads = Threads::try_new(opts.thread_count())
+            .map_err(|e| ReplayError::Threads(e.to_string()))?;
+        let popts = PlanOptions { fuse: opts.fuse };
+        let (plans, dynet) = match executor {
+            Executor::Dynet(_) => (Vec::new(), Some(DynetCpu::new(model))),
+            Executor::EdBatch(_, progs) => (
+                model
+                    .roles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rm)| match progs.get(i).and_then(Option::as_ref) {
+                        Some(p) => CpuPlan::new(rm, p, popts),
+                        None => CpuPlan::new(rm, &CellProgram::op_by_op(rm), popts),
+                    })
+                    .collect(),
+                None,
+            ),
+            _ => (
+                model
+                    .roles
+                    .iter()
+                    .map(|rm| CpuPlan::new(rm, &CellProgram::op_by_op(rm), popts))
+                    .collect(),
+                None,
+            ),
+        };
+        Ok(CpuReplay {
+            compiled: compiled_for(executor),
+            threads,
+            plans,
+            dynet,
+            store: Store::new(&trace.graph, model),
+            bufs: BatchBuffers::default(),
+        })
+    }
+
+    /// Threads the session runs on.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+
+    /// Logs every GEMM's shape from the next run on (for [`roofline`]);
+    /// off by default, since the log allocates.
+    pub fn log_gemms(&mut self, on: bool) {
+        let log = on.then(roofline::GemmLog::default);
+        match &mut self.dynet {
+            Some(d) => d.log = log,
+            None => self.bufs.log = log,
+        }
+    }
+
+    /// The GEMM shapes of the last run, if logging is on.
+    pub fn gemm_log(&self) -> Option<&roofline::GemmLog> {
+        match &self.dynet {
+            Some(d) => d.log.as_ref(),
+            None => self.bufs.log.as_ref(),
+        }
+    }
+
+    /// The session's threads.
+    pub fn thread_pool(&self) -> &Threads {
+        &self.threads
+    }
+
+    /// Every node's outputs of the last run.
+    pub fn outputs(&self) -> &Store {
+        &self.store
+    }
+
+    /// The outputs, consuming the session.
+    pub fn into_outputs(self) -> Store {
+        self.store
+    }
+
+    /// GEMM flops one run of `trace` performs (shared-weight and per-instance
+    /// products; the op-level DyNet executor does the same products).
+    pub fn gemm_flops(&self, trace: &Trace, model: &Model) -> u64 {
+        let g = &trace.graph;
+        let plans: Vec<CpuPlan>;
+        let plans = if self.plans.is_empty() {
+            plans = model
+                .roles
+                .iter()
+                .map(|rm| CpuPlan::new(rm, &CellProgram::op_by_op(rm), PlanOptions::default()))
+                .collect();
+            &plans
+        } else {
+            &self.plans
+        };
+        g.nodes()
+            .map(|v| plans[model.type_role[g.node_type(v).index()]].flops_per_row)
+            .sum()
+    }
+
+    /// Per role, the compiled cell (empty for the DyNet executor).
+    pub fn plans(&self) -> &[CpuPlan] {
+        &self.plans
+    }
+
+    /// Runs the trace once.
+    pub fn run(
+        &mut self,
+        trace: &Trace,
+        model: &Model,
+        cells: &CellLibrary,
+        executor: &mut Executor,
+    ) -> Result<CpuRun, ReplayError> {
+        if compiled_for(executor) != self.compiled {
+            return Err(ReplayError::WrongSession(match self.compiled {
+                Compiled::OpByOp => "reference, cavs or policy",
+                Compiled::Layouts => "edbatch",
+                Compiled::Dynet => "dynet",
+            }));
+        }
+        if let Some(log) = &mut self.bufs.log {
+            log.clear();
+        }
+        if let Some(log) = self.dynet.as_mut().and_then(|d| d.log.as_mut()) {
+            log.clear();
+        }
+        if let (Executor::Dynet(policy), Some(d)) = (&mut *executor, self.dynet.as_mut()) {
+            let (counters, time, misses) = d.run(
+                trace,
+                model,
+                cells,
+                policy.as_mut(),
+                &self.threads,
+                &mut self.store,
+            )?;
+            return Ok(CpuRun {
+                counters,
+                time,
+                misses,
+            });
+        }
+        let g = &trace.graph;
+        let mut counters = Counters::default();
+        let mut time = TimeSplit::default();
+        let mut misses = 0;
+        let (plans, store, bufs, threads) =
+            (&self.plans, &mut self.store, &mut self.bufs, &self.threads);
+        let mut run_one = |batch: &[NodeId], c: &mut Counters| {
+            let role = model.type_role[g.node_type(batch[0]).index()];
+            run_batch(g, model, &plans[role], store, bufs, threads, batch, c);
+        };
+        match executor {
+            Executor::Reference => {
+                let t1 = Instant::now();
+                for &v in g.topo_order() {
+                    run_one(&[v], &mut counters);
+                }
+                time.execution = t1.elapsed().as_secs_f64();
+            }
+            _ => {
+                let t0 = Instant::now();
+                let mut cavs = CavsPolicy::default();
+                let (Some(policy), _) = instance_policy(executor, &mut cavs) else {
+                    return Err(ReplayError::WrongSession("dynet"));
+                };
+                let st = SameTypeDag::for_policy(g, policy);
+                time.construction = t0.elapsed().as_secs_f64();
+                let t1 = Instant::now();
+                let mut exec = 0.0;
+                let mut on_batch = |batch: &[NodeId]| {
+                    let t = Instant::now();
+                    run_one(batch, &mut counters);
+                    exec += t.elapsed().as_secs_f64();
+                };
+                let (_, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;
+                misses = stats.misses;
+                time.execution = exec;
+                time.scheduling = t1.elapsed().as_secs_f64() - exec;
+            }
+        }
+        Ok(CpuRun {
+            counters,
+            time,
+            misses,
+        })
+    }
+}

@@ -1,0 +1,129 @@
+//! Row-level kernels of the primitive ops that are not shared-weight products
+//! (those go to [`super::gemm`]): elementwise maps over slices, concatenation,
+//! lookup, softmax and the pick loss, and the per-instance matrix products of
+//! MV-RNN. Both the cell plans ([`super::plan`]) and the op-level DyNet
+//! executor call these on slices they resolved themselves.
+
+use super::simd;
+use crate::cells::PrimOp;
+
+/// `y = f(x)` for the unary elementwise ops.
+pub fn unary(kind: PrimOp, x: &[f32], y: &mut [f32]) {
+    match kind {
+        PrimOp::Sigmoid => simd::sigmoid(x, y),
+        PrimOp::Tanh => simd::tanh(x, y),
+        PrimOp::Relu => simd::relu(x, y),
+        PrimOp::OneMinus => simd::one_minus(x, y),
+        // Sum or Mean of one argument: a copy.
+        _ => y.copy_from_slice(x),
+    }
+}
+
+/// `y = a ∘ b` for add, sub and mul.
+pub fn binary(kind: PrimOp, a: &[f32], b: &[f32], y: &mut [f32]) {
+    match kind {
+        PrimOp::Add => simd::add(a, b, y),
+        PrimOp::Sub => simd::sub(a, b, y),
+        _ => simd::mul(a, b, y),
+    }
+}
+
+/// Is `kind` a one-argument elementwise map?
+pub fn is_unary(kind: PrimOp) -> bool {
+    matches!(
+        kind,
+        PrimOp::Sigmoid | PrimOp::Tanh | PrimOp::Relu | PrimOp::OneMinus
+    )
+}
+
+/// Is `kind` a two-argument elementwise map?
+pub fn is_binary(kind: PrimOp) -> bool {
+    matches!(kind, PrimOp::Add | PrimOp::Sub | PrimOp::Mul)
+}
+
+/// Softmax of one row `x` into `y`.
+pub fn softmax(x: &[f32], y: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // Rows are class scores (a handful): the scalar exp is enough.
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = simd::exp1::<false>(v - max);
+    }
+    let sum: f32 = y.iter().sum();
+    let inv = 1.0 / sum;
+    simd::scale(y, inv);
+}
+
+/// `−log softmax(x)[label mod n]` of one row.
+pub fn pick_loss(x: &[f32], label: u32) -> f32 {
+    let n = x.len().max(1);
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = x.iter().map(|v| simd::exp1::<false>(v - max)).sum();
+    let picked = x.get(label as usize % n).copied().unwrap_or(0.0);
+    sum.ln() + max - picked
+}
+
+/// Row `id mod rows` of `table` (`rows × y.len()`) into `y`.
+pub fn lookup(table: &[f32], rows: usize, id: u32, y: &mut [f32]) {
+    let i = id as usize % rows.max(1);
+    let n = y.len();
+    y.copy_from_slice(&table[i * n..(i + 1) * n]);
+}
+
+/// One instance's product `y = beta·y + a · b` (`a` is `[m, n]`, `b` is
+/// `[n, p]`, row major), through matrixmultiply: the per-instance matrices of
+/// MV-RNN, which no packing can amortise.
+pub fn product(m: usize, n: usize, p: usize, a: &[f32], b: &[f32], beta: f32, y: &mut [f32]) {
+    assert!(
+        a.len() >= m * n && b.len() >= n * p && y.len() >= m * p,
+        "product shapes"
+    );
+    if m == 0 || p == 0 {
+        return;
+    }
+    // SAFETY: the assert bounds every element the strides address; `y` is a
+    // distinct mutable borrow.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            n,
+            p,
+            1.0,
+            a.as_ptr(),
+            n as isize,
+            1,
+            b.as_ptr(),
+            p as isize,
+            1,
+            beta,
+            y.as_mut_ptr(),
+            p as isize,
+            1,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pick_loss_is_negative_log_softmax() {
+        assert!((pick_loss(&[0.0, 0.0], 1) - 2f32.ln()).abs() < 1e-6);
+        assert!((pick_loss(&[1.0, 1.0], 2) - 2f32.ln()).abs() < 1e-6);
+        let mut s = [0.0; 3];
+        softmax(&[1.0, 2.0, 3.0], &mut s);
+        let e: Vec<f32> = [1f32, 2.0, 3.0].iter().map(|v| v.exp()).collect();
+        let z: f32 = e.iter().sum();
+        for (a, b) in s.iter().zip(&e) {
+            assert!((a - b / z).abs() < 1e-6);
+        }
+    }
+
+    #[test]
+    fn product_matches_a_hand_product() {
+        // a = [[1, 2]], b = [[1, 2], [3, 4]] -> [[7, 10]]
+        let mut c = [0.0; 2];
+        product(1, 2, 2, &[1.0, 2.0], &[1.0, 2.0, 3.0, 4.0], 0.0, &mut c);
+        assert_eq!(c, [7.0, 10.0]);
+    }
+}

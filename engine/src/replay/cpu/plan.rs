@@ -1,0 +1,611 @@
+//! A role's [`CellProgram`] compiled for the CPU: the steps one batch of `k`
+//! instances runs, with every weight matrix packed once.
+//!
+//! The program's semantics are the device-independent ones (`replay::incell`,
+//! shared with the CUDA backend): each in-cell batch is one kernel over its
+//! `m` ops; an operand whose blocks are consecutive in the layout is read in
+//! place (strided), a broadcast with op stride 0, anything else is first
+//! gathered into a per-instance temporary (a counted copy); a result that is
+//! not consecutive is computed into a temporary and scattered (a counted
+//! copy). What the CPU adds:
+//!
+//! - **Products with shared weights** become [`gemm`](super::gemm::gemm)
+//!   calls against weights packed when the session opens (for every executor
+//!   and layout alike: the CPU GEMM packs its weight operand in any case, so
+//!   whether the stacked weights are consecutive in memory cannot matter here,
+//!   unlike on the GPU where cuBLAS reads them in place). A multi-term affine
+//!   is one product over the concatenated inputs, its bias the accumulators'
+//!   start; `C` is written straight into the instance records.
+//! - **Everything else runs row by row** ([`RowOp`]): consecutive non-GEMM
+//!   batches form one [`Step::Rows`], run for one instance's record at a time
+//!   (Cavs §3.5's fusion: the record stays in L1 through the whole chain of
+//!   sigmoids, products and sums). With fusion off every batch is its own
+//!   step over all rows (the ablation baseline).
+
+use super::gemm::{Init, MAX_SEGS, PackedB};
+use crate::cells::{Cell, PrimOp, ValueKind};
+use crate::replay::incell::{Access, CellProgram};
+use crate::replay::model::RoleModel;
+
+/// Which per-instance buffer a location is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Buf {
+    /// The instance's record (cell variables in layout order).
+    Rec,
+    /// The instance's temporaries (gathered operands, unplaced results).
+    Tmp,
+    /// The parameters (shared by every instance).
+    Par,
+}
+
+/// Op `j`'s data of instance `r` at `base(buf, r) + off + j·os`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct View {
+    pub buf: Buf,
+    pub off: usize,
+    pub os: usize,
+}
+
+impl View {
+    fn at(buf: Buf, off: usize) -> View {
+        View { buf, off, os: 0 }
+    }
+
+    /// Op `j`'s view (op stride folded in).
+    pub fn op(self, j: usize) -> View {
+        View {
+            buf: self.buf,
+            off: self.off + j * self.os,
+            os: 0,
+        }
+    }
+}
+
+/// One shared-weight product: `C = bias + [x₁ | x₂ | …] · Wᵀ` for all rows.
+pub(crate) struct GemmStep {
+    /// Packed weights (and bias).
+    pub b: PackedB,
+    /// The K segments of A: location and length.
+    pub a: Vec<(View, usize)>,
+    /// Where row `r`'s `N` results start.
+    pub c: View,
+    /// Overwrite (bias start) or accumulate (a continuation of an affine
+    /// with more than [`MAX_SEGS`] terms).
+    pub init: Init,
+    /// The previous step is a product over the very same A (packed already).
+    pub reuse_a: bool,
+}
+
+/// What a row op computes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RowKind {
+    /// `out_j = arg0_j` (a gather into a temporary or a scatter out of one).
+    Copy,
+    /// An elementwise map (unary or binary), n-ary sum or mean.
+    Map(PrimOp),
+    /// Concatenation of the args (lengths in `arg_len`).
+    Concat,
+    /// `out_j = arg0_j[starts[j] ..]`.
+    Slice,
+    /// A row of the table `arg0` (`rows` rows) picked by the instance's id.
+    Lookup { rows: usize },
+    /// Softmax over chunks of `width`.
+    Softmax { width: usize },
+    /// `−log softmax` over chunks of `width`, picked by the instance's label.
+    PickLoss { width: usize },
+    /// Per-instance matrix products: `out = [bias] + Σ Wₜ·xₜ` with `Wₜ` of
+    /// shape `[mm, nn]` and `xₜ` of shape `[nn, p]`; `args` = `[bias?,
+    /// W₁, x₁, …]`.
+    Product {
+        bias: bool,
+        terms: Vec<(usize, usize, usize)>,
+    },
+}
+
+/// One batch's work on one instance's row.
+#[derive(Clone, Debug)]
+pub(crate) struct RowOp {
+    pub kind: RowKind,
+    /// Ops in the batch.
+    pub m: usize,
+    /// Floats of each op's result.
+    pub len: usize,
+    pub args: Vec<View>,
+    pub arg_len: Vec<usize>,
+    pub out: View,
+    /// Per op, the first sliced float (slices only).
+    pub starts: Vec<usize>,
+}
+
+/// A step of a batch.
+pub(crate) enum Step {
+    /// One product over all rows (threads split its panels).
+    Gemm(GemmStep),
+    /// Row ops run instance by instance (threads split the rows).
+    Rows(Vec<RowOp>),
+}
+
+/// How to compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Fuse consecutive row batches into one pass per instance (Cavs §3.5).
+    pub fuse: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { fuse: true }
+    }
+}
+
+/// A role's cell compiled for the CPU.
+pub struct CpuPlan {
+    /// Floats of an instance's record.
+    pub units: usize,
+    /// Floats of an instance's temporaries.
+    pub tunits: usize,
+    pub(crate) steps: Vec<Step>,
+    /// Parameters the row ops read (the program's, in layout order, then
+    /// gathered parameter blocks).
+    pub(crate) params: Vec<f32>,
+    /// Per port, per input value: (record offset, floats).
+    pub(crate) inputs: Vec<Vec<(usize, usize)>>,
+    /// Per cell output: (record offset, floats).
+    pub(crate) outputs: Vec<(usize, usize)>,
+    /// Kernels per batch run (products, row passes), excluding copies.
+    pub kernels: u64,
+    /// Copy kernels per batch run (gathers and scatters inside the cell).
+    pub copy_kernels: u64,
+    /// Bytes those copies move per instance.
+    pub copy_bytes_per_row: u64,
+    /// GEMM flops per instance (shared-weight and per-instance products).
+    pub flops_per_row: u64,
+    /// `(N, K)` of each shared-weight product (for the roofline).
+    pub gemm_shapes: Vec<(usize, usize)>,
+    /// Per in-cell batch, its steps (meaningful when compiled unfused: the
+    /// op-level DyNet executor runs one op's steps at a time).
+    pub(crate) op_steps: Vec<std::ops::Range<usize>>,
+}
+
+impl CpuPlan {
+    /// Compiles `prog` (a layout's program, or [`CellProgram::op_by_op`]) for
+    /// role `rm`.
+    pub fn new(rm: &RoleModel, prog: &CellProgram, opts: PlanOptions) -> CpuPlan {
+        let cell = &rm.cell;
+        let mut c = Compiler {
+            cell,
+            rm,
+            prog,
+            tunits: 0,
+            params: prog.params.clone(),
+            steps: Vec::new(),
+            rows: Vec::new(),
+            kernels: 0,
+            copy_kernels: 0,
+            copy_bytes: 0,
+            flops: 0,
+            shapes: Vec::new(),
+            fuse: opts.fuse,
+        };
+        let mut op_steps = Vec::with_capacity(prog.batches.len());
+        for b in 0..prog.batches.len() {
+            let before = c.steps.len();
+            c.batch(b);
+            op_steps.push(before..c.steps.len());
+        }
+        c.flush_rows();
+        let numel = |v: usize| cell.values[v].numel();
+        let inputs = cell
+            .ports
+            .iter()
+            .map(|p| {
+                p.inputs
+                    .iter()
+                    .map(|i| (prog.unit[i.index()], numel(i.index())))
+                    .collect()
+            })
+            .collect();
+        let outputs = cell
+            .outputs
+            .iter()
+            .map(|o| (prog.unit[o.index()], numel(o.index())))
+            .collect();
+        CpuPlan {
+            units: prog.units,
+            tunits: c.tunits,
+            steps: c.steps,
+            params: c.params,
+            inputs,
+            outputs,
+            kernels: c.kernels,
+            copy_kernels: c.copy_kernels,
+            copy_bytes_per_row: c.copy_bytes,
+            flops_per_row: c.flops,
+            gemm_shapes: c.shapes,
+            op_steps,
+        }
+    }
+
+    /// Bytes of packed weights.
+    pub fn packed_bytes(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Gemm(g) => g.b.bytes(),
+                Step::Rows(_) => 0,
+            })
+            .sum()
+    }
+}
+
+struct Compiler<'a> {
+    cell: &'a Cell,
+    rm: &'a RoleModel,
+    prog: &'a CellProgram,
+    tunits: usize,
+    params: Vec<f32>,
+    steps: Vec<Step>,
+    rows: Vec<RowOp>,
+    kernels: u64,
+    copy_kernels: u64,
+    copy_bytes: u64,
+    flops: u64,
+    shapes: Vec<(usize, usize)>,
+    fuse: bool,
+}
+
+impl Compiler<'_> {
+    fn numel(&self, v: usize) -> usize {
+        self.cell.values[v].numel()
+    }
+
+    fn is_param(&self, v: usize) -> bool {
+        self.cell.values[v].kind == ValueKind::Param
+    }
+
+    fn temp(&mut self, floats: usize) -> usize {
+        self.tunits += floats;
+        self.tunits - floats
+    }
+
+    fn flush_rows(&mut self) {
+        if !self.rows.is_empty() {
+            self.kernels += 1;
+            self.steps.push(Step::Rows(std::mem::take(&mut self.rows)));
+        }
+    }
+
+    fn push_row(&mut self, op: RowOp) {
+        self.rows.push(op);
+    }
+
+    /// The view of operand `i` of in-cell batch `b` (gathering it first when
+    /// the layout does not have it consecutive).
+    fn operand(&mut self, b: usize, i: usize) -> View {
+        let batch = &self.prog.batches[b];
+        let ops: Vec<usize> = batch.ops.clone();
+        let values: Vec<usize> = ops
+            .iter()
+            .map(|&o| self.cell.ops[o].args[i].index())
+            .collect();
+        let v0 = values[0];
+        let numel = self.numel(v0);
+        let param = self.is_param(v0);
+        let (buf, base) = if param {
+            (Buf::Par, self.prog.param_at[v0])
+        } else {
+            (Buf::Rec, self.prog.unit[v0])
+        };
+        match batch.args[i] {
+            Access::InPlace => View {
+                buf,
+                off: base,
+                os: numel,
+            },
+            Access::Broadcast => View::at(buf, base),
+            Access::Gather if param => {
+                // Constant data: gathered once, here, like the packed weights.
+                let off = self.params.len();
+                for &v in &values {
+                    let at = self.prog.param_at[v];
+                    let block = self.prog.params[at..at + numel].to_vec();
+                    self.params.extend(block);
+                }
+                View {
+                    buf: Buf::Par,
+                    off,
+                    os: numel,
+                }
+            }
+            Access::Gather => {
+                let off = self.temp(values.len() * numel);
+                for (j, &v) in values.iter().enumerate() {
+                    self.push_row(RowOp {
+                        kind: RowKind::Copy,
+                        m: 1,
+                        len: numel,
+                        args: vec![View::at(Buf::Rec, self.prog.unit[v])],
+                        arg_len: vec![numel],
+                        out: View::at(Buf::Tmp, off + j * numel),
+                        starts: Vec::new(),
+                    });
+                }
+                self.copy_kernels += 1;
+                self.copy_bytes += (values.len() * numel * 4) as u64;
+                View {
+                    buf: Buf::Tmp,
+                    off,
+                    os: numel,
+                }
+            }
+        }
+    }
+
+    fn batch(&mut self, b: usize) {
+        let batch = &self.prog.batches[b];
+        let ops = batch.ops.clone();
+        let first = &self.cell.ops[ops[0]];
+        let kind = first.kind;
+        let m = ops.len();
+        let out = self.numel(first.out.index());
+        let arity = first.args.len();
+        let in_place = batch.result_in_place;
+        if !self.fuse {
+            self.flush_rows();
+        }
+        let args: Vec<View> = (0..arity).map(|i| self.operand(b, i)).collect();
+        let result = if in_place {
+            View {
+                buf: Buf::Rec,
+                off: self.prog.unit[first.out.index()],
+                os: out,
+            }
+        } else {
+            View {
+                buf: Buf::Tmp,
+                off: self.temp(m * out),
+                os: out,
+            }
+        };
+        let arg_len: Vec<usize> = first.args.iter().map(|a| self.numel(a.index())).collect();
+        match kind {
+            PrimOp::Affine | PrimOp::Matmul => self.product(b, &args, result),
+            _ => {
+                let row = RowOp {
+                    kind: match kind {
+                        PrimOp::Concat => RowKind::Concat,
+                        PrimOp::Slice => RowKind::Slice,
+                        PrimOp::Lookup => RowKind::Lookup {
+                            rows: self.cell.values[first.args[0].index()].shape[0].max(1),
+                        },
+                        PrimOp::Softmax => RowKind::Softmax {
+                            width: self.cell.values[first.args[0].index()].shape[0].max(1),
+                        },
+                        PrimOp::PickLoss => RowKind::PickLoss {
+                            width: self.cell.values[first.args[0].index()].shape[0].max(1),
+                        },
+                        k => RowKind::Map(k),
+                    },
+                    m,
+                    len: out,
+                    args,
+                    arg_len,
+                    out: result,
+                    starts: ops
+                        .iter()
+                        .map(|&o| {
+                            let op = &self.cell.ops[o];
+                            let v = &self.cell.values[op.args[0].index()];
+                            let inner: usize = v.shape[1..].iter().product();
+                            op.slice.map_or(0, |(s, _)| s * inner)
+                        })
+                        .collect(),
+                };
+                self.push_row(row);
+            }
+        }
+        if !in_place {
+            for (j, &o) in ops.iter().enumerate() {
+                let v = self.cell.ops[o].out.index();
+                self.push_row(RowOp {
+                    kind: RowKind::Copy,
+                    m: 1,
+                    len: out,
+                    args: vec![result.op(j)],
+                    arg_len: vec![out],
+                    out: View::at(Buf::Rec, self.prog.unit[v]),
+                    starts: Vec::new(),
+                });
+            }
+            self.copy_kernels += 1;
+            self.copy_bytes += (m * out * 4) as u64;
+        }
+        if !self.fuse {
+            self.flush_rows();
+        }
+    }
+
+    /// An affine or matmul batch: shared-weight GEMMs where the weights are
+    /// parameters and the inputs vectors, per-instance products otherwise.
+    fn product(&mut self, b: usize, args: &[View], result: View) {
+        let ops = self.prog.batches[b].ops.clone();
+        let first = &self.cell.ops[ops[0]];
+        let m = ops.len();
+        let out = self.numel(first.out.index());
+        let affine = first.kind == PrimOp::Affine;
+        let pairs: Vec<(usize, usize)> = if affine {
+            (1..first.args.len())
+                .step_by(2)
+                .map(|i| (i, i + 1))
+                .collect()
+        } else {
+            vec![(0, 1)]
+        };
+        // (rows, cols, p) of each term: W is [mm, nn], x is [nn, p].
+        let dims: Vec<(usize, usize, usize)> = pairs
+            .iter()
+            .map(|&(wi, xi)| {
+                let ws = &self.cell.values[first.args[wi].index()].shape;
+                let (mm, nn) = (ws[0], ws.get(1).copied().unwrap_or(1));
+                let p = self.numel(first.args[xi].index()) / nn.max(1);
+                (mm, nn, p)
+            })
+            .collect();
+        let shared = pairs.iter().zip(&dims).all(|(&(wi, xi), &(_, _, p))| {
+            self.is_param(first.args[wi].index())
+                && !self.is_param(first.args[xi].index())
+                && p == 1
+        });
+        for &(mm, nn, p) in &dims {
+            self.flops += (2 * m * mm * nn * p) as u64;
+        }
+        if !shared {
+            let mut a = Vec::new();
+            if affine {
+                a.push(args[0]);
+            }
+            for &(wi, xi) in &pairs {
+                a.push(args[wi]);
+                a.push(args[xi]);
+            }
+            self.push_row(RowOp {
+                kind: RowKind::Product {
+                    bias: affine,
+                    terms: dims,
+                },
+                m,
+                len: out,
+                arg_len: a.iter().map(|_| 0).collect(),
+                args: a,
+                out: result,
+                starts: Vec::new(),
+            });
+            return;
+        }
+        // Shared weights: one GEMM over the whole batch when every op reads the
+        // same inputs (a broadcast, e.g. the gates of a cell), else one per op.
+        self.flush_rows();
+        let one = m == 1 || pairs.iter().all(|&(_, xi)| args[xi].os == 0);
+        let groups: Vec<Vec<usize>> = if one {
+            vec![(0..m).collect()]
+        } else {
+            (0..m).map(|j| vec![j]).collect()
+        };
+        for g in groups {
+            // Terms in chunks of at most MAX_SEGS inputs: the first chunk
+            // starts from the bias, the others accumulate.
+            let terms: Vec<usize> = (0..pairs.len()).collect();
+            for (ci, chunk) in terms.chunks(MAX_SEGS).enumerate() {
+                let n = g.len() * out;
+                let k_total: usize = chunk.iter().map(|&t| dims[t].1).sum();
+                let rm = self.rm;
+                let cell = self.cell;
+                let w = |i: usize, p: usize| -> f32 {
+                    let (jj, row) = (g[i / out], i % out);
+                    let op = &cell.ops[ops[jj]];
+                    let mut col = p;
+                    for &t in chunk {
+                        let nn = dims[t].1;
+                        if col < nn {
+                            return rm.params[op.args[pairs[t].0].index()][row * nn + col];
+                        }
+                        col -= nn;
+                    }
+                    unreachable!("column {p} beyond K")
+                };
+                let bias: Option<Vec<f32>> = (affine && ci == 0).then(|| {
+                    g.iter()
+                        .flat_map(|&jj| {
+                            rm.params[cell.ops[ops[jj]].args[0].index()].iter().copied()
+                        })
+                        .collect()
+                });
+                let packed = PackedB::new(n, k_total, w, bias.as_deref());
+                let j0 = g[0];
+                let a = chunk
+                    .iter()
+                    .map(|&t| (args[pairs[t].1].op(j0), dims[t].1))
+                    .collect();
+                self.shapes.push((n, k_total));
+                // Cell values are written once, so equal views of a directly
+                // preceding product hold the same data.
+                let reuse_a = matches!(self.steps.last(), Some(Step::Gemm(p)) if p.a == a);
+                self.steps.push(Step::Gemm(GemmStep {
+                    b: packed,
+                    a,
+                    c: result.op(j0),
+                    init: if ci == 0 {
+                        Init::Overwrite
+                    } else {
+                        Init::Accumulate
+                    },
+                    reuse_a,
+                }));
+                self.kernels += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cells::CellLibrary;
+    use crate::replay::model::Model;
+    use crate::trace::Level;
+    use crate::workloads::{self, DataChoice, RecordOptions};
+
+    fn model(workload: &str) -> Model {
+        let cells = CellLibrary::builtin().unwrap();
+        let trace = workloads::record(
+            &RecordOptions {
+                workload: workloads::workload(workload).unwrap(),
+                data: DataChoice::Default,
+                batch: 2,
+                hidden: 8,
+                level: Level::Cell,
+                seed: 1,
+            },
+            &cells,
+        )
+        .unwrap();
+        Model::new(&trace, &cells, 3).unwrap()
+    }
+
+    #[test]
+    fn tree_lstm_internal_op_by_op_is_five_products_and_one_fused_pass() {
+        let m = model("tree-lstm");
+        let rm = m
+            .roles
+            .iter()
+            .find(|r| r.cell.name == "tree_lstm.internal")
+            .unwrap();
+        let plan = CpuPlan::new(rm, &CellProgram::op_by_op(rm), PlanOptions::default());
+        let gemms = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Gemm(_)))
+            .count();
+        let reused = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Gemm(g) if g.reuse_a))
+            .count();
+        assert_eq!(
+            reused, 4,
+            "the four later gates reuse the first one's packed inputs"
+        );
+        let rows = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s, Step::Rows(_)))
+            .count();
+        assert_eq!((gemms, rows), (5, 1));
+        // Each gate's affine is one product over [h_l | h_r]: N = 8, K = 16.
+        assert!(plan.gemm_shapes.iter().all(|&s| s == (8, 16)));
+        assert_eq!(plan.copy_kernels, 0);
+        assert_eq!(plan.flops_per_row, 5 * 2 * 2 * 8 * 8);
+        let unfused = CpuPlan::new(rm, &CellProgram::op_by_op(rm), PlanOptions { fuse: false });
+        assert_eq!(unfused.steps.len(), 16);
+    }
+}
