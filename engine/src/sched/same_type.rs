@@ -17,12 +17,15 @@ pub struct SameTypeDag {
 
 impl SameTypeDag {
     /// Builds the DAG by a forward search from every node that stops at nodes of
-    /// the start's type. Cost: the sum over nodes of the nodes reachable before
-    /// meeting their own type again — linear for the zoo's models, where every
-    /// type recurs within a few steps along any path.
+    /// the start's type, and never enters a node from which the start's type
+    /// cannot be reached (each node's set of descendant types is computed
+    /// first, in one reverse topological sweep). Without that pruning a node
+    /// whose type never recurs below it — an embedding lookup, a source —
+    /// searched everything downstream, quadratic on long chains and lattices.
     pub fn new(g: &Graph) -> Self {
         use rayon::prelude::*;
         let n = g.len();
+        let below = DescendantTypes::new(g);
         // The searches are independent: nodes are split into ranges searched in
         // parallel (each with its own visit stamps), then concatenated in id
         // order, so the result does not depend on the thread count.
@@ -31,7 +34,7 @@ impl SameTypeDag {
             .step_by(chunk)
             .collect::<Vec<_>>()
             .into_par_iter()
-            .map(|lo| search_range(g, lo..(lo + chunk).min(n)))
+            .map(|lo| search_range(g, &below, lo..(lo + chunk).min(n)))
             .collect();
         let mut succ_start = Vec::with_capacity(n + 1);
         let mut succ: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
@@ -95,7 +98,11 @@ impl SameTypeDag {
 
 /// Nearest same-type successors of the nodes in `range`: the end offset of
 /// each node's list (relative to the range's first) and the lists, sorted.
-fn search_range(g: &Graph, range: std::ops::Range<usize>) -> (Vec<u32>, Vec<NodeId>) {
+fn search_range(
+    g: &Graph,
+    below: &DescendantTypes,
+    range: std::ops::Range<usize>,
+) -> (Vec<u32>, Vec<NodeId>) {
     // Visit stamps avoid clearing a visited set per search.
     let mut seen = vec![u32::MAX; g.len()];
     let mut stack: Vec<NodeId> = Vec::new();
@@ -105,7 +112,9 @@ fn search_range(g: &Graph, range: std::ops::Range<usize>) -> (Vec<u32>, Vec<Node
         let u = NodeId(i as u32);
         let t = g.node_type(u);
         stack.clear();
-        stack.extend_from_slice(g.users(u));
+        if below.reaches(u, t.index()) {
+            stack.extend_from_slice(g.users(u));
+        }
         let first = succ.len();
         while let Some(w) = stack.pop() {
             if seen[w.index()] == u.0 {
@@ -114,7 +123,7 @@ fn search_range(g: &Graph, range: std::ops::Range<usize>) -> (Vec<u32>, Vec<Node
             seen[w.index()] = u.0;
             if g.node_type(w) == t {
                 succ.push(w);
-            } else {
+            } else if below.reaches(w, t.index()) {
                 stack.extend_from_slice(g.users(w));
             }
         }
@@ -123,4 +132,35 @@ fn search_range(g: &Graph, range: std::ops::Range<usize>) -> (Vec<u32>, Vec<Node
         ends.push(succ.len() as u32);
     }
     (ends, succ)
+}
+
+/// Per node, the set of types among its strict descendants (a bitset of
+/// `words` u64 per node).
+struct DescendantTypes {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl DescendantTypes {
+    fn new(g: &Graph) -> Self {
+        let words = g.types().len().div_ceil(64).max(1);
+        let mut bits = vec![0u64; g.len() * words];
+        for &v in g.topo_order().iter().rev() {
+            let vi = v.index() * words;
+            for &w in g.users(v) {
+                let t = g.node_type(w).index();
+                let wi = w.index() * words;
+                bits[vi + t / 64] |= 1 << (t % 64);
+                for k in 0..words {
+                    bits[vi + k] |= bits[wi + k];
+                }
+            }
+        }
+        DescendantTypes { words, bits }
+    }
+
+    /// Is a node of type `t` below `v` (strictly)?
+    fn reaches(&self, v: NodeId, t: usize) -> bool {
+        self.bits[v.index() * self.words + t / 64] & (1 << (t % 64)) != 0
+    }
 }

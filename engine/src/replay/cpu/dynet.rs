@@ -85,7 +85,14 @@ impl DynetCpu {
         let t0 = Instant::now();
         let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
         let og = &prog.graph;
-        let st = SameTypeDag::for_policy(og, policy);
+        let exact = policy.needs_sub_frontier();
+        let st = threads.install(|| {
+            if exact {
+                SameTypeDag::new(og)
+            } else {
+                SameTypeDag::without_edges(og)
+            }
+        });
         self.numel.clear();
         self.numel.extend(prog.origins.iter().map(|o| match o {
             OpOrigin::PortSum { numel, .. } => *numel as usize,

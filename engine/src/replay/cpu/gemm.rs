@@ -323,16 +323,26 @@ pub fn gemm_reusing(
         return;
     }
     let m_pad = m.div_ceil(MR) * MR;
+    let m_panels = m_pad / MR;
+    let flops = 2 * m * b.n * k;
+    let t = threads.count_for(flops);
     let packed = scratch.a.reserve_floats(m_pad * k);
     if !reuse_a {
-        pack_a(m, a, k, packed);
+        if t > 1 && m_panels > 1 {
+            // Row panels pack independently (disjoint parts of the buffer).
+            let out = super::threads::SharedMut(packed.as_mut_ptr());
+            // SAFETY: the buffer holds m_pad·k floats; each thread writes only
+            // the panels `ips` it was given, disjoint from the others'.
+            threads.split(m_panels, t, |ips| unsafe {
+                pack_a_panels(m, a, k, out, ips)
+            });
+        } else {
+            pack_a(m, a, k, packed);
+        }
     }
     let packed: &[f32] = packed;
     let isa = simd::isa();
     let n_panels = b.n_pad() / NR;
-    let m_panels = m_pad / MR;
-    let flops = 2 * m * b.n * k;
-    let t = threads.count_for(flops);
     if t <= 1 {
         run_block(isa, m, packed, b, c, init, 0..n_panels, 0..m_panels);
     } else if n_panels >= 2 * t || m_panels < t {
@@ -350,12 +360,37 @@ pub fn gemm_reusing(
 /// block: block `kb`'s panel `ip` at `kb·KC·m_pad + ip·kc·MR`, element `(p, ii)`
 /// = row `ip·MR + ii`, column `kb·KC + p`; rows beyond `m` are zero.
 fn pack_a(m: usize, a: &[ASeg<'_>], k: usize, out: &mut [f32]) {
+    assert!(
+        out.len() >= m.div_ceil(MR) * MR * k,
+        "packing buffer too small"
+    );
+    let out = super::threads::SharedMut(out.as_mut_ptr());
+    // SAFETY: the buffer holds every panel (checked above), borrowed mutably.
+    unsafe { pack_a_panels(m, a, k, out, 0..m.div_ceil(MR)) }
+}
+
+/// [`pack_a`] for row panels `ips` only.
+///
+/// # Safety
+/// `out` points to at least `m_pad·k` floats, and no one else touches the
+/// panels `ips` meanwhile.
+unsafe fn pack_a_panels(
+    m: usize,
+    a: &[ASeg<'_>],
+    k: usize,
+    out: super::threads::SharedMut<f32>,
+    ips: std::ops::Range<usize>,
+) {
     let m_pad = m.div_ceil(MR) * MR;
     for kb in 0..k.div_ceil(KC) {
         let k0 = kb * KC;
         let kc = KC.min(k - k0);
-        for ip in 0..m_pad / MR {
-            let panel = &mut out[k0 * m_pad + ip * kc * MR..][..kc * MR];
+        for ip in ips.clone() {
+            // SAFETY: panel (kb, ip) lies inside the buffer; this call is its
+            // only writer (the caller's contract).
+            let panel = unsafe {
+                std::slice::from_raw_parts_mut(out.get().add(k0 * m_pad + ip * kc * MR), kc * MR)
+            };
             let rows = MR.min(m - ip * MR);
             if rows < MR {
                 panel.fill(0.0);

@@ -112,6 +112,7 @@ impl CpuReplay {
         executor: &Executor,
         opts: &CpuOptions,
     ) -> Result<CpuReplay, ReplayError> {
+        super::usage::keep_heap();
         let threads = Threads::try_new(opts.thread_count())
             .map_err(|e| ReplayError::Threads(e.to_string()))?;
         let popts = PlanOptions { fuse: opts.fuse };
@@ -271,7 +272,16 @@ impl CpuReplay {
                 let (Some(policy), _) = instance_policy(executor, &mut cavs) else {
                     return Err(ReplayError::WrongSession("dynet"));
                 };
-                let st = SameTypeDag::for_policy(g, policy);
+                // The per-run structure the policy reads, built on the
+                // session's threads (and only those).
+                let exact = policy.needs_sub_frontier();
+                let st = threads.install(|| {
+                    if exact {
+                        SameTypeDag::new(g)
+                    } else {
+                        SameTypeDag::without_edges(g)
+                    }
+                });
                 time.construction = t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let mut exec = 0.0;

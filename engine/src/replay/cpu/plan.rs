@@ -280,8 +280,9 @@ impl Compiler<'_> {
     }
 
     /// The view of operand `i` of in-cell batch `b` (gathering it first when
-    /// the layout does not have it consecutive).
-    fn operand(&mut self, b: usize, i: usize) -> View {
+    /// the layout does not have it consecutive; only the blocks of the ops in
+    /// `read` when given — a grouped product reads its groups' first ops').
+    fn operand(&mut self, b: usize, i: usize, read: Option<&[usize]>) -> View {
         let batch = &self.prog.batches[b];
         let ops: Vec<usize> = batch.ops.clone();
         let values: Vec<usize> = ops
@@ -319,7 +320,12 @@ impl Compiler<'_> {
             }
             Access::Gather => {
                 let off = self.temp(values.len() * numel);
+                let mut copied = 0;
                 for (j, &v) in values.iter().enumerate() {
+                    if read.is_some_and(|r| !r.contains(&j)) {
+                        continue;
+                    }
+                    copied += 1;
                     self.push_row(RowOp {
                         kind: RowKind::Copy,
                         m: 1,
@@ -331,7 +337,7 @@ impl Compiler<'_> {
                     });
                 }
                 self.copy_kernels += 1;
-                self.copy_bytes += (values.len() * numel * 4) as u64;
+                self.copy_bytes += (copied * numel * 4) as u64;
                 View {
                     buf: Buf::Tmp,
                     off,
@@ -353,7 +359,20 @@ impl Compiler<'_> {
         if !self.fuse {
             self.flush_rows();
         }
-        let args: Vec<View> = (0..arity).map(|i| self.operand(b, i)).collect();
+        let groups = self.product_groups(b);
+        let args: Vec<View> = (0..arity)
+            .map(|i| {
+                // A grouped product reads its inputs (not its weights or bias)
+                // through the first op of each distinct input value.
+                let read = match &groups {
+                    Some(g) if !self.is_param(first.args[i].index()) => {
+                        Some(self.distinct_readers(&ops, i, g))
+                    }
+                    _ => None,
+                };
+                self.operand(b, i, read.as_deref())
+            })
+            .collect();
         let result = if in_place {
             View {
                 buf: Buf::Rec,
@@ -369,7 +388,7 @@ impl Compiler<'_> {
         };
         let arg_len: Vec<usize> = first.args.iter().map(|a| self.numel(a.index())).collect();
         match kind {
-            PrimOp::Affine | PrimOp::Matmul => self.product(b, &args, result),
+            PrimOp::Affine | PrimOp::Matmul => self.product(b, &args, result, groups),
             _ => {
                 let row = RowOp {
                     kind: match kind {
@@ -425,9 +444,66 @@ impl Compiler<'_> {
         }
     }
 
-    /// An affine or matmul batch: shared-weight GEMMs where the weights are
-    /// parameters and the inputs vectors, per-instance products otherwise.
-    fn product(&mut self, b: usize, args: &[View], result: View) {
+    /// For a shared-weight product batch (weights parameters, inputs
+    /// vectors), its groups: runs of consecutive ops that read the same input
+    /// values, one GEMM each (all ops when the inputs are broadcast, e.g. a
+    /// cell's gates; the lattice LSTM's gates over h_prev apart from its word
+    /// gate over c_w; singletons when every op has its own). `None` for any
+    /// other batch.
+    fn product_groups(&self, b: usize) -> Option<Vec<Vec<usize>>> {
+        let ops = &self.prog.batches[b].ops;
+        let first = &self.cell.ops[ops[0]];
+        let pairs: Vec<(usize, usize)> = match first.kind {
+            PrimOp::Affine => (1..first.args.len())
+                .step_by(2)
+                .map(|i| (i, i + 1))
+                .collect(),
+            PrimOp::Matmul => vec![(0, 1)],
+            _ => return None,
+        };
+        let shared = pairs.iter().all(|&(wi, xi)| {
+            let (w, x) = (first.args[wi].index(), first.args[xi].index());
+            let nn = self.cell.values[w].shape.get(1).copied().unwrap_or(1);
+            self.is_param(w) && !self.is_param(x) && self.numel(x) == nn
+        });
+        if !shared {
+            return None;
+        }
+        let inputs_of = |o: usize| -> Vec<usize> {
+            pairs
+                .iter()
+                .map(|&(_, xi)| self.cell.ops[o].args[xi].index())
+                .collect()
+        };
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (j, &o) in ops.iter().enumerate() {
+            match groups.last_mut() {
+                Some(g) if inputs_of(ops[g[0]]) == inputs_of(o) => g.push(j),
+                _ => groups.push(vec![j]),
+            }
+        }
+        Some(groups)
+    }
+
+    /// For operand `i` of a grouped product, the ops whose blocks are read:
+    /// of the groups' first ops, the first with each distinct value.
+    fn distinct_readers(&self, ops: &[usize], i: usize, groups: &[Vec<usize>]) -> Vec<usize> {
+        let mut seen: Vec<usize> = Vec::new();
+        let mut read = Vec::new();
+        for g in groups {
+            let v = self.cell.ops[ops[g[0]]].args[i].index();
+            if !seen.contains(&v) {
+                seen.push(v);
+                read.push(g[0]);
+            }
+        }
+        read
+    }
+
+    /// An affine or matmul batch: shared-weight GEMMs (one per group) where
+    /// the weights are parameters and the inputs vectors, per-instance
+    /// products otherwise.
+    fn product(&mut self, b: usize, args: &[View], result: View, groups: Option<Vec<Vec<usize>>>) {
         let ops = self.prog.batches[b].ops.clone();
         let first = &self.cell.ops[ops[0]];
         let m = ops.len();
@@ -482,14 +558,34 @@ impl Compiler<'_> {
             });
             return;
         }
-        // Shared weights: one GEMM over the whole batch when every op reads the
-        // same inputs (a broadcast, e.g. the gates of a cell), else one per op.
         self.flush_rows();
-        let one = m == 1 || pairs.iter().all(|&(_, xi)| args[xi].os == 0);
-        let groups: Vec<Vec<usize>> = if one {
-            vec![(0..m).collect()]
-        } else {
-            (0..m).map(|j| vec![j]).collect()
+        let Some(mut groups) = groups else {
+            unreachable!("shared-weight products come with their groups")
+        };
+        // Groups over the same inputs run back to back, so the later ones
+        // reuse the packed inputs (they write disjoint columns of C, so their
+        // order does not matter).
+        let inputs_of = |g: &Vec<usize>| -> Vec<usize> {
+            pairs
+                .iter()
+                .map(|&(_, xi)| self.cell.ops[ops[g[0]]].args[xi].index())
+                .collect()
+        };
+        groups.sort_by_key(|g| inputs_of(g));
+        // Per term, the op whose block holds each input value (a gathered
+        // operand holds one copy per distinct value).
+        let readers: Vec<Vec<usize>> = pairs
+            .iter()
+            .map(|&(_, xi)| self.distinct_readers(&ops, xi, &groups))
+            .collect();
+        let block = |t: usize, j0: usize| -> usize {
+            let xi = pairs[t].1;
+            let v = self.cell.ops[ops[j0]].args[xi].index();
+            readers[t]
+                .iter()
+                .copied()
+                .find(|&j| self.cell.ops[ops[j]].args[xi].index() == v)
+                .unwrap_or(j0)
         };
         for g in groups {
             // Terms in chunks of at most MAX_SEGS inputs: the first chunk
@@ -524,7 +620,7 @@ impl Compiler<'_> {
                 let j0 = g[0];
                 let a = chunk
                     .iter()
-                    .map(|&t| (args[pairs[t].1].op(j0), dims[t].1))
+                    .map(|&t| (args[pairs[t].1].op(block(t, j0)), dims[t].1))
                     .collect();
                 self.shapes.push((n, k_total));
                 // Cell values are written once, so equal views of a directly

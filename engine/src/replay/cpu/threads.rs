@@ -6,15 +6,20 @@
 
 use std::ops::Range;
 
-/// Work (in flops or floats moved) below which a step stays on one thread:
-/// about 10 µs of work, several times the cost of waking the pool.
+/// GEMM flops below which a product stays on one thread: about 13 µs at
+/// 150 GFLOP/s, several times the cost of waking the pool.
 pub const MIN_PARALLEL_FLOPS: usize = 1 << 21;
+
+/// Floats touched by a row step (copies, elementwise maps) below which it
+/// stays on one thread: about 5–10 µs of memory-bound work.
+pub const MIN_PARALLEL_FLOATS: usize = 1 << 14;
 
 /// A fixed set of worker threads.
 pub struct Threads {
     n: usize,
     pool: Option<rayon::ThreadPool>,
     min_flops: usize,
+    min_floats: usize,
 }
 
 impl std::fmt::Debug for Threads {
@@ -24,7 +29,7 @@ impl std::fmt::Debug for Threads {
 }
 
 impl Threads {
-    /// `n` threads (`n ≤ 1`: everything on the calling thread).
+    /// `n` threads (`n ≤ 1`: one; steps then run on the calling thread).
     ///
     /// # Panics
     /// If the operating system refuses to start the pool's threads.
@@ -35,20 +40,19 @@ impl Threads {
     /// `n` threads, or the error of starting them.
     pub fn try_new(n: usize) -> Result<Threads, rayon::ThreadPoolBuildError> {
         let n = n.max(1);
-        let pool = if n > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n)
-                    .thread_name(|i| format!("replay-{i}"))
-                    .build()?,
-            )
-        } else {
-            None
-        };
+        // A pool even for one thread: rayon code run through `install` (the
+        // same-type DAG's search) then uses exactly the session's threads.
+        let pool = Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .thread_name(|i| format!("replay-{i}"))
+                .build()?,
+        );
         Ok(Threads {
             n,
             pool,
             min_flops: MIN_PARALLEL_FLOPS,
+            min_floats: MIN_PARALLEL_FLOATS,
         })
     }
 
@@ -56,6 +60,7 @@ impl Threads {
     /// exercise the parallel paths on small shapes).
     pub fn with_min_flops(mut self, min_flops: usize) -> Threads {
         self.min_flops = min_flops;
+        self.min_floats = min_flops;
         self
     }
 
@@ -85,10 +90,23 @@ impl Threads {
         }
     }
 
-    /// Splits the rows `0..rows` of a step doing `work_per_row` each.
-    pub fn rows(&self, rows: usize, work_per_row: usize, f: impl Fn(Range<usize>) + Sync) {
-        let t = self.count_for(rows * work_per_row);
+    /// Splits the rows `0..rows` of a step touching `floats_per_row` each.
+    pub fn rows(&self, rows: usize, floats_per_row: usize, f: impl Fn(Range<usize>) + Sync) {
+        let t = if rows * floats_per_row < self.min_floats {
+            1
+        } else {
+            self.n
+        };
         self.split(rows, t, f);
+    }
+
+    /// Runs `f` inside the pool, so rayon's parallel iterators in it use
+    /// these threads (and only these).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
     }
 }
 
