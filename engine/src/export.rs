@@ -44,9 +44,7 @@ const DATA_ALIGN: usize = 64;
 #[derive(Debug, Error)]
 pub enum ExportError {
     /// The trace is op level: its nodes are not cell invocations.
-    #[error(
-        "the trace is op level; export needs a cell-level trace (record without --level op)"
-    )]
+    #[error("the trace is op level; export needs a cell-level trace (record without --level op)")]
     OpLevel,
     /// Building the model, the op expansion or the reference run failed.
     #[error(transparent)]
@@ -179,6 +177,9 @@ pub struct Header {
     /// Batches of the op-level expansion under DyNet's agenda (`engine replay
     /// --executor dynet --policy agenda`).
     pub agenda_batches: u64,
+    /// Those batches per op kind (`affine`, `sigmoid`, `port_sum`, ...: the
+    /// op-level type name up to its shapes or parameters).
+    pub agenda_by_op: std::collections::BTreeMap<String, u64>,
     /// Nodes whose outputs are summed into the mini-batch loss (the
     /// `loss.sum` nodes).
     pub loss_nodes: Vec<u32>,
@@ -322,7 +323,14 @@ pub fn export_model(
     let og = &prog.graph;
     let mut agenda = AgendaPolicy::fixed();
     let st = SameTypeDag::for_policy(og, &agenda);
-    let (_, stats) = run_policy(og, &st, &mut agenda)?;
+    let (schedule, stats) = run_policy(og, &st, &mut agenda)?;
+    let mut agenda_by_op = std::collections::BTreeMap::new();
+    for i in 0..schedule.len() {
+        let name = og.types().name(schedule.batch(i).0);
+        *agenda_by_op
+            .entry(op_kind(name).to_string())
+            .or_insert(0u64) += 1;
+    }
     let reference_loss = if reference {
         let r = replay::replay(trace, model, cells, &mut Executor::Reference)?;
         Some(
@@ -331,7 +339,11 @@ pub fn export_model(
                 .map(|&v| {
                     let v = crate::graph::NodeId(v);
                     let role = model.type_role[g.node_type(v).index()];
-                    r.store.output(v, role, 0).iter().map(|&x| f64::from(x)).sum::<f64>()
+                    r.store
+                        .output(v, role, 0)
+                        .iter()
+                        .map(|&x| f64::from(x))
+                        .sum::<f64>()
                 })
                 .sum(),
         )
@@ -348,6 +360,7 @@ pub fn export_model(
             instances: g.num_instances(),
             op_nodes: og.len(),
             agenda_batches: stats.batches,
+            agenda_by_op,
             loss_nodes,
             reference_loss,
             data_floats: data.len(),
@@ -356,6 +369,14 @@ pub fn export_model(
         },
         data,
     })
+}
+
+/// The op kind of an op-level type name: `affine@lstm.fwd:b_i,W_i[...]` →
+/// `affine`, `loss.sum/sum[1]` → `sum`, `slice(0..8)[16]` → `slice`.
+fn op_kind(type_name: &str) -> &str {
+    let s = type_name.rsplit('/').next().unwrap_or(type_name);
+    let end = s.find(['@', '[', '(']).unwrap_or(s.len());
+    &s[..end]
 }
 
 impl Export {
@@ -400,8 +421,8 @@ impl Export {
             .checked_add(n)
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad(format!("header length {n} runs past the end of the file")))?;
-        let header: Header = serde_json::from_slice(&bytes[16..end])
-            .map_err(|e| bad(format!("header: {e}")))?;
+        let header: Header =
+            serde_json::from_slice(&bytes[16..end]).map_err(|e| bad(format!("header: {e}")))?;
         if header.format != FORMAT || header.version != VERSION {
             return Err(bad(format!(
                 "format {:?} version {} is not {FORMAT:?} version {VERSION}",
@@ -475,10 +496,19 @@ mod tests {
         let (t, cells) = trace("lattice-lstm");
         let e = export(&t, &cells, 5, false).unwrap();
         let h = &e.header;
-        let char_role = h.roles.iter().position(|r| r.role == "lattice.char").unwrap();
+        let char_role = h
+            .roles
+            .iter()
+            .position(|r| r.role == "lattice.char")
+            .unwrap();
         let mut saw_many = false;
         for (i, n) in h.nodes.iter().enumerate() {
-            let args: Vec<u32> = t.graph.args(crate::graph::NodeId(i as u32)).iter().map(|a| a.0).collect();
+            let args: Vec<u32> = t
+                .graph
+                .args(crate::graph::NodeId(i as u32))
+                .iter()
+                .map(|a| a.0)
+                .collect();
             let mut bound: Vec<u32> = n.ports.iter().flatten().copied().collect();
             bound.sort_unstable();
             let mut want = args.clone();
@@ -488,7 +518,10 @@ mod tests {
                 saw_many = true;
             }
         }
-        assert!(saw_many, "the fixture has a character with two words ending at it");
+        assert!(
+            saw_many,
+            "the fixture has a character with two words ending at it"
+        );
         assert_eq!(h.loss_nodes, vec![h.nodes.len() as u32 - 1]);
     }
 
@@ -534,6 +567,9 @@ mod tests {
             &cells,
         )
         .unwrap();
-        assert!(matches!(export(&op, &cells, 5, false), Err(ExportError::OpLevel)));
+        assert!(matches!(
+            export(&op, &cells, 5, false),
+            Err(ExportError::OpLevel)
+        ));
     }
 }
