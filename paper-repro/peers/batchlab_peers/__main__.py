@@ -12,7 +12,7 @@ import os
 import platform
 import sys
 
-from . import SCHEMA, codegen, peers, profile
+from . import SCHEMA, codegen, explain, peers, profile
 from .export import Export, ExportError
 
 
@@ -91,7 +91,8 @@ def cmd_count(a):
         "version": p.version,
         "dynet_batches": counts["batches"],
         "dynet_nodes": counts["nodes"],
-        "dynet_by_op": counts["by_op"],
+        "dynet_by_kind": counts["by_kind"],
+        "agenda_by_op": e.header.get("agenda_by_op"),
         "parameter_batches": counts["parameters"],
         "constant_batches": counts["constants"],
         "forward_calls": counts["forward_calls"],
@@ -99,7 +100,19 @@ def cmd_count(a):
         "program_ops": p.program.ops,
         "expected_ops": e.header["op_nodes"],
         "two_node_ops": codegen.two_node_ops(e, "dynet"),
+        "attribution": explain.attribution(e),
         **loss_check(e, run["loss"]),
+    }
+    write_result(a.result, out)
+    return 0
+
+
+def cmd_explain(a):
+    e = Export.read(a.export)
+    out = {
+        "workload": e.header["workload"],
+        "agenda_batches": e.header["agenda_batches"],
+        "attribution": explain.attribution(e),
     }
     write_result(a.result, out)
     return 0
@@ -124,13 +137,17 @@ def main(argv=None):
     co = sub.add_parser("count", help="DyNet agenda's executed batches from its profiler")
     co.add_argument("--export", required=True)
     co.add_argument("--result", help="JSON output file (default: standard output)")
+    ex = sub.add_parser("explain", help="DyNet's and batchlab's agenda batch counts, simulated rule by rule")
+    ex.add_argument("--export", required=True)
+    ex.add_argument("--result", help="JSON output file (default: standard output)")
     a = ap.parse_args(argv)
     for flag in ("threads", "warmup", "repeats"):
         v = getattr(a, flag, None)
         if v is not None and v < (0 if flag == "warmup" else 1):
             ap.error(f"--{flag} {v} is out of range")
     try:
-        return {"probe": cmd_probe, "program": cmd_program, "run": cmd_run, "count": cmd_count}[a.cmd](a)
+        return {"probe": cmd_probe, "program": cmd_program, "run": cmd_run, "count": cmd_count,
+                "explain": cmd_explain}[a.cmd](a)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

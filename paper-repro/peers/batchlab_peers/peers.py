@@ -31,19 +31,17 @@ def framework_of(peer):
 
 
 def probe(framework):
-    """(version, None) if ``framework`` imports, else (None, why)."""
+    """(version, None) if ``framework`` is installed, else (None, why). Reads
+    package metadata only: importing DyNet would initialise it, importing
+    PyTorch takes seconds."""
+    import importlib.util
+
+    module, dist = {"dynet": ("dynet", "dyNET38"), "torch": ("torch", "torch")}[framework]
     try:
-        if framework == "dynet":
-            import dynet_config  # noqa: F401  (imports no native code)
-            import importlib.util
-
-            if importlib.util.find_spec("dynet") is None:
-                return None, "No module named 'dynet'"
-            return metadata.version("dyNET38"), None
-        import torch
-
-        return torch.__version__, None
-    except Exception as e:  # any import failure makes the peer unavailable
+        if importlib.util.find_spec(module) is None:
+            return None, f"No module named {module!r}"
+        return metadata.version(dist), None
+    except Exception as e:  # a broken installation makes the peer unavailable
         return None, f"{type(e).__name__}: {e}"
 
 

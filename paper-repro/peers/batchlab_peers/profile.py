@@ -17,10 +17,43 @@ LINE = re.compile(r"^BatchSize:(\d+) (.*)$")
 LEAVES = (("parameters", ("parameters(", "const_parameters(")), ("constants", ("constant(",)))
 
 
+KINDS = (
+    (re.compile(r"^lookup_parameters\("), "lookup"),
+    (re.compile(r"^a( \+ a \* a)+$"), "affine"),
+    (re.compile(r"^a \* a$"), "matmul"),
+    (re.compile(r"^\\sigma\(a\)$"), "sigmoid"),
+    (re.compile(r"^tanh\(a\)$"), "tanh"),
+    (re.compile(r"^ReLU\(a\)$"), "relu"),
+    (re.compile(r"^a \\cdot a$"), "mul"),
+    (re.compile(r"^a - a$"), "sub"),
+    (re.compile(r"^average\("), "mean"),
+    (re.compile(r"^-a$"), "one_minus:negate"),
+    (re.compile(r"^1 \+ a$"), "one_minus:plus1"),
+    (re.compile(r"^pickneglogsoftmax\("), "pick_loss"),
+    (re.compile(r"^softmax\("), "softmax"),
+    (re.compile(r"^concat\("), "concat"),
+    (re.compile(r"^pick_range\(|^\w\[\d+:\d+\]"), "slice"),
+)
+
+
+def kind(desc):
+    """The op kind of a DyNet node description: ``a + a * a + a * a`` is an
+    affine, ``a + a + a`` a 3-argument sum (``sum3``; ``add|sum2`` for two,
+    as DyNet prints an add and a 2-argument sum alike)."""
+    for rx, name in KINDS:
+        if rx.search(desc):
+            return name
+    if re.fullmatch(r"a( \+ a)*", desc):
+        k = desc.count("a")
+        return "add|sum2" if k == 2 else f"sum{k}"
+    return "other:" + desc
+
+
 def parse(text):
     """Counts of a DyNet profiling-2 output: batches and nodes of ops, and the
     leaf batches set apart, with the op batches per node description."""
-    out = {"forward_calls": 0, "batches": 0, "nodes": 0, "parameters": 0, "constants": 0, "by_op": {}}
+    out = {"forward_calls": 0, "batches": 0, "nodes": 0, "parameters": 0, "constants": 0,
+           "by_op": {}, "by_kind": {}}
     for line in text.splitlines():
         line = line.rstrip()
         if line == "Forward Call":
@@ -38,6 +71,8 @@ def parse(text):
         out["nodes"] += size
         key = re.sub(r" @ 0x[0-9a-f]+$", "", desc)
         out["by_op"][key] = out["by_op"].get(key, 0) + 1
+        k = kind(key)
+        out["by_kind"][k] = out["by_kind"].get(k, 0) + 1
     return out
 
 
