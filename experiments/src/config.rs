@@ -55,6 +55,12 @@ pub struct Grid {
     pub layout_batch: usize,
     /// FSM training rule.
     pub fsm: FsmRule,
+    /// Thread counts (kind `peers`).
+    pub threads: Vec<usize>,
+    /// Systems (kind `peers`), checked by [`crate::peers::parse_system`].
+    pub systems: Vec<String>,
+    /// Rounds (kind `peers`).
+    pub rounds: usize,
     /// Grid points left out.
     pub exclude: Vec<Exclude>,
 }
@@ -179,6 +185,30 @@ pub enum RunConfig {
         /// `MATMUL_NUM_THREADS` as read when the sweep started (unset: null).
         gemm_threads: Option<String>,
         /// How the FSM is trained (executors that use one).
+        fsm: Option<FsmRule>,
+        /// Planner batch of the layouts (`edbatch*`).
+        layout_batch: Option<usize>,
+    },
+    /// One system (a peer framework or a batchlab executor) on one trace,
+    /// timed in its own processes, interleaved with the trace's other systems.
+    Peers {
+        /// Workload.
+        workload: String,
+        /// Batch size.
+        batch: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Record seed (also the weights' seed).
+        seed: u64,
+        /// Threads: batchlab's `--threads`, the peers' thread variables.
+        threads: usize,
+        /// System name (`docs/peers.md`).
+        system: String,
+        /// Timed runs per process, after one warm-up.
+        repeats: usize,
+        /// Processes per system (rounds, order rotated).
+        rounds: usize,
+        /// How the FSM is trained (`edbatch`, `policy:fsm`).
         fsm: Option<FsmRule>,
         /// Planner batch of the layouts (`edbatch*`).
         layout_batch: Option<usize>,

@@ -7,6 +7,7 @@
 //! | `training` | workloads × batches × hiddens × seeds × encodings |
 //! | `planner-memory`, `planner-compile` | cells × hiddens × batches × fixed_inputs |
 //! | `replay` | workloads × hiddens × batches × seeds × devices × executors |
+//! | `peers` | workloads × hiddens × batches × seeds × threads × systems |
 //!
 //! Each axis keeps the order written in the spec; `exclude` entries then
 //! remove points, and the remaining runs are numbered. Runs on the same trace are
@@ -78,6 +79,17 @@ impl Run {
                 ..
             } => {
                 format!("{workload} b{batch} h{hidden} s{seed} {executor} {device}")
+            }
+            RunConfig::Peers {
+                workload,
+                batch,
+                hidden,
+                seed,
+                threads,
+                system,
+                ..
+            } => {
+                format!("{workload} b{batch} h{hidden} s{seed} t{threads} {system}")
             }
         }
     }
@@ -152,6 +164,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                 }
             }
         }
+        Kind::Peers => {}
         Kind::Replay => {
             let threads = std::env::var("MATMUL_NUM_THREADS").ok();
             for w in &g.workloads {
@@ -178,6 +191,35 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                         layout_batch: layouts.then_some(g.layout_batch),
                                     });
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if spec.kind == Kind::Peers {
+        for w in &g.workloads {
+            for &h in &g.hiddens {
+                for &b in &g.batches {
+                    for &s in &g.seeds {
+                        for &t in &g.threads {
+                            for sys in &g.systems {
+                                let choice = crate::peers::parse_system(sys);
+                                let fsm = choice.is_some_and(|c| c.needs_fsm());
+                                let layouts = choice.is_some_and(|c| c.needs_layouts());
+                                configs.push(RunConfig::Peers {
+                                    workload: w.clone(),
+                                    batch: b,
+                                    hidden: h,
+                                    seed: s,
+                                    threads: t,
+                                    system: sys.clone(),
+                                    repeats: g.repeats,
+                                    rounds: g.rounds,
+                                    fsm: fsm.then(|| g.fsm.clone()),
+                                    layout_batch: layouts.then_some(g.layout_batch),
+                                });
                             }
                         }
                     }
