@@ -16,7 +16,7 @@ class Program:
     def __init__(self, export, backend):
         self.export = export
         self.backend = backend
-        self.source = codegen.program_source(export, backend)
+        self.source = codegen.program_source(export, backend, imports=False)
         self.ops = codegen.program_ops(export)
         # Per node: role index, then per port input (kind, producers, j, shape)
         # with kind 0 = zeros, 1 = one producer, 2 = summed producers.
