@@ -123,7 +123,7 @@ pub struct PeerMetrics {
     pub agenda_by_op: Option<serde_json::Value>,
     /// `dynet-agenda`: both agenda schedules simulated, DyNet's rules
     /// switched to batchlab's one at a time (`dynet`, `+mean`, `+one_minus`,
-    /// `+types`, `+ties`; `docs/peers.md`).
+    /// `+sums`, `+types`, `+ties`; `docs/peers.md`).
     pub attribution: Option<serde_json::Value>,
     /// batchlab: the batching policy; `dynet-agenda`: a failed batch count.
     pub policy: Option<String>,

@@ -27,15 +27,18 @@ Variants, each adding one of batchlab's rules to the previous one:
 - ``dynet``: DyNet's rules (predicts DyNet's profiler count);
 - ``+mean``: ``mean`` batchable, typed by shape;
 - ``+one_minus``: ``one_minus`` one node;
-- ``+types``: every op typed as batchlab types it (op, role and parameters
-  for ops reading parameters, argument shapes; ``port_sum`` by shape);
+- ``+sums``: a ``many`` port's sum and a cell's ``sum`` typed as batchlab
+  types them (``port_sum`` by shape; ``sum`` by its arguments' shapes)
+  instead of DyNet's ``Sum`` by argument count;
+- ``+types``: every other op typed as batchlab types it too (op, role and
+  parameters for ops reading parameters, argument shapes);
 - ``+ties``: batchlab's agenda tie-break (exact averages; on a tie the type
   seen first) — which is batchlab's ``dynet --policy agenda``.
 """
 
 import struct
 
-VARIANTS = ("dynet", "+mean", "+one_minus", "+types", "+ties")
+VARIANTS = ("dynet", "+mean", "+one_minus", "+sums", "+types", "+ties")
 
 # DyNet's node types below COMPLEX (simple) or above (affine, matmul): the tie rule.
 COMPLEX_OPS = {"affine", "matmul"}
@@ -77,7 +80,9 @@ def _ops(export, level):
                     vals[inp["name"]] = outs[producers[0]][j]
                 elif len(producers) >= 2:
                     args = tuple(outs[u][j] for u in producers)
-                    nodes.append(("op", ("sum", len(args)), ("port_sum", tuple(inp["shape"])), args))
+                    bl_sum = ("port_sum", tuple(inp["shape"]))
+                    dy_sum = ("sum", len(args)) if level < 3 else bl_sum
+                    nodes.append(("op", dy_sum, bl_sum, args))
                     vals[inp["name"]] = len(nodes) - 1
                 else:
                     vals[inp["name"]] = leaf_node(("zeros", tuple(inp["shape"])))
@@ -103,7 +108,7 @@ def _ops(export, level):
             elif op == "add":
                 dy = ("csum",) + arg_shapes
             elif op == "sum":
-                dy = ("sum", len(o["args"]))
+                dy = ("sum", len(o["args"])) if level < 3 else bl
             elif op == "mean":
                 dy = None if level < 1 else bl
             elif op == "lookup":
@@ -116,7 +121,7 @@ def _ops(export, level):
                 dy = ("plus_const", 1.0)
             else:
                 dy = (op,) + arg_shapes
-            if level >= 3:
+            if level >= 4:
                 dy = bl
             nodes.append(("op", dy, bl, tuple(args)))
             vals[o["out"]] = len(nodes) - 1
@@ -143,11 +148,11 @@ def simulate(export, variant):
             left[i] += 1
             d = max(d, depth[a] + 1)
         depth[i] = d
-        key = None if kind == "leaf" else (bl if level >= 3 else dy)
+        key = None if kind == "leaf" else (bl if level >= 4 else dy)
         if key is not None:
             if key not in ids:
                 ids[key] = len(ids) + 1
-                kinds.append(key[0] if level < 3 else key[0])
+                kinds.append(key[0])
             prof[i] = ids[key]
     np_ = len(ids) + 1
     tot = [0] * np_
@@ -188,7 +193,7 @@ def simulate(export, variant):
             if best is None:
                 best = p
                 continue
-            if level >= 4:
+            if level >= 5:
                 # batchlab: smallest exact average, ties to the type seen first.
                 if tot[p] * cnt[best] < tot[best] * cnt[p]:
                     best = p

@@ -110,9 +110,9 @@ fn count_kinds(map: &Value, kinds: &[&str]) -> u64 {
 }
 
 /// The simulated chain from DyNet's count to batchlab's, e.g. `dynet 592,
-/// +mean 442, +one_minus 418, +types 418, +ties 418`.
+/// +mean 442, +one_minus 418, +sums 418, +types 418, +ties 418`.
 pub fn attribution(v: &Value) -> String {
-    const ORDER: [&str; 5] = ["dynet", "+mean", "+one_minus", "+types", "+ties"];
+    const ORDER: [&str; 6] = ["dynet", "+mean", "+one_minus", "+sums", "+types", "+ties"];
     ORDER
         .iter()
         .filter_map(|k| Some(format!("{k} {}", v.get(*k)?.as_u64()?)))
@@ -471,9 +471,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
              count exactly switches DyNet's rules to batchlab's one at a time: `+mean` makes mean \
              batchable (DyNet's `Average` has no autobatch signature, so every mean runs alone), \
              `+one_minus` makes it one node (dynet38's Python API spells 1 - x as Negate then \
-             +1), `+types` types ops as batchlab does (DyNet's `Sum` signature is its argument \
+             +1), `+sums` types sums as batchlab does (DyNet's `Sum` signature is its argument \
              count without shapes: a cell's 3-term sum and a 3-word port sum share batches, 2- \
-             and 3-word port sums do not), `+ties` uses batchlab's tie-break. Here: {}.",
+             and 3-word port sums do not), `+types` every other op, `+ties` uses batchlab's \
+             tie-break. Here: {}.",
             differing.join("; ")
         ));
     }
