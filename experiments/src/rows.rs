@@ -125,8 +125,10 @@ pub struct PeerMetrics {
     /// switched to batchlab's one at a time (`dynet`, `+mean`, `+one_minus`,
     /// `+sums`, `+types`, `+ties`; `docs/peers.md`).
     pub attribution: Option<serde_json::Value>,
-    /// batchlab: the batching policy; `dynet-agenda`: a failed batch count.
+    /// batchlab: the batching policy (null for the peers).
     pub policy: Option<String>,
+    /// `dynet-agenda`: why DyNet's batch count could not be taken, if so.
+    pub count_error: Option<String>,
     /// Every timed run's CPU seconds (as `samples` holds the wall seconds).
     pub cpu_samples: Vec<f64>,
 }

@@ -309,6 +309,7 @@ fn fold(
             .get("policy")
             .and_then(Value::as_str)
             .map(str::to_owned),
+        count_error: None,
         cpu_samples: cpu,
     }
 }
@@ -488,7 +489,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                 if sys == System::Peer(Peer::DynetAgenda)
                     && let Some(Err(e)) = &count
                 {
-                    m.policy = Some(format!("batch count failed: {e}"));
+                    m.count_error = Some(e.clone());
                 }
                 let samples = results[i]
                     .iter()
