@@ -11,10 +11,11 @@ out=${1:-out/paper-repro-quick}
 
 cargo run --release -q -p paper-repro -- --quick --out "$out"
 
-# Items drawn on every machine; `vpps` needs `--device cuda` and is only
-# checked for its REPORT.md section.
+# Items drawn on every machine; `vpps` needs `--device cuda` and `peers` the
+# peers' environment (`paper-repro peers --install`), so they are checked for
+# their REPORT.md section, and `peers` for its files where it ran.
 items=(fig7 table2 table4 table5 fig6 fig9 table6 cavs-fig8)
-all_items=("${items[@]}" vpps)
+all_items=("${items[@]}" vpps peers)
 extra_csv=(fig6-ratios cavs-fig8-paper)
 fail=0
 bad() { echo "main-job: $*" >&2; fail=1; }
@@ -44,6 +45,11 @@ for i in "${items[@]}"; do
   check_csv "$out/rows/$i.csv"
 done
 for c in "${extra_csv[@]}"; do check_csv "$out/$c.csv"; done
+if [ -e "$out/peers.png" ]; then
+  check_png "$out/peers.png"
+  check_svg "$out/peers.svg"
+  for c in peers peers-split peers-checks rows/peers; do check_csv "$out/$c.csv"; done
+fi
 report="$out/REPORT.md"
 if [ -s "$report" ]; then
   for i in "${all_items[@]}"; do

@@ -6,6 +6,7 @@
 pub mod cells;
 pub mod data;
 pub mod device;
+pub mod export;
 pub mod graph;
 pub mod io;
 pub mod layout;

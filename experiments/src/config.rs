@@ -49,14 +49,19 @@ pub struct Grid {
     pub executors: Vec<String>,
     /// Devices (kind `replay`).
     pub devices: Vec<String>,
-    /// CPU thread counts (kind `replay`; `None`: the machine's parallelism).
-    pub threads: Vec<Option<usize>>,
     /// Check against the reference (kind `replay`).
     pub check: bool,
     /// Planner batch of the replay layouts.
     pub layout_batch: usize,
     /// FSM training rule.
     pub fsm: FsmRule,
+    /// CPU thread counts (kinds `replay` and `peers`), as given; absent:
+    /// `replay` uses the machine's available parallelism, `peers` one thread.
+    pub threads: Option<Vec<usize>>,
+    /// Systems (kind `peers`), checked by [`crate::peers::parse_system`].
+    pub systems: Vec<String>,
+    /// Rounds (kind `peers`).
+    pub rounds: usize,
     /// Grid points left out.
     pub exclude: Vec<Exclude>,
 }
@@ -182,6 +187,30 @@ pub enum RunConfig {
         /// the row's `threads` metric says how many that was).
         threads: Option<usize>,
         /// How the FSM is trained (executors that use one).
+        fsm: Option<FsmRule>,
+        /// Planner batch of the layouts (`edbatch*`).
+        layout_batch: Option<usize>,
+    },
+    /// One system (a peer framework or a batchlab executor) on one trace,
+    /// timed in its own processes, interleaved with the trace's other systems.
+    Peers {
+        /// Workload.
+        workload: String,
+        /// Batch size.
+        batch: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Record seed (also the weights' seed).
+        seed: u64,
+        /// Threads: batchlab's `--threads`, the peers' thread variables.
+        threads: usize,
+        /// System name (`docs/peers.md`).
+        system: String,
+        /// Timed runs per process, after one warm-up.
+        repeats: usize,
+        /// Processes per system (rounds, order rotated).
+        rounds: usize,
+        /// How the FSM is trained (`edbatch`, `policy:fsm`).
         fsm: Option<FsmRule>,
         /// Planner batch of the layouts (`edbatch*`).
         layout_batch: Option<usize>,

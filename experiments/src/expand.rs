@@ -7,6 +7,7 @@
 //! | `training` | workloads × batches × hiddens × seeds × encodings |
 //! | `planner-memory`, `planner-compile` | cells × hiddens × batches × fixed_inputs |
 //! | `replay` | workloads × hiddens × batches × seeds × devices × executors |
+//! | `peers` | workloads × hiddens × batches × seeds × threads × systems |
 //!
 //! Each axis keeps the order written in the spec; `exclude` entries then
 //! remove points, and the remaining runs are numbered. Runs on the same trace are
@@ -78,6 +79,17 @@ impl Run {
                 ..
             } => {
                 format!("{workload} b{batch} h{hidden} s{seed} {executor} {device}")
+            }
+            RunConfig::Peers {
+                workload,
+                batch,
+                hidden,
+                seed,
+                threads,
+                system,
+                ..
+            } => {
+                format!("{workload} b{batch} h{hidden} s{seed} t{threads} {system}")
             }
         }
     }
@@ -152,13 +164,14 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                 }
             }
         }
+        Kind::Peers => {}
         Kind::Replay => {
             for w in &g.workloads {
                 for &h in &g.hiddens {
                     for &b in &g.batches {
                         for &s in &g.seeds {
                             for d in &g.devices {
-                                for &threads in &g.threads {
+                                for threads in replay_threads(g) {
                                     for e in &g.executors {
                                         let ex = parse_executor(e);
                                         let fsm = ex.is_some_and(ExecutorChoice::needs_fsm);
@@ -179,6 +192,35 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                         });
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if spec.kind == Kind::Peers {
+        for w in &g.workloads {
+            for &h in &g.hiddens {
+                for &b in &g.batches {
+                    for &s in &g.seeds {
+                        for &t in g.threads.as_deref().unwrap_or(&[1]) {
+                            for sys in &g.systems {
+                                let choice = crate::peers::parse_system(sys);
+                                let fsm = choice.is_some_and(|c| c.needs_fsm());
+                                let layouts = choice.is_some_and(|c| c.needs_layouts());
+                                configs.push(RunConfig::Peers {
+                                    workload: w.clone(),
+                                    batch: b,
+                                    hidden: h,
+                                    seed: s,
+                                    threads: t,
+                                    system: sys.clone(),
+                                    repeats: g.repeats,
+                                    rounds: g.rounds,
+                                    fsm: fsm.then(|| g.fsm.clone()),
+                                    layout_batch: layouts.then_some(g.layout_batch),
+                                });
                             }
                         }
                     }
@@ -233,4 +275,13 @@ pub fn group_by<'a, K: PartialEq + 'a>(
         }
     }
     groups.into_iter().map(|(_, g)| g).collect()
+}
+
+/// The thread settings of a replay grid: each given count, or the machine's
+/// parallelism (`None`) when the spec gives none.
+fn replay_threads(g: &crate::config::Grid) -> Vec<Option<usize>> {
+    match &g.threads {
+        Some(t) => t.iter().copied().map(Some).collect(),
+        None => vec![None],
+    }
 }

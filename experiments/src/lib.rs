@@ -71,6 +71,7 @@ pub mod error;
 pub mod expand;
 pub mod hash;
 pub mod output;
+pub mod peers;
 pub mod progress;
 pub mod provenance;
 pub mod rows;

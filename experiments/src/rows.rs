@@ -66,6 +66,71 @@ pub enum Metrics {
     PlannerCompile(PlannerCompileMetrics),
     /// Kind `replay`.
     Replay(ReplayMetrics),
+    /// Kind `peers`.
+    Peers(Box<PeerMetrics>),
+}
+
+/// One system (a peer framework or a batchlab executor) on one trace, over
+/// all its rounds (`docs/peers.md`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerMetrics {
+    /// System name (`dynet-agenda`, `torch`, `edbatch`...).
+    pub system: String,
+    /// `dynet`, `torch` or `batchlab`.
+    pub framework: String,
+    /// The framework's version (`2.2`, `2.15.0+cu130`, `batchlab 0.1.0`).
+    pub version: String,
+    /// Samples in the mini-batch.
+    pub instances: usize,
+    /// Threads pinned.
+    pub threads: usize,
+    /// Rounds whose process finished (of the spec's `rounds`).
+    pub rounds_ok: usize,
+    /// Median construction seconds (DyNet: renew_cg and building the graph;
+    /// batchlab: its construction; null for PyTorch eager).
+    pub construction_s: Option<f64>,
+    /// Median forward seconds (DyNet: `value()`; PyTorch: the eager run;
+    /// batchlab: scheduling + execution).
+    pub forward_s: Option<f64>,
+    /// Median of every timed run's total over all rounds.
+    pub total_s: f64,
+    /// Median process CPU seconds per timed run (all threads).
+    pub cpu_s: f64,
+    /// `instances / total_s`.
+    pub instances_per_s: f64,
+    /// The mini-batch loss this system computed.
+    pub loss: Option<f64>,
+    /// batchlab's reference loss for the trace (from the export).
+    pub reference_loss: Option<f64>,
+    /// `|loss - reference_loss| / |reference_loss|`.
+    pub loss_rel_err: Option<f64>,
+    /// Batches executed: batchlab's counter, or DyNet agenda's own count
+    /// (its profiler, parameter and input-constant nodes excluded).
+    pub batches: Option<u64>,
+    /// batchlab's `dynet --policy agenda` batches on the trace.
+    pub agenda_batches: Option<u64>,
+    /// Peers: ops of the generated program.
+    pub program_ops: Option<usize>,
+    /// Nodes of `engine record --level op` for the trace.
+    pub expected_ops: usize,
+    /// `dynet-agenda`: op nodes DyNet executed (its profiler's batch sizes summed).
+    pub dynet_nodes: Option<u64>,
+    /// `dynet-agenda`: ops the DyNet API spells as two nodes (`one_minus`).
+    pub two_node_ops: Option<u64>,
+    /// `dynet-agenda`: DyNet's batches per op kind.
+    pub dynet_by_kind: Option<serde_json::Value>,
+    /// `dynet-agenda`: batchlab agenda's batches per op kind.
+    pub agenda_by_op: Option<serde_json::Value>,
+    /// `dynet-agenda`: both agenda schedules simulated, DyNet's rules
+    /// switched to batchlab's one at a time (`dynet`, `+mean`, `+one_minus`,
+    /// `+sums`, `+types`, `+ties`; `docs/peers.md`).
+    pub attribution: Option<serde_json::Value>,
+    /// batchlab: the batching policy (null for the peers).
+    pub policy: Option<String>,
+    /// `dynet-agenda`: why DyNet's batch count could not be taken, if so.
+    pub count_error: Option<String>,
+    /// Every timed run's CPU seconds (as `samples` holds the wall seconds).
+    pub cpu_samples: Vec<f64>,
 }
 
 /// One policy on one trace.

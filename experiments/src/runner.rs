@@ -29,6 +29,12 @@ pub struct RunOptions {
     /// Receives progress events; when `None`, an indicatif bar is shown if
     /// stderr is a terminal and `quiet` is off.
     pub observer: Option<Observer>,
+    /// Kind `peers`: the peers' Python environment (`None`: every peer's row
+    /// says how to install it).
+    pub peers: Option<crate::peers::PeersEnv>,
+    /// Kind `peers`: how to start a batchlab worker process (`None`:
+    /// batchlab's systems cannot run).
+    pub worker: Option<crate::peers::WorkerCommand>,
 }
 
 impl RunOptions {
@@ -38,6 +44,8 @@ impl RunOptions {
             out_dir: out_dir.into(),
             quiet: false,
             observer: None,
+            peers: None,
+            worker: None,
         }
     }
 }
@@ -82,6 +90,11 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
+    /// The spec's name.
+    pub(crate) fn spec(&self) -> &str {
+        &self.spec
+    }
+
     /// Reports that `run` starts.
     pub(crate) fn started(&self, run: &Run) {
         self.notify(&Event::RunStarted(run));
@@ -200,6 +213,7 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         Kind::PlannerMemory => crate::run_planner::run_memory(&todo, &sink)?,
         Kind::PlannerCompile => crate::run_planner::run_compile(&todo, &sink)?,
         Kind::Replay => crate::run_replay::run(&todo, &sink)?,
+        Kind::Peers => crate::peers::run(&todo, &sink, opts)?,
     }
     let (csv, json) = (
         dir.join(format!("{}.csv", spec.name)),

@@ -27,6 +27,9 @@ pub enum Kind {
     /// Replay throughput and time split per executor (ED-Batch Fig. 6, 9,
     /// Table 6; Cavs Fig. 8).
     Replay,
+    /// The real DyNet and PyTorch beside batchlab's executors, interleaved,
+    /// each system in its own process (`docs/peers.md`).
+    Peers,
 }
 
 impl Kind {
@@ -38,12 +41,16 @@ impl Kind {
             Kind::PlannerMemory => "planner-memory",
             Kind::PlannerCompile => "planner-compile",
             Kind::Replay => "replay",
+            Kind::Peers => "peers",
         }
     }
 
     /// Whether its runs measure time (and so run one at a time).
     pub fn is_timing(self) -> bool {
-        matches!(self, Kind::Training | Kind::PlannerCompile | Kind::Replay)
+        matches!(
+            self,
+            Kind::Training | Kind::PlannerCompile | Kind::Replay | Kind::Peers
+        )
     }
 }
 
@@ -83,9 +90,14 @@ pub struct RawSpec {
     pub executors: Option<List<String>>,
     /// Devices (kind `replay`; default `[cpu]`).
     pub devices: Option<List<String>>,
-    /// CPU worker threads (kind `replay`; default: the machine's available
-    /// parallelism, recorded per row).
+    /// CPU worker threads (kind `replay`: default the machine's available
+    /// parallelism, recorded per row; kind `peers`: batchlab's `--threads`
+    /// and the peers' thread variables).
     pub threads: Option<List<u64>>,
+    /// Systems (kind `peers`): peers and batchlab executors.
+    pub systems: Option<List<String>>,
+    /// Rounds (kind `peers`): processes per system, order rotated each round.
+    pub rounds: Option<Spanned<u64>>,
     /// Compare every run's outputs with the reference executor (kind
     /// `replay`; default true).
     pub check: Option<Spanned<bool>>,
@@ -171,6 +183,12 @@ pub struct RawQuick {
     pub executors: Option<List<String>>,
     /// Replaces `fsm.episodes`.
     pub episodes: Option<Spanned<u64>>,
+    /// Replaces `threads`.
+    pub threads: Option<List<u64>>,
+    /// Replaces `systems`.
+    pub systems: Option<List<String>>,
+    /// Replaces `rounds`.
+    pub rounds: Option<Spanned<u64>>,
 }
 
 fn at<T>(v: &Option<Spanned<T>>) -> Option<serde_saphyr::Location> {
@@ -194,6 +212,8 @@ impl RawSpec {
             ("executors".into(), at(&self.executors)),
             ("devices".into(), at(&self.devices)),
             ("threads".into(), at(&self.threads)),
+            ("systems".into(), at(&self.systems)),
+            ("rounds".into(), at(&self.rounds)),
             ("check".into(), at(&self.check)),
             ("layout_batch".into(), at(&self.layout_batch)),
             ("fsm".into(), at(&self.fsm)),
@@ -217,6 +237,9 @@ impl RawSpec {
             out.push(("quick.encodings".into(), at(&q.encodings)));
             out.push(("quick.executors".into(), at(&q.executors)));
             out.push(("quick.episodes".into(), at(&q.episodes)));
+            out.push(("quick.threads".into(), at(&q.threads)));
+            out.push(("quick.systems".into(), at(&q.systems)));
+            out.push(("quick.rounds".into(), at(&q.rounds)));
         }
         for (i, e) in self.exclude.iter().flat_map(|l| l.value.iter()).enumerate() {
             for (name, loc) in e.value.present() {

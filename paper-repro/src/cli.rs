@@ -20,7 +20,7 @@ use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
 #[command(
     name = "paper-repro",
     version,
-    after_help = "Items: fig7, table2, table4, table5, fig6, fig9, table6, cavs-fig8, vpps.\n\
+    after_help = "Items: fig7, table2, table4, table5, fig6, fig9, table6, cavs-fig8, vpps, peers.\n\
                   Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
                   CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
 )]
@@ -49,10 +49,25 @@ pub struct Cli {
     /// Print a JSON summary on stdout and no progress on stderr.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The peers' environment folder [default: $BATCHLAB_PEERS_ENV, else
+    /// ~/.cache/batchlab/peers] (item `peers`; `paper-repro peers --install` makes it).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub peers_env: Option<PathBuf>,
+}
+
+/// `paper-repro peers`: the peers' environment.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct PeersArgs {
+    /// Create the environment if missing and install the pinned peers from PyPI.
+    #[arg(long)]
+    pub install: bool,
+    /// Frameworks to install: dynet, torch (torch is the CUDA build from PyPI, ~5 GB).
+    #[arg(long, default_value = "dynet", value_name = "LIST")]
+    pub peers: String,
 }
 
 /// Subcommands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Measure, then report (the default).
     Run,
@@ -60,22 +75,100 @@ pub enum Command {
     Measure,
     /// Only report: figures, CSVs and REPORT.md from existing rows.
     Report,
+    /// Show (or with --install, make) the peers' Python environment: the real
+    /// DyNet and PyTorch of the `peers` item (docs/peers.md).
+    Peers(PeersArgs),
 }
 
 impl Command {
-    fn name(self) -> &'static str {
+    fn name(&self) -> &'static str {
         match self {
             Command::Run => "run",
             Command::Measure => "measure",
             Command::Report => "report",
+            Command::Peers(_) => "peers",
         }
     }
+}
+
+/// `paper-repro peers [--install]` output.
+#[derive(Debug, serde::Serialize)]
+pub struct PeersStatus {
+    /// The environment folder.
+    pub dir: String,
+    /// Its Python, when it exists.
+    pub python: Option<String>,
+    /// Per framework: version, or why it is unavailable.
+    pub frameworks: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Why the environment cannot be used at all, if so.
+    pub error: Option<String>,
+}
+
+/// Runs `paper-repro peers`.
+pub fn peers(cli: &Cli, a: &PeersArgs) -> Result<PeersStatus> {
+    let dir = crate::peers_env::default_dir(cli.peers_env.as_deref());
+    let env = if a.install {
+        let fws = crate::peers_env::parse_frameworks(&a.peers)?;
+        Ok(crate::peers_env::install(&dir, &fws)?)
+    } else {
+        crate::peers_env::open(&dir)
+    };
+    let mut s = PeersStatus {
+        dir: dir.display().to_string(),
+        python: None,
+        frameworks: Default::default(),
+        error: None,
+    };
+    match env {
+        Ok(e) => {
+            s.python = Some(e.python.display().to_string());
+            for (fw, v) in e.frameworks {
+                let val = match v {
+                    Ok(ver) => serde_json::json!({"available": true, "version": ver}),
+                    Err(why) => serde_json::json!({"available": false, "reason": why}),
+                };
+                s.frameworks.insert(fw, val);
+            }
+        }
+        Err(why) => s.error = Some(why),
+    }
+    Ok(s)
+}
+
+/// Prints `paper-repro peers`' status.
+pub fn print_peers(s: &PeersStatus, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(s)?);
+        return Ok(());
+    }
+    println!("peers environment: {}", s.dir);
+    if let Some(e) = &s.error {
+        println!("  not usable: {e}");
+    }
+    if let Some(p) = &s.python {
+        println!("  python: {p}");
+    }
+    for (fw, v) in &s.frameworks {
+        match v["version"].as_str() {
+            Some(ver) => println!("  {fw}: {ver}"),
+            None => println!(
+                "  {fw}: unavailable: {}",
+                v["reason"].as_str().unwrap_or("?")
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// Runs the command line `cli` (`command` is how it was invoked, for stamps
 /// and logs) and returns its summary. Nothing runs unless every spec checks.
 pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
-    let mode = cli.command.unwrap_or(Command::Run);
+    let mode = cli.command.clone().unwrap_or(Command::Run);
+    if let Command::Peers(_) = mode {
+        return Err(crate::error::ReproError::Usage(
+            "`peers` is not a measuring mode (see `paper-repro peers --help`)".into(),
+        ));
+    }
     let selected: Vec<&'static Item> = items::select(cli.only.as_deref())?;
     let device = parse_device(&cli.device)?;
     let out = cli.out.clone().unwrap_or_else(|| {
@@ -93,12 +186,22 @@ pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
         // Every spec is loaded and checked before any run starts.
         let specs = load_all(cli.specs.as_deref(), cli.quick)?;
         let t = Instant::now();
+        let wants_peers = selected.iter().any(|i| i.name == "peers");
+        let peers = if wants_peers {
+            crate::peers_env::open(&crate::peers_env::default_dir(cli.peers_env.as_deref()))
+        } else {
+            Err("not selected".into())
+        };
+        let worker = experiments::peers::WorkerCommand::current_exe("worker")
+            .map_err(|e| crate::error::ReproError::io("current executable", e))?;
         let opts = MeasureOptions {
             rows: rows.clone(),
             device: device.clone(),
             quiet,
             command: command.to_string(),
             quick: cli.quick,
+            peers,
+            worker: Some(worker),
         };
         log = Some(measure(&selected, &specs, &opts)?);
         measure_seconds = Some(t.elapsed().as_secs_f64());

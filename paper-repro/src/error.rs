@@ -77,6 +77,12 @@ pub enum ReproError {
     /// JSON (de)serialisation failed.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A bad command-line value (the message names the flag).
+    #[error("{0}")]
+    Usage(String),
+    /// The peers' environment could not be made or used.
+    #[error("peers: {0}")]
+    Peers(String),
 }
 
 impl ReproError {

@@ -12,6 +12,8 @@ pub enum Paper {
     Cavs,
     /// VPPS (virtual persistent processor specialization).
     Vpps,
+    /// None: batchlab beside the real systems (item `peers`).
+    Workbench,
 }
 
 impl Paper {
@@ -21,6 +23,7 @@ impl Paper {
             Paper::EdBatch => "ed-batch",
             Paper::Cavs => "cavs",
             Paper::Vpps => "vpps",
+            Paper::Workbench => "batchlab",
         }
     }
 }
@@ -41,7 +44,7 @@ pub struct Item {
 }
 
 /// Every item, in report order.
-pub const ITEMS: [Item; 9] = [
+pub const ITEMS: [Item; 10] = [
     item(
         "fig7",
         Paper::EdBatch,
@@ -88,6 +91,13 @@ pub const ITEMS: [Item; 9] = [
         paper: Paper::Vpps,
         title: "VPPS style: small-batch throughput on the GPU (inference)",
         cuda_only: true,
+    },
+    Item {
+        name: "peers",
+        spec: "peers",
+        paper: Paper::Workbench,
+        title: "Peers: the real DyNet and PyTorch beside batchlab's executors (same weights, same run)",
+        cuda_only: false,
     },
 ];
 

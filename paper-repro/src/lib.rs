@@ -19,6 +19,8 @@
 //! - [`report`]: rows → figures ([`figs`], one builder per item, drawn with
 //!   the `figures` crate), CSVs and `REPORT.md`, with the papers' numbers
 //!   from [`published`].
+//! - [`peers_env`]: the peers' Python environment (item `peers`: the real
+//!   DyNet and PyTorch beside batchlab's executors, `docs/peers.md`).
 //! - [`cli`]: the command line; [`summary`]: the `--json` summary.
 #![warn(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod error;
 mod figs;
 pub mod items;
 pub mod measure;
+pub mod peers_env;
 pub mod published;
 pub mod report;
 pub mod rows;

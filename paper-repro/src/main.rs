@@ -3,11 +3,22 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use paper_repro::cli::{Cli, command_line, execute, print};
+use paper_repro::cli::{Cli, Command, command_line, execute, peers, print, print_peers};
 
 fn main() -> ExitCode {
+    // `paper-repro worker ...`: one batchlab executor timed in its own process
+    // for the `peers` item (internal; flags in experiments::peers::worker_main).
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("worker") {
+        return ExitCode::from(experiments::peers::worker_main(&args[2..]) as u8);
+    }
     let cli = Cli::parse();
     let run = || -> anyhow::Result<()> {
+        if let Some(Command::Peers(a)) = &cli.command {
+            let s = peers(&cli, a)?;
+            print_peers(&s, cli.json)?;
+            return Ok(());
+        }
         let summary = execute(&cli, &command_line())?;
         print(&summary, cli.json)?;
         Ok(())

@@ -99,6 +99,10 @@ pub struct MeasureOptions {
     pub command: String,
     /// Quick mode (for the log; the specs are already loaded accordingly).
     pub quick: bool,
+    /// The peers' environment (item `peers`), or why there is none.
+    pub peers: std::result::Result<experiments::peers::PeersEnv, String>,
+    /// How to start batchlab worker processes (item `peers`).
+    pub worker: Option<experiments::peers::WorkerCommand>,
 }
 
 /// Why a CUDA-only item is not measured on `device`.
@@ -147,6 +151,19 @@ pub fn measure(
             });
             continue;
         }
+        if item.name == "peers"
+            && let Err(why) = &opts.peers
+        {
+            let reason = format!("Needs the peers' Python environment: {why}.");
+            if !opts.quiet {
+                eprintln!("paper-repro: {}: skipped: {reason}", item.name);
+            }
+            log.skipped.push(SkipLog {
+                item: item.name.into(),
+                reason,
+            });
+            continue;
+        }
         let Some(loaded) = specs.iter().find(|l| l.item.name == item.name) else {
             continue;
         };
@@ -164,6 +181,8 @@ pub fn measure(
             out_dir: opts.rows.clone(),
             quiet: opts.quiet,
             observer: None,
+            peers: opts.peers.clone().ok(),
+            worker: opts.worker.clone(),
         };
         let r = experiments::run_spec(&spec, &run_opts)?;
         let seconds = t.elapsed().as_secs_f64();

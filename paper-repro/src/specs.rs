@@ -34,7 +34,7 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 9] = [
+pub const EMBEDDED: [Embedded; 10] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
     embedded!("table4", "experiments/specs"),
@@ -44,6 +44,7 @@ pub const EMBEDDED: [Embedded; 9] = [
     embedded!("table6", "experiments/specs"),
     embedded!("cavs-fig8", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
+    embedded!("peers", "experiments/specs"),
 ];
 
 /// A checked spec and where it came from.

@@ -5,6 +5,7 @@
 mod bench;
 mod cells;
 mod devices;
+mod export_model;
 mod fixtures;
 mod inspect;
 mod record;
@@ -34,6 +35,8 @@ enum Command {
     Cells(cells::Args),
     /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
     Replay(replay::Args),
+    /// Write the seeded model and bound program of a trace for another framework (docs/model-export.md).
+    ExportModel(export_model::Args),
     /// List the devices (CPU, CUDA) and whether they can be used, and why not.
     Devices(devices::Args),
     /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
@@ -50,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::ExportModel(a) => export_model::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Fixtures(a) => fixtures::run(a),
         Command::Bench(a) => bench::run(a),

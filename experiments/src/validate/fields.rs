@@ -7,7 +7,8 @@ use crate::error::SpecError;
 use crate::spec::{Kind, RawSpec};
 
 use Kind::{
-    PlannerCompile as Pc, PlannerMemory as Pm, Policies as Po, Replay as Re, Training as Tr,
+    Peers as Pe, PlannerCompile as Pc, PlannerMemory as Pm, Policies as Po, Replay as Re,
+    Training as Tr,
 };
 
 /// The kinds that use `field` (a path without its `quick.` / `exclude[i].`
@@ -15,15 +16,18 @@ use Kind::{
 pub(super) fn users(field: &str) -> &'static [Kind] {
     match field {
         "seeds" | "workloads" | "fsm" | "fsm.trainer_seed" | "fsm.episodes" | "episodes" => {
-            &[Po, Tr, Re]
+            &[Po, Tr, Re, Pe]
         }
-        "repeats" => &[Tr, Pc, Re],
+        "repeats" => &[Tr, Pc, Re, Pe],
         "cells" | "fixed_inputs" => &[Pm, Pc],
         "policies" => &[Po],
         "encodings" => &[Tr],
-        "executors" | "devices" | "threads" | "check" | "layout_batch" | "fsm.encodings" => &[Re],
-        "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re],
-        _ => &[Po, Tr, Pm, Pc, Re],
+        "executors" | "devices" | "check" => &[Re],
+        "layout_batch" | "fsm.encodings" => &[Re, Pe],
+        "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re, Pe],
+        "threads" => &[Re, Pe],
+        "systems" | "rounds" => &[Pe],
+        _ => &[Po, Tr, Pm, Pc, Re, Pe],
     }
 }
 

@@ -5,7 +5,7 @@ use engine::sched::Encoding;
 use serde_saphyr::{Location, Spanned};
 
 use super::fields::users;
-use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS, MAX_THREADS};
+use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS, MAX_ROUNDS, MAX_THREADS};
 use crate::config::{FsmRule, Grid};
 use crate::error::SpecError;
 use crate::spec::{Kind, List, RawQuick, RawSpec};
@@ -14,7 +14,7 @@ use crate::spec::{Kind, List, RawQuick, RawSpec};
 fn required(kind: Kind, field: &str) -> bool {
     match field {
         "workloads" | "batches" => users("workloads").contains(&kind),
-        "policies" | "executors" => users(field).contains(&kind),
+        "policies" | "executors" | "systems" => users(field).contains(&kind),
         _ => false,
     }
 }
@@ -102,22 +102,16 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
     if devices.is_empty() {
         devices = vec!["cpu".into()];
     }
-    let threads = match &r.threads {
-        Some(l) => cx
-            .list(l, "threads", |&v| match v {
-                1..=MAX_THREADS => Ok(()),
-                _ => Err(format!("{v} is out of range 1..={MAX_THREADS}")),
-            })?
-            .into_iter()
-            .map(|v| Some(v as usize))
-            .collect(),
-        None => vec![None],
-    };
     let layout_batch = match &r.layout_batch {
         Some(v) => cx.range(v, "layout_batch", 1, MAX_BATCH)?,
         None => 8,
     };
     let fsm = fsm(cx, r, q.and_then(|q| q.episodes.as_ref()))?;
+    let threads = sizes(&r.threads, q.map(|q| &q.threads), "threads", MAX_THREADS)?;
+    let rounds = match pick(&r.rounds, q.map(|q| &q.rounds), "rounds") {
+        Some((v, f)) => cx.range(v, &f, 1, MAX_ROUNDS)?,
+        None => 3,
+    };
     let grid = Grid {
         seeds,
         repeats,
@@ -129,11 +123,13 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         encodings,
         executors: names(&r.executors, q.map(|q| &q.executors), "executors")?,
         devices,
-        threads,
         check: r.check.as_ref().is_none_or(|c| c.value),
         layout_batch,
         fsm,
         workloads,
+        threads,
+        systems: names(&r.systems, q.map(|q| &q.systems), "systems")?,
+        rounds,
         exclude: Vec::new(),
     };
     check_hiddens(cx, r, q, &grid)?;
@@ -149,7 +145,7 @@ fn encodings(cx: &Cx, l: &List<String>, field: &str) -> Result<Vec<String>, Spec
 
 fn fsm(cx: &Cx, r: &RawSpec, quick_episodes: Option<&Spanned<u64>>) -> Result<FsmRule, SpecError> {
     let f = r.fsm.as_ref().map(|f| &f.value);
-    let replay = cx.kind == Kind::Replay;
+    let replay = matches!(cx.kind, Kind::Replay | Kind::Peers);
     let opt = |v: Option<&Spanned<u64>>, name: &str, max: u64| {
         v.map(|v| cx.range(v, name, 1, max)).transpose()
     };

@@ -24,8 +24,10 @@ pub const MAX_BATCH: u64 = 4096;
 pub const MAX_HIDDEN: u64 = 4096;
 /// Most timed repetitions per run.
 pub const MAX_REPEATS: u64 = 1000;
-/// Largest CPU thread count a spec may ask for.
+/// Most CPU threads a spec may ask for.
 pub const MAX_THREADS: u64 = 256;
+/// Most rounds of a `peers` spec.
+pub const MAX_ROUNDS: u64 = 100;
 /// Largest FSM episode budget.
 pub const MAX_EPISODES: u64 = 1_000_000;
 
@@ -138,6 +140,7 @@ impl Cx<'_> {
             "policies" => parse_policy(v).is_some(),
             "encodings" => engine::sched::Encoding::parse(v).is_some(),
             "executors" => parse_executor(v).is_some(),
+            "systems" => crate::peers::parse_system(v).is_some(),
             "devices" => {
                 return engine::device::DeviceKind::parse(v)
                     .map(|_| ())
@@ -153,6 +156,7 @@ impl Cx<'_> {
             "cells" => "see `engine cells`".to_string(),
             "policies" => format!("expected one of {}", policy_names()),
             "encodings" => "expected base, max, sort, sort-cond, sort-phase, or [all]".into(),
+            "systems" => format!("expected one of {}", crate::peers::SYSTEM_NAMES),
             _ => format!("expected one of {EXECUTOR_NAMES}"),
         };
         let what = field.trim_end_matches('s').replace("policie", "policy");

@@ -7,6 +7,7 @@ mod device;
 mod fig6;
 mod fig7;
 mod fig9;
+pub mod peers;
 mod table2;
 mod table4;
 mod table5;
@@ -34,6 +35,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
         "table6" => table6::build(ctx, rows, &mut sec)?,
         "cavs-fig8" => cavs_fig8::build(ctx, rows, &mut sec)?,
         "vpps" => vpps::build(ctx, rows, &mut sec)?,
+        "peers" => peers::build(ctx, rows, &mut sec)?,
         other => unreachable!("item {other} has no builder"),
     }
     sec.notes.extend(Device::of(rows).mixed_note());
@@ -52,6 +54,7 @@ pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
         "table6" => table6::paper(ctx),
         "cavs-fig8" => cavs_fig8::paper(ctx),
         "vpps" => vpps::paper(ctx),
+        "peers" => peers::paper(ctx),
         other => unreachable!("item {other} has no builder"),
     }
 }

@@ -53,10 +53,14 @@ pub struct Reported {
 pub fn report(opts: &ReportOptions) -> Result<Reported> {
     let published = Published::embedded()?;
     let log = MeasureLog::read(&opts.rows)?;
+    let skipped = |name: &str| {
+        log.as_ref()
+            .is_some_and(|l| l.skipped.iter().any(|s| s.item == name))
+    };
     let mut sets = Vec::new();
     for item in &opts.items {
         let set = RowSet::load(&opts.rows, item.spec)?;
-        if set.is_none() && opts.explicit && !item.cuda_only {
+        if set.is_none() && opts.explicit && !item.cuda_only && !skipped(item.name) {
             return Err(ReproError::Rows {
                 path: opts.rows.join(format!("{}.json", item.spec)),
                 message: "no rows for this item: measure it first (`paper-repro measure`)".into(),
@@ -64,7 +68,9 @@ pub fn report(opts: &ReportOptions) -> Result<Reported> {
         }
         sets.push(set);
     }
-    if sets.iter().all(Option::is_none) && opts.items.iter().any(|i| !i.cuda_only) {
+    if sets.iter().all(Option::is_none)
+        && opts.items.iter().any(|i| !i.cuda_only && !skipped(i.name))
+    {
         return Err(ReproError::Rows {
             path: opts.rows.clone(),
             message: "no rows of any item here: measure first (`paper-repro measure`)".into(),
@@ -119,6 +125,13 @@ fn bare_section(
     log: Option<&MeasureLog>,
 ) -> Result<Section> {
     let Some(set) = set else {
+        if let Some(s) = log.and_then(|l| l.skipped.iter().find(|s| s.item == item.name)) {
+            return Ok(Section::without_data(
+                item,
+                Status::Skipped,
+                s.reason.clone(),
+            ));
+        }
         if item.cuda_only {
             let reason = log
                 .and_then(|l| l.skipped.iter().find(|s| s.item == item.name))

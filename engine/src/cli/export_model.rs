@@ -1,0 +1,128 @@
+//! `engine export-model`: the seeded model and bound program of a trace, for
+//! the peer frameworks (`docs/model-export.md`).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use engine::cells::CellLibrary;
+use engine::export::export;
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+use serde::Serialize;
+
+/// Arguments of `engine export-model`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Cell-level trace to export (recorded by `engine record`).
+    #[arg(long, conflicts_with = "workload")]
+    trace: Option<PathBuf>,
+    /// Record this workload on the fly instead of reading a trace.
+    #[arg(long)]
+    workload: Option<String>,
+    /// Batch size when recording on the fly.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Hidden size when recording on the fly.
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// Seed of the weights and per-node data (as `engine replay --seed`; also
+    /// the record seed when recording on the fly).
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Skip the reference run that gives `reference_loss` (null then).
+    #[arg(long)]
+    no_reference: bool,
+    /// Output file (written atomically).
+    #[arg(long)]
+    out: PathBuf,
+    /// Print a JSON summary instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `engine export-model --json` output.
+#[derive(Serialize)]
+struct Summary {
+    out: String,
+    workload: String,
+    hidden: usize,
+    seed: u64,
+    nodes: usize,
+    instances: usize,
+    roles: usize,
+    params: usize,
+    op_nodes: usize,
+    agenda_batches: u64,
+    reference_loss: Option<f64>,
+    bytes: usize,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let cells = CellLibrary::builtin()?;
+    let trace = match (&a.trace, &a.workload) {
+        (Some(p), _) => Trace::read(p)?,
+        (None, Some(w)) => {
+            let Some(spec) = workloads::workload(w) else {
+                bail!("unknown workload {w:?} (see `engine workloads`)");
+            };
+            if a.batch == 0 || a.hidden == 0 {
+                bail!("--batch and --hidden must be at least 1");
+            }
+            workloads::record(
+                &RecordOptions {
+                    workload: spec,
+                    data: DataChoice::Default,
+                    batch: a.batch,
+                    hidden: a.hidden,
+                    level: Level::Cell,
+                    seed: a.seed,
+                },
+                &cells,
+            )?
+        }
+        (None, None) => bail!("give --trace T.json or --workload W"),
+    };
+    let what = a
+        .trace
+        .as_ref()
+        .map_or_else(|| trace.workload.clone(), |p| p.display().to_string());
+    let e = export(&trace, &cells, a.seed, !a.no_reference)
+        .with_context(|| format!("exporting {what}"))?;
+    let bytes = e.to_bytes();
+    engine::io::write_atomic(&a.out, &bytes)
+        .with_context(|| format!("writing {}", a.out.display()))?;
+    let h = &e.header;
+    let s = Summary {
+        out: a.out.display().to_string(),
+        workload: h.workload.clone(),
+        hidden: h.hidden,
+        seed: h.seed,
+        nodes: h.nodes.len(),
+        instances: h.instances,
+        roles: h.roles.len(),
+        params: h.data_floats,
+        op_nodes: h.op_nodes,
+        agenda_batches: h.agenda_batches,
+        reference_loss: h.reference_loss,
+        bytes: bytes.len(),
+    };
+    if a.json {
+        return crate::cli::print_json(&s);
+    }
+    engine::outln!(
+        "{}: {} h={} seed {}: {} nodes ({} instances), {} roles, {} parameters; {} op-level nodes, {} agenda batches; reference loss {}",
+        s.out,
+        s.workload,
+        s.hidden,
+        s.seed,
+        s.nodes,
+        s.instances,
+        s.roles,
+        s.params,
+        s.op_nodes,
+        s.agenda_batches,
+        s.reference_loss
+            .map_or("-".to_string(), |l| format!("{l:.6}"))
+    );
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! The batchlab worker: one executor on one trace in a process of its own,
+//! so batchlab's systems are measured the way the peers are (fresh process,
+//! warm-up, timed runs, wall and process CPU time per run).
+//!
+//! Flags: `--trace T.json --seed S --system NAME --repeats R --threads N
+//! --result OUT.json [--policy P.yaml] [--layouts DIR]`. `--threads` is the
+//! session's CPU thread count. The result is written atomically to
+//! `--result`; exit status 0, or 2 with the error on standard error.
+
+use std::path::{Path, PathBuf};
+
+use engine::cells::CellLibrary;
+use engine::device::DeviceKind;
+use engine::layout::LayoutFile;
+use engine::replay::cpu::CpuOptions;
+use engine::replay::{self, Executor, Session, SessionOptions};
+use engine::sched::{FsmPolicy, PolicyFile, heuristic};
+use engine::trace::Trace;
+use serde::Serialize;
+
+use super::cputime::process_cpu_s;
+use super::{System, parse_system};
+use crate::config::ExecutorChoice;
+
+/// The worker's result file.
+#[derive(Serialize)]
+pub(crate) struct WorkerResult {
+    pub system: String,
+    pub version: String,
+    pub policy: Option<String>,
+    pub instances: usize,
+    pub batches: u64,
+    pub kernels: u64,
+    pub construction_s: f64,
+    pub scheduling_s: f64,
+    pub execution_s: f64,
+    pub total_s: f64,
+    pub cpu_s: f64,
+    pub samples: Vec<f64>,
+    pub cpu_samples: Vec<f64>,
+    pub loss: f64,
+}
+
+struct Flags {
+    trace: PathBuf,
+    seed: u64,
+    system: String,
+    repeats: usize,
+    threads: usize,
+    result: PathBuf,
+    policy: Option<PathBuf>,
+    layouts: Option<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Result<Flags, String> {
+    let mut get = std::collections::BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let name = flag
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {flag:?}"))?;
+        if ![
+            "trace", "seed", "system", "repeats", "threads", "result", "policy", "layouts",
+        ]
+        .contains(&name)
+        {
+            return Err(format!("unknown flag --{name}"));
+        }
+        let v = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
+        get.insert(name.to_string(), v.clone());
+    }
+    let need = |k: &str| get.get(k).cloned().ok_or_else(|| format!("missing --{k}"));
+    let num = |k: &str| -> Result<u64, String> {
+        need(k)?.parse().map_err(|_| format!("--{k}: not a number"))
+    };
+    Ok(Flags {
+        trace: need("trace")?.into(),
+        seed: num("seed")?,
+        system: need("system")?,
+        repeats: (num("repeats")? as usize).max(1),
+        threads: match num("threads")? {
+            0 => return Err("--threads must be at least 1".into()),
+            t => t as usize,
+        },
+        result: need("result")?.into(),
+        policy: get.get("policy").map(PathBuf::from),
+        layouts: get.get("layouts").map(PathBuf::from),
+    })
+}
+
+/// Runs the worker with `args` (the flags above); returns the exit status.
+pub fn worker_main(args: &[String]) -> i32 {
+    match parse(args).and_then(|f| work(&f)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn layouts(
+    model: &replay::Model,
+    dir: &Path,
+    planned: bool,
+) -> Result<Vec<(String, LayoutFile)>, String> {
+    let mut files: Vec<(String, LayoutFile)> = Vec::new();
+    for rm in &model.roles {
+        let name = &rm.cell.name;
+        if files.iter().any(|(_, f)| f.cell == *name) {
+            continue;
+        }
+        let path = dir.join(if planned {
+            format!("{name}.json")
+        } else {
+            format!("{name}.baseline.json")
+        });
+        let f = LayoutFile::read(&path).map_err(|e| e.to_string())?;
+        files.push((path.display().to_string(), f));
+    }
+    Ok(files)
+}
+
+fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String>), String> {
+    let Some(System::Batchlab(choice)) = parse_system(&f.system) else {
+        return Err(format!("--system {}: not a batchlab executor", f.system));
+    };
+    let fsm = || -> Result<(Box<FsmPolicy>, String), String> {
+        let p = f.policy.as_ref().ok_or("this executor needs --policy")?;
+        let file = PolicyFile::read(p).map_err(|e| e.to_string())?;
+        let label = format!("fsm({})", file.encoding.name());
+        Ok((
+            Box::new(FsmPolicy::new(file).map_err(|e| e.to_string())?),
+            label,
+        ))
+    };
+    Ok(match choice {
+        ExecutorChoice::Reference => (Executor::Reference, None),
+        ExecutorChoice::Cavs => (Executor::Cavs, Some("cavs".into())),
+        ExecutorChoice::Dynet(h) | ExecutorChoice::Policy(Some(h)) => {
+            let p = heuristic(h).ok_or_else(|| format!("unknown heuristic {h}"))?;
+            let ex = if matches!(choice, ExecutorChoice::Dynet(_)) {
+                Executor::Dynet(p)
+            } else {
+                Executor::Policy(p)
+            };
+            (ex, Some(h.to_string()))
+        }
+        ExecutorChoice::Policy(None) => {
+            let (p, label) = fsm()?;
+            (Executor::Policy(p), Some(label))
+        }
+        ExecutorChoice::EdBatch { planned } => {
+            let dir = f.layouts.as_ref().ok_or("edbatch needs --layouts")?;
+            let files = layouts(model, dir, planned)?;
+            let programs = replay::compile_layouts(model, &files).map_err(|e| e.to_string())?;
+            let (p, label) = fsm()?;
+            (Executor::EdBatch(p, programs), Some(label))
+        }
+    })
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn work(f: &Flags) -> Result<(), String> {
+    let cells = CellLibrary::builtin().map_err(|e| e.to_string())?;
+    let trace = Trace::read(&f.trace).map_err(|e| e.to_string())?;
+    let model = replay::model(&trace, &cells, f.seed).map_err(|e| e.to_string())?;
+    let (mut ex, policy) = executor(f, &model)?;
+    let opts = SessionOptions {
+        cpu: CpuOptions {
+            threads: Some(f.threads),
+            ..CpuOptions::default()
+        },
+    };
+    let mut session = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &ex, &opts)
+        .map_err(|e| e.to_string())?;
+    // Warm-up, then each timed run on its own so its CPU time is its own.
+    session
+        .run(&trace, &model, &cells, &mut ex)
+        .map_err(|e| e.to_string())?;
+    let mut splits = Vec::with_capacity(f.repeats);
+    let mut cpu = Vec::with_capacity(f.repeats);
+    let mut first = None;
+    for _ in 0..f.repeats {
+        let c0 = process_cpu_s();
+        let r = session
+            .run(&trace, &model, &cells, &mut ex)
+            .map_err(|e| e.to_string())?;
+        cpu.push(process_cpu_s() - c0);
+        splits.push(r.time.clone());
+        first.get_or_insert(r);
+    }
+    let m = first.ok_or("no timed run")?;
+    let out = session.outputs();
+    let g = &trace.graph;
+    let loss: f64 = g
+        .nodes()
+        .filter(|&v| model.role_of(g, v).cell.name == "loss.sum")
+        .map(|v| {
+            let role = model.type_role[g.node_type(v).index()];
+            out.output(v, role, 0)
+                .iter()
+                .map(|&x| f64::from(x))
+                .sum::<f64>()
+        })
+        .sum();
+    let col = |k: fn(&replay::TimeSplit) -> f64| median(&splits.iter().map(k).collect::<Vec<_>>());
+    let samples: Vec<f64> = splits
+        .iter()
+        .map(|t| t.construction + t.scheduling + t.execution)
+        .collect();
+    let r = WorkerResult {
+        system: f.system.clone(),
+        version: format!("batchlab {}", env!("CARGO_PKG_VERSION")),
+        policy,
+        instances: g.num_instances(),
+        batches: m.counters.batches,
+        kernels: m.counters.kernels,
+        construction_s: col(|t| t.construction),
+        scheduling_s: col(|t| t.scheduling),
+        execution_s: col(|t| t.execution),
+        total_s: median(&samples),
+        cpu_s: median(&cpu),
+        samples,
+        cpu_samples: cpu,
+        loss,
+    };
+    let json = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
+    engine::io::write_atomic(&f.result, &json).map_err(|e| format!("{}: {e}", f.result.display()))
+}

@@ -1,0 +1,103 @@
+//! Kind `peers`: the spec's checks, its expansion, and a sweep without a
+//! peers environment or worker (every row says why, nothing aborts).
+
+use experiments::config::RunConfig;
+use experiments::{Kind, RunOptions, expand, parse_spec, run_spec};
+
+const GOOD: &str = "kind: peers
+name: p
+workloads: [tree-lstm, lattice-gru]
+batches: [2]
+hiddens: [8]
+threads: [1, 2]
+systems: [dynet-agenda, torch, reference, edbatch]
+quick:
+  threads: [1]
+  rounds: 1
+";
+
+fn err(yaml: &str) -> String {
+    match parse_spec(yaml, "specs/bad.yaml", false) {
+        Ok(_) => panic!("spec accepted:\n{yaml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_peers_spec_expands_point_by_point_with_systems_last() {
+    let s = parse_spec(GOOD, "p.yaml", false).unwrap();
+    assert_eq!(s.kind, Kind::Peers);
+    assert_eq!((s.grid.rounds, s.grid.repeats), (3, 3));
+    let runs = expand(&s);
+    assert_eq!(runs.len(), 2 * 2 * 4);
+    let RunConfig::Peers {
+        threads,
+        system,
+        fsm,
+        layout_batch,
+        ..
+    } = &runs[3].config
+    else {
+        panic!("not a peers run");
+    };
+    assert_eq!((*threads, system.as_str()), (1, "edbatch"));
+    assert!(fsm.is_some() && layout_batch.is_some());
+    let RunConfig::Peers { threads, fsm, .. } = &runs[4].config else {
+        panic!()
+    };
+    assert_eq!(*threads, 2);
+    assert!(fsm.is_none(), "dynet-agenda needs no FSM");
+    let q = parse_spec(GOOD, "p.yaml", true).unwrap();
+    assert_eq!((q.grid.rounds, q.grid.threads.clone()), (1, Some(vec![1])));
+}
+
+#[test]
+fn bad_peers_specs_name_file_line_and_field() {
+    let e = err(&GOOD.replace("torch, reference", "tensorflow, reference"));
+    assert!(e.starts_with("specs/bad.yaml:7:"), "{e}");
+    assert!(
+        e.contains("systems[1]: unknown system \"tensorflow\""),
+        "{e}"
+    );
+    let e = err(&GOOD.replace("threads: [1, 2]", "threads: [0]"));
+    assert!(e.contains("threads[0]: 0 is out of range"), "{e}");
+    let e = err(&GOOD.replace("  rounds: 1", "  rounds: 0"));
+    assert!(e.contains("quick.rounds: 0 is out of range"), "{e}");
+    let e = err(&GOOD.replace("systems: [", "executors: [cavs]\nsystems: ["));
+    assert!(e.contains("executors: not used by kind peers"), "{e}");
+    let e = err(&GOOD.replace("systems: [dynet-agenda, torch, reference, edbatch]\n", ""));
+    assert!(e.contains("systems: missing"), "{e}");
+    let e = err(
+        "kind: replay\nname: r\nworkloads: [tree-lstm]\nbatches: [2]\nexecutors: [cavs]\nrounds: 2\n",
+    );
+    assert!(e.contains("rounds: not used by kind replay"), "{e}");
+}
+
+#[test]
+fn without_environment_or_worker_every_row_says_why() {
+    let yaml = "kind: peers\nname: p\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\nsystems: [dynet-none, cavs]\nrepeats: 1\nrounds: 1\n";
+    let s = parse_spec(yaml, "p.yaml", false).unwrap();
+    let dir = std::env::temp_dir().join(format!("batchlab-peers-rows-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut opts = RunOptions::new(&dir);
+    opts.quiet = true;
+    let r = run_spec(&s, &opts).unwrap();
+    assert_eq!((r.ran, r.failed), (2, 2));
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&r.json).unwrap()).unwrap();
+    let errors: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["error"].as_str().unwrap())
+        .collect();
+    assert!(
+        errors[0].contains("peer unavailable") && errors[0].contains("paper-repro peers --install"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("no batchlab worker command"),
+        "{errors:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,195 @@
+"""The peers: DyNet (autobatch off or agenda) and PyTorch eager, loading an
+export's parameters and running its generated program.
+
+Timed region per run, what the framework's users pay per mini-batch:
+
+- DyNet: ``renew_cg``, building every node's expressions (construction),
+  then ``value()`` of the loss (forward: DyNet's autobatch scheduling, if on,
+  and execution).
+- PyTorch: the eager forward under ``torch.inference_mode()``; eager
+  execution has no separate construction step, so it is reported as null.
+"""
+
+import gc
+import time
+from importlib import metadata
+
+from . import codegen
+from .program import Program
+
+PEERS = ("dynet-none", "dynet-agenda", "torch")
+
+
+class PeerUnavailable(Exception):
+    """The peer's framework cannot be imported (the message says why)."""
+
+
+def framework_of(peer):
+    if peer not in PEERS:
+        raise ValueError(f"unknown peer {peer!r}: expected one of {', '.join(PEERS)}")
+    return "torch" if peer == "torch" else "dynet"
+
+
+def probe(framework):
+    """(version, None) if ``framework`` is installed, else (None, why). Reads
+    package metadata only: importing DyNet would initialise it, importing
+    PyTorch takes seconds."""
+    import importlib.util
+
+    module, dist = {"dynet": ("dynet", "dyNET38"), "torch": ("torch", "torch")}[framework]
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None, f"No module named {module!r}"
+        return metadata.version(dist), None
+    except Exception as e:  # a broken installation makes the peer unavailable
+        return None, f"{type(e).__name__}: {e}"
+
+
+def forward_mem_mb(export):
+    """Forward memory for DyNet's pool: every op result three times over
+    (results, gathered operands, scratch) plus 64 MB, at least 256 MB.
+    Autobatching cannot grow the pool, so it is sized up front."""
+    per_role = []
+    for r in export.roles:
+        n = 0
+        for o in r["ops"]:
+            k = 1
+            for d in o["shape"]:
+                k *= d
+            n += k
+        per_role.append(n)
+    floats = sum(per_role[n["role"]] for n in export.nodes)
+    return max(256, int(3 * 4 * floats / 2**20) + 64)
+
+
+class DynetPeer:
+    """DyNet with ``autobatch`` 0 (none) or 1 (agenda); ``profiling`` 2 makes
+    DyNet print every executed batch (used only by the batch count)."""
+
+    framework = "dynet"
+
+    def __init__(self, export, autobatch, profiling=0):
+        try:
+            import dynet_config
+
+            params_mb = max(16, int(4 * export.header["data_floats"] / 2**20) * 2 + 16)
+            mem = f"{forward_mem_mb(export)},16,{params_mb},64"
+            dynet_config.set(mem=mem, autobatch=autobatch, profiling=profiling, random_seed=1)
+            import dynet as dy
+        except ImportError as e:
+            raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+        self.dy = dy
+        self.name = "dynet-agenda" if autobatch else "dynet-none"
+        self.version = metadata.version("dyNET38")
+        self.program = Program(export, "dynet")
+        self.makers = self.program.factories({"dy": dy})
+        pc = dy.ParameterCollection()
+        self.pc = pc
+        self.params = []
+        for role in export.roles:
+            tables = codegen.lookup_tables(role)
+            ps = {}
+            for p in role["params"]:
+                arr = export.param(p)
+                if p["name"] in tables:
+                    ps[p["name"]] = (True, pc.lookup_parameters_from_numpy(arr))
+                else:
+                    ps[p["name"]] = (False, pc.parameters_from_numpy(arr))
+            self.params.append(ps)
+
+    def run_once(self):
+        dy = self.dy
+        t0, c0 = time.perf_counter(), time.process_time()
+        dy.renew_cg()
+        zs = {}
+
+        def zeros(shape):
+            z = zs.get(shape)
+            if z is None:
+                z = zs[shape] = dy.zeros(shape)
+            return z
+
+        fns = []
+        for make, ps in zip(self.makers, self.params):
+            fns.append(make({k: (v if table else v.expr(True)) for k, (table, v) in ps.items()}))
+        losses = self.program.build(fns, zeros, dy.esum)
+        t1 = time.perf_counter()
+        loss = sum(l.value() for l in losses)
+        t2, c2 = time.perf_counter(), time.process_time()
+        return {"construction_s": t1 - t0, "forward_s": t2 - t1, "total_s": t2 - t0,
+                "cpu_s": c2 - c0, "loss": float(loss)}
+
+
+class TorchPeer:
+    """PyTorch eager, one node at a time, inference mode."""
+
+    framework = "torch"
+
+    def __init__(self, export, threads):
+        try:
+            import torch
+        except Exception as e:
+            raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+        self.torch = torch
+        torch.set_num_threads(threads)
+        self.name = "torch"
+        self.version = torch.__version__
+        self.program = Program(export, "torch")
+        self.makers = self.program.factories({"torch": torch})
+        self.params = [
+            {p["name"]: torch.from_numpy(export.param(p)).contiguous() for p in role["params"]}
+            for role in export.roles
+        ]
+
+    def run_once(self):
+        torch = self.torch
+        t0, c0 = time.perf_counter(), time.process_time()
+        with torch.inference_mode():
+            zs = {}
+
+            def zeros(shape):
+                z = zs.get(shape)
+                if z is None:
+                    z = zs[shape] = torch.zeros(shape)
+                return z
+
+            fns = [make(ps) for make, ps in zip(self.makers, self.params)]
+            losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
+            loss = sum(float(l.sum()) for l in losses)
+        t2, c2 = time.perf_counter(), time.process_time()
+        return {"construction_s": None, "forward_s": t2 - t0, "total_s": t2 - t0,
+                "cpu_s": c2 - c0, "loss": loss}
+
+
+def open_peer(peer, export, threads, profiling=0):
+    fw = framework_of(peer)
+    if fw == "dynet":
+        return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling)
+    return TorchPeer(export, threads)
+
+
+def median(xs):
+    s = sorted(xs)
+    n = len(s)
+    if n == 0:
+        return None
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def measure(p, warmup, repeats):
+    """``warmup`` untimed runs, then ``repeats`` timed ones; medians per field
+    and every run's total and CPU seconds."""
+    for _ in range(warmup):
+        p.run_once()
+    runs = []
+    for _ in range(repeats):
+        gc.collect()
+        runs.append(p.run_once())
+    out = {}
+    for key in ("construction_s", "forward_s", "total_s", "cpu_s"):
+        vals = [r[key] for r in runs if r[key] is not None]
+        out[key] = median(vals) if vals else None
+    out["samples"] = [r["total_s"] for r in runs]
+    out["cpu_samples"] = [r["cpu_s"] for r in runs]
+    out["loss"] = runs[-1]["loss"] if runs else None
+    return out

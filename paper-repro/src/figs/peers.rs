@@ -1,0 +1,485 @@
+//! Item `peers`: the real DyNet (autobatch off and agenda) and PyTorch eager
+//! beside batchlab's reference, dynet, cavs and edbatch executors, measured
+//! in one run (kind `peers`, `docs/peers.md`). Tables: throughput per
+//! workload × batch × hidden × threads with the two ratios the issue asks for
+//! (edbatch ÷ DyNet-autobatch, reference ÷ DyNet-none), the construction /
+//! forward split, and the checks: same-weights loss, DyNet's executed batches
+//! beside batchlab's agenda count (with the op kinds that differ), op counts.
+
+use std::collections::BTreeMap;
+
+use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::report::ctx::Ctx;
+use crate::report::fmt::{ms, ratio, sig, span};
+use crate::report::section::Section;
+use crate::report::table::Table;
+use crate::rows::{RowSet, at, field_string, num, uint};
+
+use super::{list, quick_note};
+
+/// The systems in table order, with their column names.
+const SYSTEMS: [(&str, &str); 7] = [
+    ("dynet-none", "DyNet"),
+    ("dynet-agenda", "DyNet autobatch"),
+    ("torch", "PyTorch eager"),
+    ("reference", "batchlab reference"),
+    ("dynet", "batchlab dynet"),
+    ("cavs", "batchlab cavs"),
+    ("edbatch", "batchlab edbatch"),
+];
+
+/// Relative loss difference the same-weights check allows.
+pub const LOSS_TOLERANCE: f64 = 1e-4;
+
+/// The paper's statements: none, this item compares with the real systems.
+pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
+    Ok(Vec::new())
+}
+
+type Point = (String, u64, u64, u64);
+
+fn point(r: &Value) -> Option<Point> {
+    Some((
+        field_string(r, "config.workload")?,
+        uint(r, "config.batch")?,
+        uint(r, "config.hidden")?,
+        uint(r, "config.threads")?,
+    ))
+}
+
+/// Groups rows by grid point, in first-seen order; per system its row.
+fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
+    let mut out: Vec<(Point, BTreeMap<String, &Value>)> = Vec::new();
+    for r in &rows.rows {
+        let (Some(p), Some(s)) = (point(r), field_string(r, "config.system")) else {
+            continue;
+        };
+        match out.iter_mut().find(|(q, _)| *q == p) {
+            Some((_, m)) => {
+                m.insert(s, r);
+            }
+            None => out.push((p, BTreeMap::from([(s, r)]))),
+        }
+    }
+    out
+}
+
+fn ok(r: &Value) -> bool {
+    r["error"].is_null() && r["metrics"].is_object()
+}
+
+/// Groups of op kinds compared between DyNet and batchlab: (label, batchlab
+/// kinds, DyNet kinds; a trailing `*` matches a prefix).
+const KIND_GROUPS: [(&str, &[&str], &[&str]); 14] = [
+    ("affine", &["affine"], &["affine"]),
+    ("matmul", &["matmul"], &["matmul"]),
+    ("sigmoid", &["sigmoid"], &["sigmoid"]),
+    ("tanh", &["tanh"], &["tanh"]),
+    ("relu", &["relu"], &["relu"]),
+    ("mul", &["mul"], &["mul"]),
+    ("sub", &["sub"], &["sub"]),
+    ("mean", &["mean"], &["mean"]),
+    ("one_minus", &["one_minus"], &["one_minus:*"]),
+    (
+        "add/sum/port_sum",
+        &["add", "sum", "port_sum"],
+        &["add|sum2", "sum*"],
+    ),
+    ("lookup", &["lookup"], &["lookup"]),
+    ("pick_loss", &["pick_loss"], &["pick_loss"]),
+    ("softmax", &["softmax"], &["softmax"]),
+    ("concat/slice", &["concat", "slice"], &["concat", "slice"]),
+];
+
+fn count_kinds(map: &Value, kinds: &[&str]) -> u64 {
+    let Some(m) = map.as_object() else {
+        return 0;
+    };
+    m.iter()
+        .filter(|(k, _)| {
+            kinds.iter().any(|want| match want.strip_suffix('*') {
+                Some(prefix) => k.starts_with(prefix),
+                None => k == want,
+            })
+        })
+        .filter_map(|(_, v)| v.as_u64())
+        .sum()
+}
+
+/// The simulated chain from DyNet's count to batchlab's, e.g. `dynet 592,
+/// +mean 442, +one_minus 418, +sums 418, +types 418, +ties 418`.
+pub fn attribution(v: &Value) -> String {
+    const ORDER: [&str; 6] = ["dynet", "+mean", "+one_minus", "+sums", "+types", "+ties"];
+    ORDER
+        .iter()
+        .filter_map(|k| Some(format!("{k} {}", v.get(*k)?.as_u64()?)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `kind: batchlab a, DyNet b` for every group whose counts differ.
+pub fn kind_differences(dynet: &Value, batchlab: &Value) -> Vec<String> {
+    KIND_GROUPS
+        .iter()
+        .filter_map(|(label, ours, theirs)| {
+            let (a, b) = (count_kinds(batchlab, ours), count_kinds(dynet, theirs));
+            (a != b).then(|| format!("{label} {a}→{b}"))
+        })
+        .collect()
+}
+
+pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
+    let pts = points(rows);
+    let tput = |m: &BTreeMap<String, &Value>, s: &str| {
+        m.get(s)
+            .filter(|r| ok(r))
+            .and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    // Why a system has no number: the first distinct error per system.
+    let mut why: BTreeMap<String, String> = BTreeMap::new();
+    for r in &rows.rows {
+        if let (Some(s), Some(e)) = (field_string(r, "config.system"), r["error"].as_str()) {
+            why.entry(s).or_insert_with(|| e.to_string());
+        }
+    }
+    let missing = |m: &BTreeMap<String, &Value>, s: &str| -> String {
+        match m.get(s) {
+            None => "not in grid".into(),
+            Some(r) if !ok(r) => "n/a¹".into(),
+            Some(_) => "?".into(),
+        }
+    };
+
+    // Table 1: throughput and ratios.
+    let mut heads: Vec<String> = vec![
+        "workload".into(),
+        "batch".into(),
+        "hidden".into(),
+        "threads".into(),
+    ];
+    heads.extend(SYSTEMS.iter().map(|(_, c)| format!("{c}: inst/s")));
+    heads.push("edbatch ÷ DyNet autobatch".into());
+    heads.push("reference ÷ DyNet".into());
+    let head_refs: Vec<&str> = heads.iter().map(String::as_str).collect();
+    let mut t = Table::new(
+        "peers",
+        "Instances per second of every system on the same trace and weights (medians of all \
+         timed runs over all rounds; each system in its own processes, interleaved). Ratios: \
+         above 1, batchlab is faster.",
+        &head_refs,
+    );
+    let mut r_ed = Vec::new();
+    let mut r_ref = Vec::new();
+    for ((w, b, h, th), m) in &pts {
+        let mut row = vec![w.clone(), b.to_string(), h.to_string(), th.to_string()];
+        for (s, _) in SYSTEMS {
+            row.push(tput(m, s).map_or_else(|| missing(m, s), |v| sig(v, 4)));
+        }
+        let q = |a: &str, b: &str| Some(tput(m, a)? / tput(m, b)?);
+        if let Some(x) = q("edbatch", "dynet-agenda") {
+            r_ed.push(x);
+        }
+        if let Some(x) = q("reference", "dynet-none") {
+            r_ref.push(x);
+        }
+        row.push(q("edbatch", "dynet-agenda").map(ratio).unwrap_or_default());
+        row.push(q("reference", "dynet-none").map(ratio).unwrap_or_default());
+        t.push(row);
+    }
+
+    // Table 2: where the time goes (construction / forward, CPU / wall).
+    let mut split = Table::new(
+        "peers-split",
+        "Median milliseconds per mini-batch: construction / forward (DyNet: renew_cg and \
+         building the graph / value(); batchlab: construction / scheduling + execution; \
+         PyTorch eager has no separate construction), and process CPU time over wall time.",
+        &[
+            "workload",
+            "batch",
+            "hidden",
+            "threads",
+            "system",
+            "version",
+            "construction ms",
+            "forward ms",
+            "total ms",
+            "CPU / wall",
+            "rounds",
+        ],
+    );
+    for ((w, b, h, th), m) in &pts {
+        for (s, _) in SYSTEMS {
+            let Some(r) = m.get(s).filter(|r| ok(r)) else {
+                continue;
+            };
+            let total = num(r, "metrics.total_s");
+            split.push(vec![
+                w.clone(),
+                b.to_string(),
+                h.to_string(),
+                th.to_string(),
+                s.to_string(),
+                field_string(r, "metrics.version").unwrap_or_default(),
+                num(r, "metrics.construction_s")
+                    .map(ms)
+                    .unwrap_or_else(|| "—".into()),
+                num(r, "metrics.forward_s").map(ms).unwrap_or_default(),
+                total.map(ms).unwrap_or_default(),
+                num(r, "metrics.cpu_s")
+                    .zip(total)
+                    .map(|(c, t)| ratio(c / t))
+                    .unwrap_or_default(),
+                format!(
+                    "{}/{}",
+                    uint(r, "metrics.rounds_ok").unwrap_or(0),
+                    uint(r, "config.rounds").unwrap_or(0)
+                ),
+            ]);
+        }
+    }
+
+    // Table 3: the checks.
+    let mut checks = Table::new(
+        "peers-checks",
+        "Checks per trace: the largest relative loss difference from batchlab's reference \
+         over every system that ran (same weights, tolerance 1e-4); DyNet autobatch's executed \
+         batches (its profiler, parameter and input-constant nodes excluded) beside batchlab's \
+         `dynet --policy agenda` batches, with the op kinds whose batch counts differ; ops of \
+         the generated peer program beside `engine record --level op`, and DyNet's executed op \
+         nodes (one_minus is two DyNet nodes).",
+        &[
+            "workload",
+            "batch",
+            "hidden",
+            "threads",
+            "max loss rel. diff",
+            "loss check",
+            "DyNet batches",
+            "batchlab agenda batches",
+            "batches equal",
+            "differing kinds (batchlab→DyNet)",
+            "simulated: DyNet → batchlab rule by rule",
+            "program ops",
+            "op-level nodes",
+            "ops equal",
+            "DyNet op nodes",
+        ],
+    );
+    let (mut loss_ok, mut loss_n, mut eq_batches, mut n_batches, mut eq_ops, mut n_ops) =
+        (0, 0, 0, 0, 0, 0);
+    let mut differing: Vec<String> = Vec::new();
+    for ((w, b, h, th), m) in &pts {
+        let errs: Vec<f64> = m
+            .values()
+            .filter(|r| ok(r))
+            .filter_map(|r| num(r, "metrics.loss_rel_err"))
+            .collect();
+        let max_err = errs
+            .iter()
+            .copied()
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        if let Some(e) = max_err {
+            loss_n += 1;
+            if e <= LOSS_TOLERANCE {
+                loss_ok += 1;
+            }
+        }
+        let da = m.get("dynet-agenda").filter(|r| ok(r));
+        let dyn_b = da.and_then(|r| uint(r, "metrics.batches"));
+        let bl_b = m.values().find_map(|r| uint(r, "metrics.agenda_batches"));
+        let kinds = da
+            .map(|r| {
+                kind_differences(
+                    at(r, "metrics.dynet_by_kind"),
+                    at(r, "metrics.agenda_by_op"),
+                )
+            })
+            .unwrap_or_default();
+        let chain = da
+            .map(|r| attribution(at(r, "metrics.attribution")))
+            .unwrap_or_default();
+        if let (Some(x), Some(y)) = (dyn_b, bl_b) {
+            n_batches += 1;
+            if x == y {
+                eq_batches += 1;
+            } else {
+                differing.push(format!("{w} b{b} h{h}: {chain}"));
+            }
+        }
+        let prog = m.values().find_map(|r| uint(r, "metrics.program_ops"));
+        let expected = m.values().find_map(|r| uint(r, "metrics.expected_ops"));
+        if let (Some(x), Some(y)) = (prog, expected) {
+            n_ops += 1;
+            if x == y {
+                eq_ops += 1;
+            }
+        }
+        checks.push(vec![
+            w.clone(),
+            b.to_string(),
+            h.to_string(),
+            th.to_string(),
+            max_err.map(|e| format!("{e:.1e}")).unwrap_or_default(),
+            max_err
+                .map(|e| if e <= LOSS_TOLERANCE { "pass" } else { "FAIL" }.to_string())
+                .unwrap_or_default(),
+            dyn_b.map(|v| v.to_string()).unwrap_or_default(),
+            bl_b.map(|v| v.to_string()).unwrap_or_default(),
+            dyn_b
+                .zip(bl_b)
+                .map(|(x, y)| if x == y { "yes" } else { "no" }.to_string())
+                .unwrap_or_default(),
+            kinds.join(", "),
+            chain,
+            prog.map(|v| v.to_string()).unwrap_or_default(),
+            expected.map(|v| v.to_string()).unwrap_or_default(),
+            prog.zip(expected)
+                .map(|(x, y)| if x == y { "yes" } else { "no" }.to_string())
+                .unwrap_or_default(),
+            da.and_then(|r| uint(r, "metrics.dynet_nodes"))
+                .map(|v| {
+                    let two = da
+                        .and_then(|r| uint(r, "metrics.two_node_ops"))
+                        .unwrap_or(0);
+                    if two > 0 {
+                        format!("{v} (= ops + {two} one_minus)")
+                    } else {
+                        v.to_string()
+                    }
+                })
+                .unwrap_or_default(),
+        ]);
+    }
+
+    // The figure: one panel per workload and thread count.
+    let mut panels = Vec::new();
+    let workloads: Vec<String> = rows.distinct("config.workload");
+    let threads = rows.distinct_u64("config.threads");
+    for w in &workloads {
+        for th in &threads {
+            let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
+                .iter()
+                .filter(|(p, _)| p.0 == *w && p.3 == *th)
+                .collect();
+            if here.is_empty() {
+                continue;
+            }
+            let categories: Vec<String> = here
+                .iter()
+                .map(|((_, b, h, _), _)| format!("b{b} h{h}"))
+                .collect();
+            let series: Vec<BarSeries> = SYSTEMS
+                .iter()
+                .filter(|(s, _)| here.iter().any(|(_, m)| tput(m, s).is_some()))
+                .map(|(s, c)| BarSeries {
+                    name: (*c).to_string(),
+                    values: here.iter().map(|(_, m)| tput(m, s)).collect(),
+                    paper: Vec::new(),
+                })
+                .collect();
+            panels.push(Panel::new(
+                format!("{w}, {th} thread{}", if *th == 1 { "" } else { "s" }),
+                GroupedBars {
+                    x_label: "batch, hidden".into(),
+                    y_label: "instances / s (log scale)".into(),
+                    y_scale: Scale::Log10,
+                    categories,
+                    series,
+                    reference_lines: Vec::new(),
+                },
+            ));
+        }
+    }
+    let cols = panels.len().clamp(1, 2);
+    let fig = Figure::grid(
+        format!(
+            "batchlab beside the real DyNet and PyTorch on {}: instances per second (higher is better)",
+            list(&rows.distinct("provenance.machine.cpu"))
+        ),
+        panels,
+        cols,
+        ctx.stamp.clone(),
+    );
+    let fig = fig
+        .clone()
+        .with_size(fig.width.max(1600) + 200 * cols as u32, fig.height + 100);
+    ctx.figure(sec, "peers", fig)?;
+    ctx.table(sec, t)?;
+    ctx.table(sec, split)?;
+    ctx.table(sec, checks)?;
+
+    let versions: Vec<String> = rows
+        .ok()
+        .filter(|r| field_string(r, "metrics.framework").as_deref() != Some("batchlab"))
+        .filter_map(|r| {
+            Some(format!(
+                "{} {}",
+                field_string(r, "metrics.framework")?,
+                field_string(r, "metrics.version")?
+            ))
+        })
+        .fold(Vec::new(), |mut v, s| {
+            if !v.contains(&s) {
+                v.push(s);
+            }
+            v
+        });
+    sec.setup = format!(
+        "Workloads {}; batch {}; hidden {}; threads {}; record and weight seed {}; per system {} \
+         round(s) of one process each (order rotated every round), each a warm-up and {} timed \
+         run(s). Peers: {}. Same weights: every system loads the model `engine export-model` \
+         writes.",
+        list(&workloads),
+        list(&rows.distinct_u64("config.batch")),
+        list(&rows.distinct_u64("config.hidden")),
+        list(&threads),
+        list(&rows.distinct_u64("config.seed")),
+        list(&rows.distinct_u64("config.rounds")),
+        list(&rows.distinct_u64("config.repeats")),
+        if versions.is_empty() {
+            "none ran".to_string()
+        } else {
+            versions.join(", ")
+        },
+    );
+    let rng = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if v.is_empty() {
+            "no pair measured".to_string()
+        } else {
+            format!("{}× over {} trace(s)", span(lo, hi, 3), v.len())
+        }
+    };
+    sec.reading = format!(
+        "edbatch ÷ DyNet autobatch {}; reference ÷ DyNet {}. Same weights: loss within 1e-4 on \
+         {loss_ok} of {loss_n} trace(s). DyNet's batches equal batchlab's agenda count on \
+         {eq_batches} of {n_batches}; generated ops equal the op-level trace on {eq_ops} of {n_ops}.",
+        rng(&r_ed),
+        rng(&r_ref),
+    );
+    for (s, e) in &why {
+        sec.notes.push(format!("¹ {s}: {e}"));
+    }
+    if !differing.is_empty() {
+        sec.notes.push(format!(
+            "Batch counts differ where DyNet's autobatch signatures differ from batchlab's op \
+             types (docs/peers.md). A simulation of both agenda schedules that reproduces DyNet's \
+             count exactly switches DyNet's rules to batchlab's one at a time: `+mean` makes mean \
+             batchable (DyNet's `Average` has no autobatch signature, so every mean runs alone), \
+             `+one_minus` makes it one node (dynet38's Python API spells 1 - x as Negate then \
+             +1), `+sums` types sums as batchlab does (DyNet's `Sum` signature is its argument \
+             count without shapes: a cell's 3-term sum and a 3-word port sum share batches, 2- \
+             and 3-word port sums do not), `+types` every other op, `+ties` uses batchlab's \
+             tie-break. Here: {}.",
+            differing.join("; ")
+        ));
+    }
+    if let Some(q) = quick_note(rows, "a small grid (docs/peers.md gives the full one)") {
+        sec.notes.push(q);
+    }
+    Ok(())
+}

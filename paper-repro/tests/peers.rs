@@ -1,0 +1,261 @@
+//! The peers: the harness's unit tests (Python, no DyNet needed), the item
+//! skipping visibly without its environment, the batchlab worker's errors,
+//! and — where the peers' environment with DyNet exists — the real DyNet
+//! against batchlab on all six workloads of the issue (same loss, DyNet's
+//! batch count explained exactly, same ops) and one quick `peers` sweep.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{run, texts, tmp};
+use engine::cells::CellLibrary;
+use engine::trace::Level;
+use engine::workloads::{DataChoice, RecordOptions, record, workload};
+
+const WORKLOADS: [&str; 6] = [
+    "tree-lstm",
+    "tree-gru",
+    "bilstm-tagger",
+    "lstm-nmt",
+    "lattice-lstm",
+    "lattice-gru",
+];
+
+fn harness_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers")
+}
+
+/// Exports of small traces of the six workloads into `dir`.
+fn exports(dir: &Path) {
+    let cells = CellLibrary::builtin().unwrap();
+    for w in WORKLOADS {
+        let t = record(
+            &RecordOptions {
+                workload: workload(w).unwrap(),
+                data: DataChoice::Default,
+                batch: 2,
+                hidden: 8,
+                level: Level::Cell,
+                seed: 7,
+            },
+            &cells,
+        )
+        .unwrap();
+        engine::export::export(&t, &cells, 7, true)
+            .unwrap()
+            .write(&dir.join(format!("{w}.blm")))
+            .unwrap();
+    }
+}
+
+/// Runs the harness's unittest suite with `python`; the suite's output.
+fn unit_tests(python: &Path, exports: &Path) -> String {
+    let o = Command::new(python)
+        .args(["-m", "unittest", "discover", "-v", "-s", "tests", "-t", "."])
+        .current_dir(harness_dir())
+        .env("PYTHONPATH", harness_dir())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("BATCHLAB_TEST_EXPORTS", exports)
+        .output()
+        .expect("python starts");
+    let (out, err) = texts(&o);
+    assert!(
+        o.status.success(),
+        "harness unit tests failed:\n{out}\n{err}"
+    );
+    err
+}
+
+/// Whether unittest's verbose log says `test` ran and passed (not skipped).
+fn passed(log: &str, test: &str) -> bool {
+    log.lines()
+        .any(|l| l.starts_with(test) && l.trim_end().ends_with("... ok"))
+}
+
+fn python3() -> Option<PathBuf> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| PathBuf::from("python3"))
+}
+
+/// The peers' environment's Python, if it has DyNet.
+fn peers_python() -> Option<PathBuf> {
+    let dir = paper_repro::peers_env::default_dir(None);
+    let env = paper_repro::peers_env::open(&dir).ok()?;
+    env.frameworks
+        .get("dynet")
+        .is_some_and(Result::is_ok)
+        .then_some(env.python)
+}
+
+#[test]
+fn harness_unit_tests_pass_without_dynet() {
+    let Some(py) = python3() else {
+        eprintln!("SKIPPED harness_unit_tests_pass_without_dynet: no python3 on PATH");
+        return;
+    };
+    let dir = tmp("peers-exports");
+    exports(&dir);
+    let log = unit_tests(&py, &dir);
+    assert!(
+        passed(&log, "test_real_traces_reach_batchlabs_agenda_count"),
+        "{log}"
+    );
+}
+
+#[test]
+fn real_dynet_matches_batchlab_on_the_six_workloads() {
+    let Some(py) = peers_python() else {
+        eprintln!(
+            "SKIPPED real_dynet_matches_batchlab_on_the_six_workloads: no peers environment with DyNet \
+             (install it with `paper-repro peers --install`)"
+        );
+        return;
+    };
+    let dir = tmp("peers-exports-dynet");
+    exports(&dir);
+    let log = unit_tests(&py, &dir);
+    assert!(
+        passed(&log, "test_same_weights_same_loss_and_batches"),
+        "{log}"
+    );
+}
+
+#[test]
+fn peers_item_skips_visibly_without_its_environment() {
+    let out = tmp("peers-skip");
+    let o = run(&[
+        "--quick",
+        "--only",
+        "peers",
+        "--peers-env",
+        out.join("no-env").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let item = &s["items"][0];
+    assert_eq!(item["name"], "peers");
+    assert_eq!(item["status"], "skipped", "{item}");
+    assert!(
+        item["reason"]
+            .as_str()
+            .unwrap()
+            .contains("paper-repro peers --install"),
+        "{item}"
+    );
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    assert!(report.contains("paper-repro peers --install"));
+    assert!(!out.join("no-env").exists(), "nothing may be created");
+}
+
+#[test]
+fn peers_status_says_how_to_install() {
+    let dir = tmp("peers-status");
+    let o = run(&[
+        "peers",
+        "--peers-env",
+        dir.join("none").to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        s["error"]
+            .as_str()
+            .unwrap()
+            .contains("paper-repro peers --install")
+    );
+    let o = run(&["peers", "--install", "--peers", "dynet,tensorflow"]);
+    let (_, err) = texts(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("unknown peer framework \"tensorflow\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn worker_rejects_bad_flags_with_a_message() {
+    let o = run(&["worker", "--trace", "/no/such/trace.json"]);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("missing --seed"), "{err}");
+    let o = run(&[
+        "worker",
+        "--trace",
+        "/no/such/trace.json",
+        "--seed",
+        "1",
+        "--system",
+        "cavs",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--result",
+        "/tmp/x.json",
+    ]);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("/no/such/trace.json"), "{err}");
+}
+
+#[test]
+fn quick_peers_sweep_with_dynet() {
+    if peers_python().is_none() {
+        eprintln!(
+            "SKIPPED quick_peers_sweep_with_dynet: no peers environment with DyNet \
+             (install it with `paper-repro peers --install`)"
+        );
+        return;
+    }
+    let out = tmp("peers-sweep");
+    let specs = out.join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    std::fs::write(
+        specs.join("peers.yaml"),
+        "kind: peers\nname: peers\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\n\
+         systems: [dynet-agenda, reference, edbatch]\nrepeats: 1\nrounds: 2\nfsm: { episodes: 20 }\n",
+    )
+    .unwrap();
+    let o = run(&[
+        "--only",
+        "peers",
+        "--specs",
+        specs.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let (stdout, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["items"][0]["status"], "ok", "{}", s["items"][0]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rows/peers.json")).unwrap())
+            .unwrap();
+    for r in rows.as_array().unwrap() {
+        let m = &r["metrics"];
+        assert!(m["loss_rel_err"].as_f64().unwrap() <= 1e-4, "{r}");
+        assert_eq!(m["rounds_ok"], 2, "{r}");
+        assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{r}");
+        if r["config"]["system"] == "dynet-agenda" {
+            assert_eq!(m["batches"], m["attribution"]["dynet"], "{r}");
+            assert_eq!(m["agenda_batches"], m["attribution"]["+ties"], "{r}");
+            assert_eq!(m["program_ops"], m["expected_ops"], "{r}");
+            assert!(m["version"].as_str().unwrap().starts_with("2."), "{r}");
+        }
+    }
+    for f in ["peers.png", "peers.svg", "peers.csv", "peers-checks.csv"] {
+        common::check_file(&out.join(f));
+    }
+}
