@@ -41,7 +41,9 @@
 
 pub mod export;
 pub mod optimal;
+pub mod optimise;
 pub mod qtable;
+pub mod synth;
 pub mod trainer;
 
 #[cfg(test)]

@@ -156,7 +156,18 @@ fn train_all_keeps_the_fewest_batches_earliest_on_ties() {
         .iter()
         .map(|x| x["encoding"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["base", "max", "sort", "sort-cond", "sort-phase"]);
+    assert_eq!(
+        names,
+        [
+            "base",
+            "max",
+            "sort",
+            "sort-cond",
+            "sort-phase",
+            "sort-crit",
+            "sort-crit-ratio"
+        ]
+    );
     let min = runs
         .iter()
         .map(|x| x["best_batches"].as_u64().unwrap())

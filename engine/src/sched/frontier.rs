@@ -101,6 +101,20 @@ impl<'g> Frontier<'g> {
         self.remaining[t.index()]
     }
 
+    /// Unexecuted nearest same-type ancestors of `v` (see [`SameTypeDag`]): 0
+    /// exactly when `v` is executed or on Frontier(G^t) of its type t. Lets a
+    /// caller that mirrors |Frontier(G^t)| per node (the offline optimiser's
+    /// remaining lower bound) see which nodes a step moved onto it.
+    #[inline]
+    pub fn same_type_pending(&self, v: NodeId) -> u32 {
+        self.same_pending[v.index()]
+    }
+
+    /// The same-type DAG this frontier maintains |Frontier(G^t)| with.
+    pub fn same_type_dag(&self) -> &'g SameTypeDag {
+        self.st
+    }
+
     /// Nodes executed so far.
     pub fn executed(&self) -> usize {
         self.executed
