@@ -39,10 +39,12 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bound;
 pub mod export;
 pub mod optimal;
 pub mod optimise;
 pub mod qtable;
+pub mod schedule_file;
 pub mod synth;
 pub mod trainer;
 

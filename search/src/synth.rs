@@ -44,7 +44,7 @@ impl Default for DagParams {
         DagParams {
             nodes: 3000,
             types: 5,
-            window: 24,
+            window: 48,
             max_args: 2,
             instances: 1,
             seed: 1,
