@@ -9,7 +9,7 @@
 //!   rule with `search::trainer` (default hyper-parameters, the rule's episode
 //!   budget and trainer seed; encodings in parallel with rayon, each
 //!   deterministic), keep the one with fewest batches, ties to the earlier of
-//!   base, max, sort, sort-cond, sort-phase — exactly `search train
+//!   `Encoding::ALL` (base, max, sort, …, sort-crit-ratio) — exactly `search train
 //!   --encoding all`. Policies match types by name with the hidden size
 //!   abstracted, so one FSM serves every hidden size and batch size.
 //! - [`layouts_for`]: the planned and DyNet-order layout files of every
@@ -122,7 +122,7 @@ pub fn encodings(names: &[String]) -> Vec<Encoding> {
 
 /// The FSM policy of `workload` by `rule` (see the module docs). The rule's
 /// training-trace sizes default to batch 32, hidden 64, seed 1 when `None`;
-/// no encodings means all five.
+/// no encodings means all of them.
 pub fn policy_for(
     workload: &str,
     rule: &FsmRule,

@@ -92,7 +92,7 @@ pub struct FsmRule {
     /// Episode budget.
     pub episodes: u32,
     /// Encodings trained; the one with fewest batches is kept (ties to the
-    /// earlier of base, max, sort, sort-cond, sort-phase).
+    /// earlier in `Encoding::ALL` order).
     pub encodings: Vec<String>,
 }
 
@@ -192,7 +192,7 @@ pub enum PolicyChoice {
     Heuristic(&'static str),
     /// An FSM trained with this encoding.
     Fsm(Encoding),
-    /// The best FSM over all five encodings.
+    /// The best FSM over all encodings.
     FsmBest,
 }
 

@@ -131,7 +131,7 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
                 rule.seed.unwrap_or(*seed),
             );
             let same = tkey == (*batch, *hidden, *seed);
-            // Each encoding once per training trace; fsm-best takes the best of the five.
+            // Each encoding once per training trace; fsm-best takes the best of all.
             let mut best: Option<std::sync::Arc<AutoPolicy>> = None;
             for e in encs {
                 let key = (

@@ -140,7 +140,7 @@ pub struct RawFsm {
     pub trainer_seed: Option<Spanned<u64>>,
     /// Episode budget (default 1000).
     pub episodes: Option<Spanned<u64>>,
-    /// Encodings to train, best kept (kind `replay`; default all five).
+    /// Encodings to train, best kept (kind `replay`; default all).
     pub encodings: Option<List<String>>,
 }
 

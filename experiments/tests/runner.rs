@@ -194,7 +194,9 @@ fn planner_and_training_rows() {
     );
     let row = &rows(&tr.json)[0];
     assert_eq!(row["samples"].as_array().unwrap().len(), 2);
-    assert!(row["metrics"]["episodes"].as_u64().unwrap() >= 50);
+    // The key scheme stops before the budget only at the bound.
+    let episodes = row["metrics"]["episodes"].as_u64().unwrap();
+    assert!(episodes == 50 || row["metrics"]["stop_reason"] == "lower-bound");
     assert!(row["metrics"]["stop_reason"].is_string());
     std::fs::remove_dir_all(&dir).unwrap();
 }

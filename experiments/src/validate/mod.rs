@@ -150,7 +150,10 @@ impl Cx<'_> {
             "workloads" => "see `engine workloads`".to_string(),
             "cells" => "see `engine cells`".to_string(),
             "policies" => format!("expected one of {}", policy_names()),
-            "encodings" => "expected base, max, sort, sort-cond, sort-phase, or [all]".into(),
+            "encodings" => format!(
+                "expected {}, or [all]",
+                engine::sched::Encoding::ALL.map(|e| e.name()).join(", ")
+            ),
             _ => format!("expected one of {EXECUTOR_NAMES}"),
         };
         let what = field.trim_end_matches('s').replace("policie", "policy");

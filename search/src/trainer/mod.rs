@@ -166,9 +166,11 @@ pub struct TrainReport {
     /// Batches of the returned policy (the FSM as the runtime runs it) on the
     /// training trace.
     pub best_batches: u64,
-    /// Batches of the best greedy policy met in training (before the heuristic
-    /// check).
+    /// Batches of the best greedy policy met in training.
     pub rollout_batches: u64,
+    /// Batches of the learned FSM before the check against the heuristics
+    /// (equal to `best_batches` unless `fallback` is set).
+    pub learned_batches: u64,
     /// Episode count when it was found (0: the prior).
     pub best_episode: u32,
     /// Batches of the prior (typewise) on the trace: the curve's episode 0.
@@ -280,6 +282,7 @@ pub fn train_with(
     };
     let rollout_batches = curve.points.iter().map(|p| p.best).min().unwrap_or(prior);
     let mut fsm = complete(&mut env, &mut table);
+    let learned_batches = fsm;
     let best_heuristic = best_heuristic(g, st);
     let mut fallback = None;
     if fsm > best_heuristic.1 {
@@ -302,6 +305,7 @@ pub fn train_with(
             episodes: curve.episodes,
             best_batches: fsm,
             rollout_batches,
+            learned_batches,
             best_episode: curve.best_episode,
             prior_batches: prior,
             teacher: teacher_summary,
