@@ -149,22 +149,16 @@ impl StateEncoder {
         self.encoding
     }
 
-    /// Begins a run at `f`'s initial state. The tracker's per-graph data is
-    /// reused when `f` has the graph of the previous run (same object, same
-    /// size); call [`forget_graph`](Self::forget_graph) when a graph is freed.
+    /// Begins a run at `f`'s initial state (the tracker's buffers are reused
+    /// when they fit `f`'s graph).
     pub fn start(&mut self, f: &Frontier) {
         if !self.track {
             return;
         }
         match &mut self.bound {
-            Some(b) if b.is_for(f) => b.reset(f),
+            Some(b) if b.fits(f) => b.reset(f),
             _ => self.bound = Some(RemainingBound::new(f)),
         }
-    }
-
-    /// Drops the tracker (the next [`start`](Self::start) recomputes it).
-    pub fn forget_graph(&mut self) {
-        self.bound = None;
     }
 
     /// Follows `f.step(t, ..)`, which ran `batch`.

@@ -168,7 +168,6 @@ impl BatchPolicy for FsmPolicy {
     /// name with the hidden size abstracted. Unmatched types get [`UNKNOWN`].
     fn prepare(&mut self, g: &Graph) -> Result<(), PolicyError> {
         self.fallback.prepare(g)?;
-        self.encoder.forget_graph();
         self.last = None;
         let exact: HashMap<&str, u16> = self
             .file

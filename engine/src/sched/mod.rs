@@ -55,7 +55,7 @@ pub use policy_file::{
     Exploration, Hyperparameters, POLICY_FORMAT, POLICY_VERSION, POLICY_VERSIONS_READ, PolicyFile,
     PolicyFileError, Provenance, Reward, StateEntry, TeacherSummary, TrainingSummary,
 };
-pub use remaining::{Heights, RemainingBound};
+pub use remaining::RemainingBound;
 pub use same_type::SameTypeDag;
 pub use schedule::{Schedule, ScheduleError, validate_schedule};
 

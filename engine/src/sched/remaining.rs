@@ -7,7 +7,7 @@
 //! is the largest h(v) over v ∈ Frontier(G^t), where h(v) counts the nodes of
 //! the longest same-type chain starting at v. A longest chain only steps to
 //! *nearest* same-type successors, so h comes from one reverse pass over the
-//! [`SameTypeDag`]. Per type, histograms of h over Frontier(G^t) and over the
+//! [`SameTypeDag`](super::SameTypeDag), which keeps h. Per type, histograms of h over Frontier(G^t) and over the
 //! ready type-t nodes give, in O(1):
 //!
 //! - the term of t: the top height `top[t]` (it never increases — a node
@@ -25,110 +25,66 @@
 //! Updates cost O(1) per executed node and per same-type edge leaving it, the
 //! same as the frontier step itself; a query costs O(1).
 
-use std::sync::Arc;
-
 use super::frontier::Frontier;
-use super::same_type::SameTypeDag;
-use crate::graph::{Graph, NodeId, TypeId};
-
-/// Per-graph data: h(v) of every node, and where each type's histogram sits.
-#[derive(Clone, Debug)]
-pub struct Heights {
-    height: Vec<u32>,
-    hist_start: Vec<u32>,
-}
-
-impl Heights {
-    /// One reverse topological pass over `st`: O(nodes + same-type edges).
-    pub fn new(g: &Graph, st: &SameTypeDag) -> Self {
-        let mut height = vec![1u32; g.len()];
-        for &v in g.topo_order().iter().rev() {
-            if let Some(h) = st.successors(v).iter().map(|w| height[w.index()]).max() {
-                height[v.index()] = h + 1;
-            }
-        }
-        let mut max_h = vec![0u32; g.types().len()];
-        for v in g.nodes() {
-            let t = g.node_type(v).index();
-            max_h[t] = max_h[t].max(height[v.index()]);
-        }
-        let mut hist_start = Vec::with_capacity(max_h.len() + 1);
-        let mut at = 0u32;
-        for m in &max_h {
-            hist_start.push(at);
-            at += m + 1;
-        }
-        hist_start.push(at);
-        Heights { height, hist_start }
-    }
-
-    /// h(v): nodes on the longest same-type chain starting at v.
-    #[inline]
-    pub fn height(&self, v: NodeId) -> u32 {
-        self.height[v.index()]
-    }
-
-    #[inline]
-    fn slot(&self, t: TypeId, h: u32) -> usize {
-        self.hist_start[t.index()] as usize + h as usize
-    }
-}
-
-fn graph_key(g: &Graph) -> (usize, usize) {
-    (std::ptr::from_ref(g) as usize, g.len())
-}
+use crate::graph::{NodeId, TypeId};
 
 /// The remaining lower bound of one frontier (see the module docs). Call
 /// [`after_step`](Self::after_step) after each step (`Frontier::step` or
-/// `step_filtered`) and [`reset`](Self::reset) after `Frontier::reset`.
+/// `step_filtered`) and [`reset`](Self::reset) after `Frontier::reset`. The
+/// heights h come from the frontier's [`SameTypeDag`](super::SameTypeDag).
 #[derive(Clone, Debug)]
 pub struct RemainingBound {
-    heights: Arc<Heights>,
+    /// Start of type t's histograms (t's slots: h = 0 ..= max height of t).
+    hist_start: Vec<u32>,
     sub_hist: Vec<u32>,
     ready_hist: Vec<u32>,
     top: Vec<u32>,
     /// Per type: how many of `f.ready(t)` (a prefix) are in `ready_hist`.
     seen: Vec<u32>,
     bound: u32,
-    entering: Vec<NodeId>,
-    /// Address and size of the graph the heights were computed for (compared,
-    /// never dereferenced: see [`is_for`](Self::is_for)).
-    graph: (usize, usize),
+}
+
+/// Histogram layout for the heights of `f`'s same-type DAG.
+fn layout(f: &Frontier) -> Vec<u32> {
+    let max = f.same_type_dag().max_heights();
+    let mut start = Vec::with_capacity(max.len() + 1);
+    let mut at = 0u32;
+    for m in max {
+        start.push(at);
+        at += m + 1;
+    }
+    start.push(at);
+    start
 }
 
 impl RemainingBound {
-    /// A tracker for `f`'s graph (computing its [`Heights`]), at `f`'s state.
+    /// A tracker at `f`'s state, which must be the initial one. O(types +
+    /// nodes).
     pub fn new(f: &Frontier) -> Self {
-        Self::with_heights(f, Arc::new(Heights::new(f.graph(), f.same_type_dag())))
-    }
-
-    /// A tracker sharing precomputed heights (which must be `f`'s graph's).
-    pub fn with_heights(f: &Frontier, heights: Arc<Heights>) -> Self {
-        let size = *heights.hist_start.last().unwrap_or(&0) as usize;
+        let hist_start = layout(f);
+        let size = *hist_start.last().unwrap_or(&0) as usize;
         let types = f.graph().types().len();
         let mut b = RemainingBound {
-            heights,
+            hist_start,
             sub_hist: vec![0; size],
             ready_hist: vec![0; size],
             top: vec![0; types],
             seen: vec![0; types],
             bound: 0,
-            entering: Vec::new(),
-            graph: graph_key(f.graph()),
         };
         b.reset(f);
         b
     }
 
-    /// Whether this tracker was made for `f`'s graph (the same graph object,
-    /// of the same size), so [`reset`](Self::reset) may reuse its heights.
-    pub fn is_for(&self, f: &Frontier) -> bool {
-        self.graph == graph_key(f.graph())
+    /// Whether this tracker's buffers fit `f`'s graph (same histogram
+    /// layout), so [`reset`](Self::reset) can reuse them.
+    pub fn fits(&self, f: &Frontier) -> bool {
+        self.top.len() == f.graph().types().len() && self.hist_start == layout(f)
     }
 
-    /// The heights in use.
-    pub fn heights(&self) -> &Arc<Heights> {
-        &self.heights
+    #[inline]
+    fn slot(&self, f: &Frontier, t: TypeId, v: NodeId) -> usize {
+        self.hist_start[t.index()] as usize + f.same_type_dag().height(v) as usize
     }
 
     /// Recomputes everything from `f` (O(nodes)), which must be in its initial
@@ -144,12 +100,13 @@ impl RemainingBound {
         self.ready_hist.iter_mut().for_each(|c| *c = 0);
         self.top.iter_mut().for_each(|c| *c = 0);
         self.seen.iter_mut().for_each(|c| *c = 0);
-        let h = &self.heights;
+        let st = f.same_type_dag();
         for v in g.nodes() {
             if f.same_type_pending(v) == 0 {
                 let t = g.node_type(v);
-                self.sub_hist[h.slot(t, h.height(v))] += 1;
-                self.top[t.index()] = self.top[t.index()].max(h.height(v));
+                let s = self.slot(f, t, v);
+                self.sub_hist[s] += 1;
+                self.top[t.index()] = self.top[t.index()].max(st.height(v));
             }
         }
         self.sync_ready(f);
@@ -160,13 +117,14 @@ impl RemainingBound {
 
     /// Counts nodes that became ready since the last call.
     fn sync_ready(&mut self, f: &Frontier) {
-        for (t, seen) in self.seen.iter_mut().enumerate() {
-            let t = TypeId(t as u32);
-            let ready = f.ready(t);
-            for &v in &ready[*seen as usize..] {
-                self.ready_hist[self.heights.slot(t, self.heights.height(v))] += 1;
+        let st = f.same_type_dag();
+        for t in 0..self.seen.len() {
+            let ready = f.ready(TypeId(t as u32));
+            let base = self.hist_start[t] as usize;
+            for &v in &ready[self.seen[t] as usize..] {
+                self.ready_hist[base + st.height(v) as usize] += 1;
             }
-            *seen = ready.len() as u32;
+            self.seen[t] = ready.len() as u32;
         }
     }
 
@@ -179,9 +137,10 @@ impl RemainingBound {
         } else {
             f.remaining(t) + batch.len() as u32
         };
-        let h = Arc::clone(&self.heights);
+        let st = f.same_type_dag();
+        let base = self.hist_start[t.index()] as usize;
         for &v in batch {
-            let s = h.slot(t, h.height(v));
+            let s = base + st.height(v) as usize;
             self.sub_hist[s] -= 1;
             self.ready_hist[s] -= 1;
         }
@@ -190,24 +149,12 @@ impl RemainingBound {
         // appends nodes that became ready after them.
         let seen = &mut self.seen[t.index()];
         *seen = seen.saturating_sub(batch.len() as u32);
-        // Same-type successors whose last nearest same-type ancestor ran now
-        // enter Frontier(G^t); one may follow several batch nodes: dedup.
-        self.entering.clear();
-        let st = f.same_type_dag();
-        for &v in batch {
-            for &w in st.successors(v) {
-                if f.same_type_pending(w) == 0 {
-                    self.entering.push(w);
-                }
-            }
-        }
-        self.entering.sort_unstable();
-        self.entering.dedup();
-        for &w in &self.entering {
-            self.sub_hist[h.slot(t, h.height(w))] += 1;
+        // Nodes entering Frontier(G^t): same-type successors of the batch.
+        for &w in f.entered_sub_frontier() {
+            self.sub_hist[base + st.height(w) as usize] += 1;
         }
         let top = &mut self.top[t.index()];
-        while *top > 0 && self.sub_hist[h.slot(t, *top)] == 0 {
+        while *top > 0 && self.sub_hist[base + *top as usize] == 0 {
             *top -= 1;
         }
         self.sync_ready(f);
@@ -237,7 +184,7 @@ impl RemainingBound {
             return f.ready_count(t) > 0;
         }
         let top = self.top[t.index()];
-        let s = self.heights.slot(t, top);
+        let s = self.hist_start[t.index()] as usize + top as usize;
         top > 0 && self.ready_hist[s] == self.sub_hist[s]
     }
 }

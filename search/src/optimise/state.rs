@@ -3,16 +3,13 @@
 //! Zobrist hash of the executed set, to merge states reached in different
 //! orders.
 
-use std::sync::Arc;
-
 use engine::graph::{Graph, NodeId, TypeId};
-use engine::sched::{Frontier, Heights, RemainingBound, SameTypeDag};
+use engine::sched::{Frontier, RemainingBound, SameTypeDag};
 
 /// Per-graph data shared by every state.
 pub(crate) struct Ctx<'g> {
     pub g: &'g Graph,
     pub st: &'g SameTypeDag,
-    heights: Arc<Heights>,
     /// Zobrist key of every node.
     zobrist: Vec<u64>,
 }
@@ -22,7 +19,6 @@ impl<'g> Ctx<'g> {
         Ctx {
             g,
             st,
-            heights: Arc::new(Heights::new(g, st)),
             zobrist: (0..g.len() as u64).map(splitmix64).collect(),
         }
     }
@@ -60,7 +56,7 @@ impl<'g> State<'g> {
     /// The initial state.
     pub fn root(c: &Ctx<'g>) -> Self {
         let f = Frontier::new(c.g, c.st);
-        let b = RemainingBound::with_heights(&f, Arc::clone(&c.heights));
+        let b = RemainingBound::new(&f);
         State { f, b, hash: 0 }
     }
 
