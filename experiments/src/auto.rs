@@ -42,7 +42,7 @@ use engine::sched::{Encoding, PolicyFile, SameTypeDag};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use rayon::prelude::*;
-use search::trainer::{TrainConfig, TrainReport, default_hyperparameters, train};
+use search::trainer::{Teacher, TrainConfig, TrainReport, default_hyperparameters, train_with};
 
 use crate::config::FsmRule;
 use crate::error::RunFailure;
@@ -91,6 +91,18 @@ pub fn train_best(
     trainer_seed: u64,
     episodes: u32,
 ) -> Option<AutoPolicy> {
+    train_best_with(trace, trace_name, encodings, trainer_seed, episodes, None)
+}
+
+/// [`train_best`] with a teacher schedule of `trace` (`search train --teacher`).
+pub fn train_best_with(
+    trace: &Trace,
+    trace_name: &str,
+    encodings: &[Encoding],
+    trainer_seed: u64,
+    episodes: u32,
+    teacher: Option<&Teacher>,
+) -> Option<AutoPolicy> {
     let st = SameTypeDag::new(&trace.graph);
     let mut hyper = default_hyperparameters();
     hyper.max_episodes = episodes;
@@ -102,7 +114,7 @@ pub fn train_best(
                 hyper: hyper.clone(),
                 seed: trainer_seed,
             };
-            train(&trace.graph, &st, &cfg, &mut |_, _| {})
+            train_with(&trace.graph, &st, &cfg, teacher, &mut |_, _| {})
         })
         .collect();
     let best = (0..trained.len()).min_by_key(|&i| trained[i].report.best_batches)?;

@@ -93,7 +93,10 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                 for p in &g.policies {
                     let fsm = match parse_policy(p) {
                         Some(PolicyChoice::Heuristic(_)) | None => None,
-                        Some(PolicyChoice::Fsm(_) | PolicyChoice::FsmBest) => Some(FsmRule {
+                        Some(PolicyChoice::BestKnown) => None,
+                        Some(
+                            PolicyChoice::Fsm(_) | PolicyChoice::FsmBest | PolicyChoice::FsmTeacher,
+                        ) => Some(FsmRule {
                             encodings: Vec::new(),
                             ..g.fsm.clone()
                         }),
@@ -105,6 +108,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                         seed: s,
                         policy: p.clone(),
                         fsm,
+                        optimise: g.optimise.clone(),
                     });
                 }
             }

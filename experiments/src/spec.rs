@@ -90,6 +90,10 @@ pub struct RawSpec {
     pub layout_batch: Option<Spanned<u64>>,
     /// How FSM policies are trained.
     pub fsm: Option<Spanned<RawFsm>>,
+    /// The offline optimiser and certified bound behind `best-known`,
+    /// `fsm-teacher` and the rows' `best_known` / `certified_bound` (kind
+    /// `policies`).
+    pub optimise: Option<Spanned<RawOptimise>>,
     /// Overrides applied in quick mode.
     pub quick: Option<Spanned<RawQuick>>,
     /// Grid points left out: a run is skipped when, for every field an entry
@@ -144,6 +148,17 @@ pub struct RawFsm {
     pub encodings: Option<List<String>>,
 }
 
+/// The `optimise` block (kind `policies`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOptimise {
+    /// Seconds per trace for the bound and the search together (default 10).
+    pub budget: Option<Spanned<f64>>,
+    /// Widest beam (default 256): with it the search usually ends before
+    /// the budget, so its result does not depend on the machine's speed.
+    pub max_width: Option<Spanned<u64>>,
+}
+
 /// The `quick` block: replaces the fields it names in quick mode.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,6 +183,8 @@ pub struct RawQuick {
     pub executors: Option<List<String>>,
     /// Replaces `fsm.episodes`.
     pub episodes: Option<Spanned<u64>>,
+    /// Replaces `optimise.budget`.
+    pub optimise_budget: Option<Spanned<f64>>,
 }
 
 fn at<T>(v: &Option<Spanned<T>>) -> Option<serde_saphyr::Location> {
@@ -193,7 +210,12 @@ impl RawSpec {
             ("check".into(), at(&self.check)),
             ("layout_batch".into(), at(&self.layout_batch)),
             ("fsm".into(), at(&self.fsm)),
+            ("optimise".into(), at(&self.optimise)),
         ];
+        if let Some(o) = &self.optimise {
+            out.push(("optimise.budget".into(), at(&o.value.budget)));
+            out.push(("optimise.max_width".into(), at(&o.value.max_width)));
+        }
         if let Some(f) = &self.fsm {
             let f = &f.value;
             out.push(("fsm.batch".into(), at(&f.batch)));
@@ -213,6 +235,7 @@ impl RawSpec {
             out.push(("quick.encodings".into(), at(&q.encodings)));
             out.push(("quick.executors".into(), at(&q.executors)));
             out.push(("quick.episodes".into(), at(&q.episodes)));
+            out.push(("quick.optimise_budget".into(), at(&q.optimise_budget)));
         }
         for (i, e) in self.exclude.iter().flat_map(|l| l.value.iter()).enumerate() {
             for (name, loc) in e.value.present() {

@@ -19,7 +19,9 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
         }
         "repeats" => &[Tr, Pc, Re],
         "cells" | "fixed_inputs" => &[Pm, Pc],
-        "policies" => &[Po],
+        "policies" | "optimise" | "optimise.budget" | "optimise.max_width" | "optimise_budget" => {
+            &[Po]
+        }
         "encodings" => &[Tr],
         "executors" | "devices" | "check" | "layout_batch" | "fsm.encodings" => &[Re],
         "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re],
