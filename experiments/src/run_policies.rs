@@ -59,18 +59,20 @@ fn reference(trace: &Trace, rule: &OptimiseRule) -> Result<Reference, RunFailure
     let g = &trace.graph;
     let budget = std::time::Duration::from_millis(rule.budget_ms);
     let started = std::time::Instant::now();
+    let st = SameTypeDag::new(g);
     let b = certify(
         g,
         &BoundConfig {
             budget: budget / 4,
+            known: search::optimise::heuristic_batches(g, &st),
             ..BoundConfig::default()
         },
     );
-    let st = SameTypeDag::new(g);
     let cfg = OptimiseConfig {
         budget: budget.saturating_sub(started.elapsed()),
         max_width: rule.max_width,
         target: b.bound,
+        ..OptimiseConfig::default()
     };
     let r =
         optimise(g, &st, &cfg, &mut |_, _| {}).map_err(|e| RunFailure::Message(e.to_string()))?;

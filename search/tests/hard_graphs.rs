@@ -159,6 +159,7 @@ fn a_teacher_schedule_distils_into_an_fsm_that_matches_it() {
             budget: Duration::from_secs(60),
             max_width: 256,
             target: 0,
+            ..OptimiseConfig::default()
         },
         &mut |_, _| {},
     )
@@ -191,6 +192,7 @@ fn optimiser_gives_the_same_schedule_whatever_the_thread_count() {
         budget: Duration::from_secs(300),
         max_width: 64,
         target: 0,
+        ..OptimiseConfig::default()
     };
     let run = |threads: usize| {
         rayon::ThreadPoolBuilder::new()

@@ -31,6 +31,9 @@ pub struct Args {
     /// Widest beam tried (widths double from 1).
     #[arg(long, default_value_t = 4096)]
     max_width: usize,
+    /// Memory for the beam's states, MiB (wider passes than fit are skipped).
+    #[arg(long, default_value_t = 2048)]
+    memory_mib: usize,
     /// Write the best schedule here (JSON schedule file, atomically).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -57,6 +60,7 @@ struct Report {
     heuristic_batches: u64,
     bound: BoundReport,
     passes: Vec<Pass>,
+    width_limit: usize,
     stop: OptimiseStop,
     seconds: f64,
     out: Option<String>,
@@ -73,14 +77,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let trace = super::load::trace(&a.trace)?;
     let g = &trace.graph;
     let started = std::time::Instant::now();
+    let st = SameTypeDag::new(g);
     let bound = certify(
         g,
         &BoundConfig {
             budget: a.budget.mul_f64(a.bound_share),
+            known: search::optimise::heuristic_batches(g, &st),
             ..BoundConfig::default()
         },
     );
-    let st = SameTypeDag::new(g);
     let bar = if !a.json && std::io::stderr().is_terminal() {
         let b = ProgressBar::new_spinner();
         b.set_style(
@@ -96,6 +101,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         budget: a.budget.saturating_sub(started.elapsed()),
         max_width: a.max_width,
         target: bound.bound,
+        memory_bytes: a.memory_mib.saturating_mul(1 << 20),
     };
     let mut progress = |p: &Pass, best: u64| {
         bar.set_message(format!(
@@ -129,6 +135,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         heuristic: r.heuristic.clone(),
         heuristic_batches: r.heuristic_batches,
         passes: r.passes.clone(),
+        width_limit: r.width_limit,
         stop: r.stop,
         seconds: started.elapsed().as_secs_f64(),
         out: a.out.as_ref().map(|p| p.display().to_string()),

@@ -268,6 +268,7 @@ fn teacher(
             g,
             &BoundConfig {
                 budget: a.teacher_budget.mul_f64(0.25),
+                known: search::optimise::heuristic_batches(g, st),
                 ..BoundConfig::default()
             },
         );

@@ -30,11 +30,14 @@ use state::{Ctx, State};
 pub struct OptimiseConfig {
     /// Wall-time budget.
     pub budget: Duration,
-    /// Widest beam tried.
+    /// Widest beam tried (see also `memory_bytes`).
     pub max_width: usize,
     /// Stop as soon as a schedule has this many batches (a certified lower
     /// bound: nothing can beat it). 0: never.
     pub target: u64,
+    /// Memory the beam's states may take (two levels of `width` states);
+    /// wider passes than fit are not run.
+    pub memory_bytes: usize,
 }
 
 impl Default for OptimiseConfig {
@@ -43,6 +46,7 @@ impl Default for OptimiseConfig {
             budget: Duration::from_secs(30),
             max_width: 1 << 12,
             target: 0,
+            memory_bytes: 2 << 30,
         }
     }
 }
@@ -53,7 +57,7 @@ impl Default for OptimiseConfig {
 pub enum OptimiseStop {
     /// A schedule reached `target` (the certified bound): optimal.
     Target,
-    /// The widest pass finished.
+    /// The widest pass allowed (by `max_width` or `memory_bytes`) finished.
     MaxWidth,
     /// The time budget ran out.
     Budget,
@@ -84,6 +88,9 @@ pub struct OptimiseReport {
     pub heuristic_batches: u64,
     /// Every pass, in order: the anytime curve.
     pub passes: Vec<Pass>,
+    /// The widest pass allowed: `max_width`, or less where the states of a
+    /// wider one would not fit `memory_bytes`.
+    pub width_limit: usize,
     /// Why it stopped.
     pub stop: OptimiseStop,
     /// Wall seconds.
@@ -135,6 +142,12 @@ pub fn replay_types(g: &Graph, st: &SameTypeDag, types: &[TypeId]) -> Schedule {
     s
 }
 
+/// Batches of the best heuristic on `g` (0 if none runs): a cheap upper bound
+/// to hand [`crate::bound::certify`] before optimising.
+pub fn heuristic_batches(g: &Graph, st: &SameTypeDag) -> u64 {
+    best_heuristic(g, st).map_or(0, |(_, s)| s.len() as u64)
+}
+
 /// Finds the best schedule it can within `cfg` (see the module docs).
 pub fn optimise(
     g: &Graph,
@@ -151,12 +164,18 @@ pub fn optimise(
     let root = State::root(&ctx);
     let mut passes = Vec::new();
     let mut width = 1usize;
+    // A state: the frontier's per-node counters and ready lists (about 12
+    // bytes a node) plus per-type histograms; two levels live at once.
+    let state_bytes = 12 * g.len() + 64 * g.types().len() + 256;
+    let width_limit = cfg
+        .max_width
+        .min((cfg.memory_bytes / (2 * state_bytes)).max(1));
     let reached = |b: u64| b <= cfg.target;
     let stop = loop {
         if reached(best.len() as u64) {
             break OptimiseStop::Target;
         }
-        if width > cfg.max_width {
+        if width > width_limit {
             break OptimiseStop::MaxWidth;
         }
         if Instant::now() >= deadline {
@@ -194,6 +213,7 @@ pub fn optimise(
         heuristic: hname,
         heuristic_batches,
         passes,
+        width_limit,
         stop,
         seconds: started.elapsed().as_secs_f64(),
         schedule: best,
