@@ -33,6 +33,9 @@ use crate::qtable::QTable;
 
 const NONE: u16 = u16::MAX;
 
+/// (state, action) pairs: a set of stored actions to apply to a table.
+type Changes = Vec<(u32, u16)>;
+
 /// Per-state scratch of one episode.
 struct Marks {
     /// Episode number of the state's first visit in the current episode.
@@ -57,8 +60,8 @@ struct Trainer<'a, 'g> {
     /// The incumbent's batches.
     best: u64,
     best_episode: u32,
-    /// Perturbations of the current episode: (state, action).
-    changes: Vec<(u32, u16)>,
+    /// Perturbations of the current episode.
+    changes: Changes,
     ready: Vec<TypeId>,
 }
 
@@ -146,7 +149,7 @@ impl Trainer<'_, '_> {
 
     /// Replays `teacher` (Q learns from it); returns the first and the most
     /// frequent teacher action of every state on its path.
-    fn demonstrate(&mut self, teacher: &[TypeId]) -> (Vec<(u32, u16)>, Vec<(u32, u16)>) {
+    fn demonstrate(&mut self, teacher: &[TypeId]) -> (Changes, Changes) {
         self.env.reset();
         let mut s = self.table.state_id(&self.env.key);
         // (state, action, count), in first-visit order of (state, action).
@@ -163,7 +166,7 @@ impl Trainer<'_, '_> {
             self.step(&mut s, t);
         }
         self.nstep.finish(&mut self.table, &self.env.steps);
-        let mut first: Vec<(u32, u16)> = Vec::new();
+        let mut first: Changes = Vec::new();
         let mut major: Vec<(u32, u16, u32)> = Vec::new();
         for &(s, a, c) in &seen {
             if !first.iter().any(|x| x.0 == s) {
@@ -263,7 +266,7 @@ pub(crate) fn run(
             tr.best = b;
         }
         eps = (eps * h.epsilon_decay).max(h.epsilon_floor);
-        if h.rollout_every > 0 && episodes % h.rollout_every == 0 {
+        if h.rollout_every > 0 && episodes.is_multiple_of(h.rollout_every) {
             record(&tr, episodes, &mut curve);
             progress(episodes, tr.best);
         }

@@ -94,7 +94,7 @@ pub(crate) fn run(
         nstep.finish(&mut table, &env.steps);
         episodes += 1;
         eps = (eps * h.epsilon_decay).max(h.epsilon_floor);
-        if h.rollout_every > 0 && episodes % h.rollout_every == 0 {
+        if h.rollout_every > 0 && episodes.is_multiple_of(h.rollout_every) {
             let b = rollout(env, &mut table, false);
             // Ties go to the newer table: trained beats untrained at equal batches.
             if b <= best.0 {
