@@ -13,7 +13,7 @@ cargo run --release -q -p paper-repro -- --quick --out "$out"
 
 # Items drawn on every machine; `vpps` needs `--device cuda` and is only
 # checked for its REPORT.md section.
-items=(fig7 table2 table4 table5 fig6 fig9 table6 cavs-fig8)
+items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8)
 all_items=("${items[@]}" vpps)
 extra_csv=(fig6-ratios cavs-fig8-paper)
 fail=0

@@ -154,9 +154,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     ctx.table(sec, t)?;
 
     sec.setup = format!(
-        "`search` tabular N-step Q-learning on a batch-{} hidden-{} trace (record seed {}), \
-         each of {} encodings trained alone, {} repeat(s), at most {} episodes with a \
-         greedy check every 50 and early stop at 1.01 × the lower bound.",
+        "`search` tabular N-step Q-learning (default scheme: every episode runs one \
+         candidate FSM, bound-shaped reward; `docs/search-cli.md`) on a batch-{} hidden-{} \
+         trace (record seed {}), each of {} encodings trained alone, {} repeat(s), at most {} \
+         episodes, stopping once the FSM meets 1.01 × the lower bound (0 episodes where \
+         the prior, typewise, already does; the paper checks every 50).",
         list(&rows.distinct_u64("config.batch")),
         list(&rows.distinct_u64("config.hidden")),
         list(&rows.distinct_u64("config.seed")),
