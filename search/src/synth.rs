@@ -81,8 +81,9 @@ pub fn random_dag(p: &DagParams) -> Result<Trace, DagError> {
     };
     check(
         "nodes",
-        (1..=50_000_000).contains(&p.nodes),
-        "in 1..=50000000",
+        // Ten million nodes make a trace file of about a gigabyte.
+        (1..=10_000_000).contains(&p.nodes),
+        "in 1..=10000000",
         p.nodes,
     )?;
     check(

@@ -474,6 +474,16 @@ fn optimise_writes_a_schedule_that_train_distils_and_eval_replays() {
         "eval", "--trace", &dag, "--policy", &pol, "--json",
     ]));
     assert_eq!(e["batches"].as_u64(), Some(fsm));
+    // `show --dot` follows the sort-crit-ratio keys as the runtime does: a
+    // decision goes through `unseen` exactly when the FSM missed.
+    let o = search(&["show", "--policy", &pol, "--dot"]);
+    let dot = String::from_utf8(o.stdout).unwrap();
+    let misses = e["misses"].as_u64().unwrap();
+    assert!(
+        dot.contains(&format!("({fsm} decisions, {misses} misses)")),
+        "{dot}"
+    );
+    assert_eq!(dot.contains("unseen"), misses > 0, "{dot}");
     // A schedule of another trace is refused, naming the file.
     let other = path("dag-other.json");
     json(&search(&[

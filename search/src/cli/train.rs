@@ -263,6 +263,16 @@ fn teacher(
     };
     let g = &trace.graph;
     let started = std::time::Instant::now();
+    let spinner = if !a.json && std::io::stderr().is_terminal() {
+        let b = ProgressBar::new_spinner();
+        b.set_message(format!(
+            "--teacher {spec}: best-known schedule and certified bound"
+        ));
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
+        b
+    } else {
+        ProgressBar::hidden()
+    };
     let (schedule, bound, source) = if spec == "optimise" {
         let b = certify(
             g,
@@ -285,6 +295,7 @@ fn teacher(
         let s = file.to_schedule(g, spec)?;
         (s, file.certified_bound, spec.clone())
     };
+    spinner.finish_and_clear();
     let info = TeacherInfo {
         source: source.clone(),
         batches: schedule.len() as u64,
