@@ -14,7 +14,7 @@ cargo run --release -q -p paper-repro -- --quick --out "$out"
 # Items drawn on every machine; `vpps` needs `--device cuda` and `peers` the
 # peers' environment (`paper-repro peers --install`), so they are checked for
 # their REPORT.md section, and `peers` for its files where it ran.
-items=(fig7 table2 table4 table5 fig6 fig9 table6 cavs-fig8)
+items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8)
 all_items=("${items[@]}" vpps peers)
 extra_csv=(fig6-ratios cavs-fig8-paper)
 fail=0

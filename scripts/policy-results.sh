@@ -3,7 +3,7 @@
 # the release binaries:
 #  (a) every workload at batch 32, hidden 64, cell level (engine's default
 #      record seed 7): batches of the five heuristics and of an FSM per encoding
-#      (search train, default hyper-parameters, seed 1), against the lower bound;
+#      (search train --reference: ED-Batch's scheme, seed 1), against the lower bound;
 #  (b) generalisation: the best FSM of (a) (fewest batches, ties by encoding
 #      order) on batch-128 traces recorded with seeds 101 and 102;
 #  (c) small graphs: every batch-1 trace of ≤ 64 nodes among seeds 1..30 of
@@ -36,7 +36,7 @@ for w in $("$E" workloads --json | jq -r '.[].name'); do
   "$E" record --workload "$w" --batch 32 --hidden 64 --out "$d/b32.json" --json > "$d/record.json"
   pols=()
   for e in $encodings; do
-    "$S" train --trace "$d/b32.json" --encoding "$e" --seed 1 --out "$d/fsm-$e.yaml" --json > "$d/train-$e.json"
+    "$S" train --trace "$d/b32.json" --encoding "$e" --reference --seed 1 --out "$d/fsm-$e.yaml" --json > "$d/train-$e.json"
     pols+=(--policy "$d/fsm-$e.yaml")
   done
   "$S" compare --trace "$d/b32.json" "${pols[@]}" --json > "$d/compare.json"
@@ -82,7 +82,7 @@ small_case() { # workload data batch seed max_nodes
   if [ "$n" -gt "$5" ]; then rm -f "$f"; return; fi
   "$S" optimal --trace "$f" --max-nodes "$5" --json > "$f.opt"
   "$S" compare --trace "$f" --repeat 1 --json > "$f.cmp"
-  "$S" train --trace "$f" --encoding all --seed 1 --out "$f.yaml" --json > "$f.train"
+  "$S" train --trace "$f" --encoding all --reference --seed 1 --out "$f.yaml" --json > "$f.train"
   jq -c -n --arg batch "$3" --slurpfile o "$f.opt" --slurpfile c "$f.cmp" --slurpfile t "$f.train" '
     ($c[0].rows | map({(.name): .batches}) | add) as $h
     | {workload: $o[0].workload, batches: (if $batch == "1" then "1" else "2-4" end), nodes: $o[0].nodes, lb: $o[0].lower_bound,

@@ -9,7 +9,7 @@
 //!   rule with `search::trainer` (default hyper-parameters, the rule's episode
 //!   budget and trainer seed; encodings in parallel with rayon, each
 //!   deterministic), keep the one with fewest batches, ties to the earlier of
-//!   base, max, sort, sort-cond, sort-phase — exactly `search train
+//!   `Encoding::ALL` (base, max, sort, …, sort-crit-ratio) — exactly `search train
 //!   --encoding all`. Policies match types by name with the hidden size
 //!   abstracted, so one FSM serves every hidden size and batch size.
 //! - [`layouts_for`]: the planned and DyNet-order layout files of every
@@ -43,7 +43,7 @@ use engine::sched::{Encoding, PolicyFile, SameTypeDag};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use rayon::prelude::*;
-use search::trainer::{TrainConfig, TrainReport, default_hyperparameters, train};
+use search::trainer::{Teacher, TrainConfig, TrainReport, default_hyperparameters, train_with};
 
 use crate::config::FsmRule;
 use crate::error::RunFailure;
@@ -92,6 +92,18 @@ pub fn train_best(
     trainer_seed: u64,
     episodes: u32,
 ) -> Option<AutoPolicy> {
+    train_best_with(trace, trace_name, encodings, trainer_seed, episodes, None)
+}
+
+/// [`train_best`] with a teacher schedule of `trace` (`search train --teacher`).
+pub fn train_best_with(
+    trace: &Trace,
+    trace_name: &str,
+    encodings: &[Encoding],
+    trainer_seed: u64,
+    episodes: u32,
+    teacher: Option<&Teacher>,
+) -> Option<AutoPolicy> {
     let st = SameTypeDag::new(&trace.graph);
     let mut hyper = default_hyperparameters();
     hyper.max_episodes = episodes;
@@ -103,7 +115,7 @@ pub fn train_best(
                 hyper: hyper.clone(),
                 seed: trainer_seed,
             };
-            train(&trace.graph, &st, &cfg, &mut |_, _| {})
+            train_with(&trace.graph, &st, &cfg, teacher, &mut |_, _| {})
         })
         .collect();
     let best = (0..trained.len()).min_by_key(|&i| trained[i].report.best_batches)?;
@@ -123,7 +135,7 @@ pub fn encodings(names: &[String]) -> Vec<Encoding> {
 
 /// The FSM policy of `workload` by `rule` (see the module docs). The rule's
 /// training-trace sizes default to batch 32, hidden 64, seed 1 when `None`;
-/// no encodings means all five.
+/// no encodings means all of them.
 pub fn policy_for(
     workload: &str,
     rule: &FsmRule,

@@ -62,6 +62,8 @@ pub struct Grid {
     pub systems: Vec<String>,
     /// Rounds (kind `peers`).
     pub rounds: usize,
+    /// Optimiser rule (kind `policies`; `None` without an `optimise` block).
+    pub optimise: Option<OptimiseRule>,
     /// Grid points left out.
     pub exclude: Vec<Exclude>,
 }
@@ -99,8 +101,19 @@ pub struct FsmRule {
     /// Episode budget.
     pub episodes: u32,
     /// Encodings trained; the one with fewest batches is kept (ties to the
-    /// earlier of base, max, sort, sort-cond, sort-phase).
+    /// earlier in `Encoding::ALL` order).
     pub encodings: Vec<String>,
+}
+
+/// How the best-known schedule and the certified bound of a trace are
+/// computed (`search optimise`): the budget covers both, a quarter of it for
+/// the bound.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct OptimiseRule {
+    /// Milliseconds per trace.
+    pub budget_ms: u64,
+    /// Widest beam.
+    pub max_width: usize,
 }
 
 /// One run's parameters: what its `config_hash` is computed over.
@@ -121,6 +134,10 @@ pub enum RunConfig {
         policy: String,
         /// Training rule (FSM policies only).
         fsm: Option<FsmRule>,
+        /// Optimiser rule (specs with an `optimise` block; absent from the
+        /// hash otherwise, so older rows keep theirs).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        optimise: Option<OptimiseRule>,
     },
     /// One training run, timed.
     Training {
@@ -224,8 +241,20 @@ pub enum PolicyChoice {
     Heuristic(&'static str),
     /// An FSM trained with this encoding.
     Fsm(Encoding),
-    /// The best FSM over all five encodings.
+    /// The best FSM over all encodings.
     FsmBest,
+    /// The best FSM over all encodings, each distilled from the best-known
+    /// schedule of its training trace first (`search train --teacher`).
+    FsmTeacher,
+    /// The offline optimiser's best-known schedule (`search optimise`).
+    BestKnown,
+}
+
+impl PolicyChoice {
+    /// Whether it needs the spec's `optimise` block.
+    pub fn needs_optimise(self) -> bool {
+        matches!(self, PolicyChoice::FsmTeacher | PolicyChoice::BestKnown)
+    }
 }
 
 /// Parses a policy name: a heuristic, `fsm-<encoding>` or `fsm-best`.
@@ -233,8 +262,12 @@ pub fn parse_policy(name: &str) -> Option<PolicyChoice> {
     if let Some(&h) = HEURISTICS.iter().find(|h| **h == name) {
         return Some(PolicyChoice::Heuristic(h));
     }
+    if name == "best-known" {
+        return Some(PolicyChoice::BestKnown);
+    }
     match name.strip_prefix("fsm-")? {
         "best" => Some(PolicyChoice::FsmBest),
+        "teacher" => Some(PolicyChoice::FsmTeacher),
         enc => Encoding::parse(enc).map(PolicyChoice::Fsm),
     }
 }
@@ -244,6 +277,8 @@ pub fn policy_names() -> String {
     let mut v: Vec<String> = HEURISTICS.iter().map(|s| s.to_string()).collect();
     v.extend(Encoding::ALL.iter().map(|e| format!("fsm-{}", e.name())));
     v.push("fsm-best".into());
+    v.push("fsm-teacher".into());
+    v.push("best-known".into());
     v.join(", ")
 }
 

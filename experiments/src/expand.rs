@@ -105,7 +105,10 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                 for p in &g.policies {
                     let fsm = match parse_policy(p) {
                         Some(PolicyChoice::Heuristic(_)) | None => None,
-                        Some(PolicyChoice::Fsm(_) | PolicyChoice::FsmBest) => Some(FsmRule {
+                        Some(PolicyChoice::BestKnown) => None,
+                        Some(
+                            PolicyChoice::Fsm(_) | PolicyChoice::FsmBest | PolicyChoice::FsmTeacher,
+                        ) => Some(FsmRule {
                             encodings: Vec::new(),
                             ..g.fsm.clone()
                         }),
@@ -117,6 +120,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                         seed: s,
                         policy: p.clone(),
                         fsm,
+                        optimise: g.optimise.clone(),
                     });
                 }
             }

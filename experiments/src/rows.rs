@@ -157,6 +157,19 @@ pub struct PolicyMetrics {
     /// FSM only: training wall time, seconds (trainings may run in parallel:
     /// indicative; kind `training` times them alone).
     pub train_s: Option<f64>,
+    /// With an `optimise` block: batches of the trace's best-known schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_known: Option<u64>,
+    /// With an `optimise` block: the trace's certified lower bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certified_bound: Option<u64>,
+    /// What gave the certified bound (`a3`, `scs`, `piece`, `exact`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_method: Option<String>,
+    /// Whether the optimiser ran every width and the bound every step before
+    /// the budget (else the two numbers depend on the machine's speed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimise_complete: Option<bool>,
 }
 
 /// One training run (median over repeats).

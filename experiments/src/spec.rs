@@ -105,6 +105,10 @@ pub struct RawSpec {
     pub layout_batch: Option<Spanned<u64>>,
     /// How FSM policies are trained.
     pub fsm: Option<Spanned<RawFsm>>,
+    /// The offline optimiser and certified bound behind `best-known`,
+    /// `fsm-teacher` and the rows' `best_known` / `certified_bound` (kind
+    /// `policies`).
+    pub optimise: Option<Spanned<RawOptimise>>,
     /// Overrides applied in quick mode.
     pub quick: Option<Spanned<RawQuick>>,
     /// Grid points left out: a run is skipped when, for every field an entry
@@ -155,8 +159,19 @@ pub struct RawFsm {
     pub trainer_seed: Option<Spanned<u64>>,
     /// Episode budget (default 1000).
     pub episodes: Option<Spanned<u64>>,
-    /// Encodings to train, best kept (kind `replay`; default all five).
+    /// Encodings to train, best kept (kind `replay`; default all).
     pub encodings: Option<List<String>>,
+}
+
+/// The `optimise` block (kind `policies`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOptimise {
+    /// Seconds per trace for the bound and the search together (default 10).
+    pub budget: Option<Spanned<f64>>,
+    /// Widest beam (default 256): with it the search usually ends before
+    /// the budget, so its result does not depend on the machine's speed.
+    pub max_width: Option<Spanned<u64>>,
 }
 
 /// The `quick` block: replaces the fields it names in quick mode.
@@ -189,6 +204,8 @@ pub struct RawQuick {
     pub systems: Option<List<String>>,
     /// Replaces `rounds`.
     pub rounds: Option<Spanned<u64>>,
+    /// Replaces `optimise.budget`.
+    pub optimise_budget: Option<Spanned<f64>>,
 }
 
 fn at<T>(v: &Option<Spanned<T>>) -> Option<serde_saphyr::Location> {
@@ -217,7 +234,12 @@ impl RawSpec {
             ("check".into(), at(&self.check)),
             ("layout_batch".into(), at(&self.layout_batch)),
             ("fsm".into(), at(&self.fsm)),
+            ("optimise".into(), at(&self.optimise)),
         ];
+        if let Some(o) = &self.optimise {
+            out.push(("optimise.budget".into(), at(&o.value.budget)));
+            out.push(("optimise.max_width".into(), at(&o.value.max_width)));
+        }
         if let Some(f) = &self.fsm {
             let f = &f.value;
             out.push(("fsm.batch".into(), at(&f.batch)));
@@ -240,6 +262,7 @@ impl RawSpec {
             out.push(("quick.threads".into(), at(&q.threads)));
             out.push(("quick.systems".into(), at(&q.systems)));
             out.push(("quick.rounds".into(), at(&q.rounds)));
+            out.push(("quick.optimise_budget".into(), at(&q.optimise_budget)));
         }
         for (i, e) in self.exclude.iter().flat_map(|l| l.value.iter()).enumerate() {
             for (name, loc) in e.value.present() {

@@ -60,7 +60,7 @@ fn policies_training_planner_orders() {
         ]
     );
     let t = spec("kind: training\nname: t\nworkloads: [rvnn]\nbatches: [2]\nencodings: [all]\n");
-    assert_eq!(expand(&t).len(), 5);
+    assert_eq!(expand(&t).len(), engine::sched::Encoding::ALL.len());
     let m = spec(
         "kind: planner-memory\nname: m\ncells: [lstm, gru]\nhiddens: [8, 16]\nfixed_inputs: [false, true]\n",
     );

@@ -145,11 +145,12 @@ fn a_failing_run_is_an_error_row_and_is_retried_on_resume() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The fields that must not depend on timing.
+/// The fields that must not depend on timing (times, and the page faults a
+/// run took, which depend on the allocator's state).
 fn deterministic(row: &Value) -> Value {
     let mut m = row["metrics"].clone();
     if let Some(obj) = m.as_object_mut() {
-        obj.retain(|k, _| !(k.ends_with("_s") || k.ends_with("_per_s")));
+        obj.retain(|k, _| !(k.ends_with("_s") || k.ends_with("_per_s") || k == "page_faults"));
     }
     serde_json::json!({"config": row["config"], "hash": row["provenance"]["config_hash"], "metrics": m, "error": row["error"]})
 }
@@ -194,7 +195,9 @@ fn planner_and_training_rows() {
     );
     let row = &rows(&tr.json)[0];
     assert_eq!(row["samples"].as_array().unwrap().len(), 2);
-    assert!(row["metrics"]["episodes"].as_u64().unwrap() >= 50);
+    // The key scheme stops before the budget only at the bound.
+    let episodes = row["metrics"]["episodes"].as_u64().unwrap();
+    assert!(episodes == 50 || row["metrics"]["stop_reason"] == "lower-bound");
     assert!(row["metrics"]["stop_reason"].is_string());
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -34,8 +34,9 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 10] = [
+pub const EMBEDDED: [Embedded; 11] = [
     embedded!("fig7", "experiments/specs"),
+    embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
     embedded!("table4", "experiments/specs"),
     embedded!("table5", "experiments/specs"),

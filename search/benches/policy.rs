@@ -11,7 +11,15 @@
 //!   episode replaying the recorded choices (their difference is the decision
 //!   cost again, but within the noise of the steps).
 //! - `train_tree_lstm`, `train_lattice_lstm`: training with default
-//!   hyper-parameters (early stop on), and exactly 1000 episodes.
+//!   hyper-parameters (early stop on), and exactly 1000 episodes, for the
+//!   default scheme (sort-crit, key exploration, bound reward) and the
+//!   reference one (sort, ε-greedy per step, Eq. 1).
+//! - `remaining_bound`: a lattice-lstm episode (typewise) with and without
+//!   the remaining-bound tracker following it (the per-step cost of the
+//!   sort-crit encodings and of the bound-shaped reward).
+//! - `optimise`: one beam pass of width 64 on lattice-lstm (batch 32) and on
+//!   a random DAG of 3000 nodes; `certify`: the certified bound of
+//!   tree-lstm-2type and of lattice-lstm (batch 32).
 
 use std::hint::black_box;
 
@@ -19,14 +27,18 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
 use engine::graph::{NodeId, TypeId};
 use engine::sched::{
-    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, Hyperparameters, SameTypeDag,
+    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, Hyperparameters, RemainingBound,
+    SameTypeDag,
 };
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use search::bound::{BoundConfig, certify};
 use search::export::policy_file;
-use search::trainer::{TrainConfig, default_hyperparameters, train};
+use search::optimise::{OptimiseConfig, optimise};
+use search::synth::{DagParams, random_dag};
+use search::trainer::{TrainConfig, default_hyperparameters, reference_hyperparameters, train};
 
 fn record(name: &str) -> Trace {
     workloads::record(
@@ -134,23 +146,35 @@ fn bench_training(c: &mut Criterion, name: &str, group_name: &str) {
     let mut group = c.benchmark_group(group_name);
     group.sample_size(10);
     let default = TrainConfig {
-        encoding: Encoding::Sort,
+        encoding: Encoding::SortCrit,
         hyper: default_hyperparameters(),
         seed: 1,
     };
     group.bench_function("default_early_stop", |b| {
         b.iter(|| black_box(train(g, &st, &default, &mut |_, _| {}).report.best_batches))
     });
-    let full = TrainConfig {
+    let thousand = |encoding, h: Hyperparameters| TrainConfig {
+        encoding,
         hyper: Hyperparameters {
             stop_ratio: 0.0,
             max_episodes: 1000,
-            ..default_hyperparameters()
+            ..h
         },
-        ..default
+        seed: 1,
     };
+    let full = thousand(Encoding::SortCrit, default_hyperparameters());
     group.bench_function("1000_episodes", |b| {
         b.iter(|| black_box(train(g, &st, &full, &mut |_, _| {}).report.best_batches))
+    });
+    let reference = thousand(Encoding::Sort, reference_hyperparameters());
+    group.bench_function("1000_episodes_reference_scheme", |b| {
+        b.iter(|| {
+            black_box(
+                train(g, &st, &reference, &mut |_, _| {})
+                    .report
+                    .best_batches,
+            )
+        })
     });
     group.finish();
 }
@@ -163,8 +187,86 @@ fn train_lattice_lstm(c: &mut Criterion) {
     bench_training(c, "lattice-lstm", "train_lattice_lstm");
 }
 
+fn remaining_bound(c: &mut Criterion) {
+    let trace = record("lattice-lstm");
+    let g = &trace.graph;
+    let st = SameTypeDag::new(g);
+    let mut f = Frontier::new(g, &st);
+    let mut out: Vec<NodeId> = Vec::new();
+    let mut choices = Vec::new();
+    while !f.is_done() {
+        let t = engine::sched::typewise_choice(&f);
+        choices.push(t);
+        out.clear();
+        f.step(t, &mut out);
+    }
+    let mut group = c.benchmark_group("remaining_bound");
+    group.throughput(Throughput::Elements(g.len() as u64));
+    group.bench_function("lattice_lstm_b32_episode_without", |b| {
+        b.iter(|| {
+            f.reset();
+            for &t in &choices {
+                out.clear();
+                f.step(t, &mut out);
+            }
+            black_box(f.batches())
+        })
+    });
+    let mut rb = RemainingBound::new(&Frontier::new(g, &st));
+    group.bench_function("lattice_lstm_b32_episode_with", |b| {
+        b.iter(|| {
+            f.reset();
+            rb.reset(&f);
+            for &t in &choices {
+                out.clear();
+                f.step(t, &mut out);
+                rb.after_step(&f, t, &out);
+            }
+            black_box(rb.bound())
+        })
+    });
+    group.finish();
+}
+
+fn optimise_and_certify(c: &mut Criterion) {
+    let lattice = record("lattice-lstm");
+    let two = record("tree-lstm-2type");
+    let dag = random_dag(&DagParams::default()).expect("default DAG parameters are valid");
+    let mut group = c.benchmark_group("optimise");
+    group.sample_size(10);
+    let pass = OptimiseConfig {
+        budget: std::time::Duration::from_secs(600),
+        max_width: 64,
+        target: 0,
+        ..OptimiseConfig::default()
+    };
+    for (name, t) in [
+        ("lattice_lstm_b32_to_width_64", &lattice),
+        ("random_dag_3000_to_width_64", &dag),
+    ] {
+        let st = SameTypeDag::new(&t.graph);
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(optimise(&t.graph, &st, &pass, &mut |_, _| {}).map(|r| r.batches)))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("certify");
+    group.sample_size(10);
+    for (name, t) in [
+        ("tree_lstm_2type_b32", &two),
+        ("lattice_lstm_b32", &lattice),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| black_box(certify(&t.graph, &BoundConfig::default()).bound))
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    remaining_bound,
+    optimise_and_certify,
     env_step,
     fsm_decision,
     train_tree_lstm,

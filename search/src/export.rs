@@ -10,11 +10,11 @@ use engine::trace::Trace;
 
 use crate::trainer::Trained;
 
-/// The policy file of a training run. A state's action is the one the final
-/// greedy rollout took there (so the FSM replays that schedule), else its best
-/// updated action; states with neither are left out (the runtime falls back
-/// there anyway). States are sorted by their tokens and Q values by action
-/// name, so equal runs give equal bytes.
+/// The policy file of a training run. The states written are those with a
+/// stored action (the FSM the trainer evaluated); a state without one is left
+/// out, so the runtime falls back there exactly as in training. Their Q values
+/// come along to explain the choice. States are sorted by their tokens and Q
+/// values by action name, so equal runs give equal bytes.
 pub fn policy_file(
     trained: &Trained,
     trace: &Trace,
@@ -28,7 +28,7 @@ pub fn policy_file(
         .states()
         .iter()
         .filter_map(|sq| {
-            let best = sq.chosen.or_else(|| sq.best().map(|b| b.0))?;
+            let best = sq.chosen?;
             let name = |a: u16| types[usize::from(a)].clone();
             Some(StateEntry {
                 state: key_to_tokens(&sq.key, types),
@@ -63,7 +63,10 @@ pub fn policy_file(
             lower_bound: r.lower_bound,
             best_episode: r.best_episode,
             stop_reason: r.stop_reason.name().into(),
+            prior_batches: Some(r.prior_batches),
+            teacher: r.teacher.clone(),
         },
+        fallback: r.fallback.clone(),
         types: types.clone(),
         states,
     }

@@ -3,9 +3,15 @@
 //! ED-Batch (`shared/papers/ed-batch.txt` §2, appendix A) casts dynamic batching
 //! as a finite state machine: a state encodes the graph's frontier, a policy maps
 //! it to the type to batch next. This crate learns such policies offline by
-//! tabular Q-learning with N-step bootstrapping ([`trainer`]), rewarded by Eq. 1;
-//! it also finds exact optima of small graphs by branch and bound ([`optimal`]).
-//! The runtime side (frontier, encodings, the FSM lookup) lives in
+//! tabular Q-learning with N-step bootstrapping ([`trainer`]: ED-Batch's scheme,
+//! and by default one that measures whole FSMs and improves on its typewise
+//! prior, optionally distilling a teacher schedule). For reference it finds
+//! exact optima of small graphs by branch and bound ([`optimal`]), best-known
+//! schedules of large ones by an anytime parallel beam search ([`optimise`]),
+//! and certified lower bounds tighter than ED-Batch A.3 ([`bound`]), so every
+//! schedule gets a certified gap. [`schedule_file`] stores schedules,
+//! [`synth`] makes seeded random multi-type DAGs. The runtime side (frontier,
+//! encodings, the FSM lookup, the remaining lower bound) lives in
 //! `engine::sched`, because the replay loop runs it.
 //!
 //! ```
@@ -39,9 +45,13 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bound;
 pub mod export;
 pub mod optimal;
+pub mod optimise;
 pub mod qtable;
+pub mod schedule_file;
+pub mod synth;
 pub mod trainer;
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ impl StateQ {
         let pos = |a: u16| {
             self.key
                 .iter()
-                .position(|&t| t & !engine::sched::COMPLETE == a)
+                .position(|&t| t & engine::sched::TYPE_MASK == a)
                 .unwrap_or(usize::MAX)
         };
         self.q
@@ -95,11 +95,16 @@ impl QTable {
         st.chosen.get_or_insert(a);
     }
 
-    /// The action the FSM stores for state `s`: the recorded greedy choice, else
-    /// the best updated action.
-    pub fn decision(&self, s: u32) -> Option<u16> {
-        let st = &self.states[s as usize];
-        st.chosen.or_else(|| st.best().map(|b| b.0))
+    /// Stores `a` as state `s`'s action, replacing any (the `key` scheme's
+    /// accepted perturbations).
+    pub fn force_chosen(&mut self, s: u32, a: u16) {
+        self.states[s as usize].chosen = Some(a);
+    }
+
+    /// Forgets every stored action (the table then decides nothing: the
+    /// runtime falls back everywhere).
+    pub fn clear_chosen(&mut self) {
+        self.states.iter_mut().for_each(|s| s.chosen = None);
     }
 
     /// Highest Q among the updated actions of state `s`; `None` if none was.

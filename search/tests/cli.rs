@@ -156,7 +156,18 @@ fn train_all_keeps_the_fewest_batches_earliest_on_ties() {
         .iter()
         .map(|x| x["encoding"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["base", "max", "sort", "sort-cond", "sort-phase"]);
+    assert_eq!(
+        names,
+        [
+            "base",
+            "max",
+            "sort",
+            "sort-cond",
+            "sort-phase",
+            "sort-crit",
+            "sort-crit-ratio"
+        ]
+    );
     let min = runs
         .iter()
         .map(|x| x["best_batches"].as_u64().unwrap())
@@ -338,7 +349,16 @@ fn show_prints_states_and_dot_edges_from_the_training_trace() {
 
 #[test]
 fn every_subcommand_documents_json_and_train_help_states_the_real_defaults() {
-    for cmd in ["train", "eval", "compare", "optimal", "show", "bench"] {
+    for cmd in [
+        "train",
+        "eval",
+        "compare",
+        "optimal",
+        "optimise",
+        "random-dag",
+        "show",
+        "bench",
+    ] {
         let o = search(&[cmd, "--help"]);
         assert!(o.status.success());
         assert!(
@@ -360,10 +380,15 @@ fn every_subcommand_documents_json_and_train_help_states_the_real_defaults() {
         ("--alpha", h.alpha),
         ("--stop-ratio", h.stop_ratio),
     ] {
-        let line = help
-            .lines()
-            .find(|l| l.trim_start().starts_with(flag))
+        // clap puts the help text on the flag's line or, in its long layout,
+        // on the next one.
+        let lines: Vec<&str> = help.lines().collect();
+        let i = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(flag))
             .unwrap_or_else(|| panic!("no help line for {flag}"));
+        let both = format!("{} {}", lines[i], lines.get(i + 1).unwrap_or(&""));
+        let line = both.as_str();
         let stated: f64 = line
             .rsplit_once("[default: ")
             .and_then(|(_, d)| d.strip_suffix(']'))
@@ -395,4 +420,109 @@ fn bench_reports_every_section() {
     let t = r["training"].as_array().unwrap();
     assert_eq!(t.len(), 1);
     assert_eq!(t[0]["workload"], "rvnn");
+}
+
+#[test]
+fn optimise_writes_a_schedule_that_train_distils_and_eval_replays() {
+    let dag = path("dag.json");
+    let r = json(&search(&[
+        "random-dag",
+        "--nodes",
+        "300",
+        "--seed",
+        "2",
+        "--out",
+        &dag,
+        "--json",
+    ]));
+    assert_eq!(r["nodes"], 300);
+    assert_eq!(r["params"]["types"], 5);
+    let sched = path("dag.sched.json");
+    let o = json(&search(&[
+        "optimise", "--trace", &dag, "--budget", "3s", "--out", &sched, "--json",
+    ]));
+    let best = o["best_known"].as_u64().unwrap();
+    let bound = o["certified_bound"].as_u64().unwrap();
+    assert!(best < o["heuristic_batches"].as_u64().unwrap());
+    assert!(o["lower_bound"].as_u64().unwrap() <= bound && bound <= best);
+    assert_eq!(o["schedule"].as_array().unwrap().len() as u64, best);
+    assert_eq!(o["gap"].as_f64().unwrap(), best as f64 / bound as f64);
+    assert!(!o["passes"].as_array().unwrap().is_empty());
+    let pol = path("dag.yaml");
+    let t = json(&search(&[
+        "train",
+        "--trace",
+        &dag,
+        "--encoding",
+        "sort-crit-ratio",
+        "--teacher",
+        &sched,
+        "--episodes",
+        "60",
+        "--out",
+        &pol,
+        "--json",
+    ]));
+    assert_eq!(t["teacher"]["batches"].as_u64(), Some(best));
+    assert_eq!(t["teacher"]["certified_bound"].as_u64(), Some(bound));
+    let fsm = t["best_batches"].as_u64().unwrap();
+    assert!(fsm < t["prior_batches"].as_u64().unwrap());
+    let curve = t["curve"].as_array().unwrap();
+    assert_eq!(curve[0]["episode"], 0);
+    assert_eq!(curve[0]["best"], t["prior_batches"]);
+    let e = json(&search(&[
+        "eval", "--trace", &dag, "--policy", &pol, "--json",
+    ]));
+    assert_eq!(e["batches"].as_u64(), Some(fsm));
+    // `show --dot` follows the sort-crit-ratio keys as the runtime does: a
+    // decision goes through `unseen` exactly when the FSM missed.
+    let o = search(&["show", "--policy", &pol, "--dot"]);
+    let dot = String::from_utf8(o.stdout).unwrap();
+    let misses = e["misses"].as_u64().unwrap();
+    assert!(
+        dot.contains(&format!("({fsm} decisions, {misses} misses)")),
+        "{dot}"
+    );
+    assert_eq!(dot.contains("unseen"), misses > 0, "{dot}");
+    // A schedule of another trace is refused, naming the file.
+    let other = path("dag-other.json");
+    json(&search(&[
+        "random-dag",
+        "--nodes",
+        "200",
+        "--out",
+        &other,
+        "--json",
+    ]));
+    fails_with(
+        &search(&[
+            "train",
+            "--trace",
+            &other,
+            "--teacher",
+            &sched,
+            "--out",
+            &path("x.yaml"),
+        ]),
+        "written for a trace of 300 nodes, this one has 200",
+    );
+    fails_with(
+        &search(&[
+            "train",
+            "--trace",
+            &dag,
+            "--teacher",
+            &path("none.json"),
+            "--out",
+            &pol,
+        ]),
+        "none.json",
+    );
+    let o = search(&["optimise", "--trace", &dag, "--budget", "soon"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid duration"), "{}", stderr(&o));
+    fails_with(
+        &search(&["random-dag", "--types", "0", "--out", &path("z.json")]),
+        "types must be in 1..=1000, got 0",
+    );
 }

@@ -19,6 +19,8 @@ pub struct Frontier<'g> {
     remaining: Vec<u32>,
     executed: usize,
     batches: usize,
+    /// Nodes that entered Frontier(G^t) in the last step.
+    entered: Vec<NodeId>,
 }
 
 impl<'g> Frontier<'g> {
@@ -35,6 +37,7 @@ impl<'g> Frontier<'g> {
             remaining: vec![0; t],
             executed: 0,
             batches: 0,
+            entered: Vec::new(),
         };
         f.reset();
         f
@@ -65,6 +68,7 @@ impl<'g> Frontier<'g> {
         }
         self.executed = 0;
         self.batches = 0;
+        self.entered.clear();
     }
 
     /// The graph.
@@ -99,6 +103,26 @@ impl<'g> Frontier<'g> {
     #[inline]
     pub fn remaining(&self, t: TypeId) -> u32 {
         self.remaining[t.index()]
+    }
+
+    /// Unexecuted nearest same-type ancestors of `v` (see [`SameTypeDag`]): 0
+    /// exactly when `v` is executed or on Frontier(G^t) of its type t. Lets a
+    /// caller that mirrors |Frontier(G^t)| per node (the offline optimiser's
+    /// remaining lower bound) see which nodes a step moved onto it.
+    #[inline]
+    pub fn same_type_pending(&self, v: NodeId) -> u32 {
+        self.same_pending[v.index()]
+    }
+
+    /// Nodes that entered Frontier(G^t) of their type t in the last step (their
+    /// last unexecuted nearest same-type ancestor ran in it), each once.
+    pub fn entered_sub_frontier(&self) -> &[NodeId] {
+        &self.entered
+    }
+
+    /// The same-type DAG this frontier maintains |Frontier(G^t)| with.
+    pub fn same_type_dag(&self) -> &'g SameTypeDag {
+        self.st
     }
 
     /// Nodes executed so far.
@@ -173,6 +197,7 @@ impl<'g> Frontier<'g> {
     }
 
     fn finish_batch(&mut self, t: TypeId, out: &[NodeId], start: usize) -> usize {
+        self.entered.clear();
         let n = out.len() - start;
         if n == 0 {
             return 0;
@@ -203,6 +228,7 @@ impl<'g> Frontier<'g> {
             *p -= 1;
             if *p == 0 {
                 self.sub_frontier[g.node_type(w).index()] += 1;
+                self.entered.push(w);
             }
         }
     }

@@ -4,29 +4,40 @@
 
 use std::collections::HashMap;
 
-use super::encoding::{COMPLETE, PHASE, StateEncoder, UNKNOWN};
+use super::encoding::{
+    COMPLETE, CRITICAL, PHASE, RATIO, RATIO_BUCKETS, RATIO_SHIFT, StateEncoder, TYPE_MASK, UNKNOWN,
+};
 use super::frontier::Frontier;
 use super::heuristics::TypewisePolicy;
 use super::policy::{BatchPolicy, Choice, PolicyError};
 use super::policy_file::{PolicyFile, PolicyFileError};
 use crate::graph::{Graph, TypeId};
 
-/// Renders a state key as file tokens (type names, `*name`, `phase:K`).
+/// Renders a state key as file tokens: a type name, prefixed `*` when complete
+/// and `!` when critical, suffixed `@q` with its ratio bucket q ≥ 1
+/// (`sort-crit-ratio`; no suffix is bucket 0); or `phase:K`.
 pub fn key_to_tokens(key: &[u16], types: &[String]) -> Vec<String> {
     key.iter()
         .map(|&tok| {
             if tok & PHASE != 0 {
-                format!("phase:{}", tok & !PHASE)
-            } else {
-                let name = types
-                    .get(usize::from(tok & !COMPLETE))
-                    .map_or("?", String::as_str);
-                if tok & COMPLETE != 0 {
-                    format!("*{name}")
-                } else {
-                    name.to_string()
-                }
+                return format!("phase:{}", tok & !PHASE);
             }
+            let name = types
+                .get(usize::from(tok & TYPE_MASK))
+                .map_or("?", String::as_str);
+            let mut out = String::with_capacity(name.len() + 4);
+            if tok & COMPLETE != 0 {
+                out.push('*');
+            }
+            if tok & CRITICAL != 0 {
+                out.push('!');
+            }
+            out.push_str(name);
+            if tok & RATIO != 0 {
+                out.push('@');
+                out.push_str(&((tok & RATIO) >> RATIO_SHIFT).to_string());
+            }
+            out
         })
         .collect()
 }
@@ -43,15 +54,27 @@ pub fn tokens_to_key(tokens: &[String], types: &[String]) -> Option<Vec<u16>> {
                     .filter(|p| *p < PHASE)
                     .map(|p| PHASE | p);
             }
-            let (name, flag) = match tok.strip_prefix('*') {
-                Some(n) => (n, COMPLETE),
-                None => (tok.as_str(), 0),
+            let mut flags = 0u16;
+            let mut rest = tok.as_str();
+            if let Some(r) = rest.strip_prefix('*') {
+                flags |= COMPLETE;
+                rest = r;
+            }
+            if let Some(r) = rest.strip_prefix('!') {
+                flags |= CRITICAL;
+                rest = r;
+            }
+            let index = |name: &str| {
+                let i = types.binary_search_by(|t| t.as_str().cmp(name)).ok()?;
+                u16::try_from(i).ok().filter(|i| *i < UNKNOWN)
             };
-            let i = types.binary_search_by(|t| t.as_str().cmp(name)).ok()?;
-            u16::try_from(i)
-                .ok()
-                .filter(|i| *i < UNKNOWN)
-                .map(|i| i | flag)
+            // A ratio suffix `@q`, unless the whole rest is itself a type name.
+            if let Some(i) = index(rest) {
+                return Some(i | flags);
+            }
+            let (name, q) = rest.rsplit_once('@')?;
+            let q: u16 = q.parse().ok().filter(|q| *q < RATIO_BUCKETS)?;
+            index(name).map(|i| i | flags | (q << RATIO_SHIFT))
         })
         .collect()
 }
@@ -76,12 +99,23 @@ pub struct FsmPolicy {
     action_type: Vec<Option<TypeId>>,
     key: Vec<u16>,
     misses: u64,
+    /// The last batch (its type and nodes), for encoders that follow steps;
+    /// `choose` hands it to the encoder, which needs the frontier after it.
+    last: Option<(TypeId, Vec<crate::graph::NodeId>)>,
 }
 
 impl FsmPolicy {
-    /// An FSM from a policy file, falling back to `typewise` on unseen states.
+    /// An FSM from a policy file, falling back on unseen states to the file's
+    /// `fallback` heuristic (`typewise` when absent).
     pub fn new(file: PolicyFile) -> Result<Self, PolicyFileError> {
-        Self::with_fallback(file, Box::new(TypewisePolicy))
+        let fallback: Box<dyn BatchPolicy + Send> = match &file.fallback {
+            None => Box::new(TypewisePolicy),
+            Some(name) => super::heuristic(name).ok_or_else(|| PolicyFileError::Invalid {
+                file: file.provenance.trace.clone(),
+                message: format!("field `fallback`: unknown heuristic {name:?}"),
+            })?,
+        };
+        Self::with_fallback(file, fallback)
     }
 
     /// An FSM with a chosen fallback heuristic.
@@ -110,6 +144,7 @@ impl FsmPolicy {
             action_type: Vec::new(),
             key: Vec::new(),
             misses: 0,
+            last: None,
         })
     }
 
@@ -133,6 +168,7 @@ impl BatchPolicy for FsmPolicy {
     /// name with the hidden size abstracted. Unmatched types get [`UNKNOWN`].
     fn prepare(&mut self, g: &Graph) -> Result<(), PolicyError> {
         self.fallback.prepare(g)?;
+        self.last = None;
         let exact: HashMap<&str, u16> = self
             .file
             .types
@@ -166,6 +202,12 @@ impl BatchPolicy for FsmPolicy {
     }
 
     fn choose(&mut self, f: &Frontier) -> Choice {
+        if f.batches() == 0 {
+            self.encoder.start(f);
+            self.last = None;
+        } else if let Some((t, batch)) = &self.last {
+            self.encoder.observe(f, *t, batch);
+        }
         self.encoder.encode(f, &self.rank, &mut self.key);
         if let Some(&action) = self.table.get(self.key.as_slice())
             && let Some(Some(t)) = self.action_type.get(usize::from(action))
@@ -179,16 +221,26 @@ impl BatchPolicy for FsmPolicy {
 
     fn executed(&mut self, g: &Graph, batch: &[crate::graph::NodeId]) {
         self.fallback.executed(g, batch);
+        if self.file.encoding.needs_bound()
+            && let Some(&v) = batch.first()
+        {
+            let last = self
+                .last
+                .get_or_insert_with(|| (g.node_type(v), Vec::new()));
+            last.0 = g.node_type(v);
+            last.1.clear();
+            last.1.extend_from_slice(batch);
+        }
     }
 
     fn misses(&self) -> u64 {
         self.misses
     }
 
-    /// Only the sort-cond encoding reads |Frontier(G^t)| itself; otherwise it is
-    /// the fallback's need (typewise reads it, on misses).
+    /// Only the sort-cond and sort-crit encodings read |Frontier(G^t)|
+    /// themselves; otherwise it is the fallback's need (typewise reads it, on
+    /// misses).
     fn needs_sub_frontier(&self) -> bool {
-        self.file.encoding == super::encoding::Encoding::SortCond
-            || self.fallback.needs_sub_frontier()
+        self.file.encoding.needs_sub_frontier() || self.fallback.needs_sub_frontier()
     }
 }

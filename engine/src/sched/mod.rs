@@ -38,19 +38,24 @@ mod heuristics;
 mod policy;
 mod policy_arg;
 mod policy_file;
+mod remaining;
 mod same_type;
 mod schedule;
 
-pub use encoding::{COMPLETE, Encoding, PHASE, PHASES, StateEncoder, UNKNOWN};
+pub use encoding::{
+    COMPLETE, CRITICAL, Encoding, MAX_POLICY_TYPES, PHASE, PHASES, RATIO, RATIO_BUCKETS,
+    RATIO_SHIFT, StateEncoder, TYPE_MASK, UNKNOWN,
+};
 pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
 pub use policy::{BatchPolicy, Choice, PolicyError, RunStats, run_policy, run_policy_with};
 pub use policy_arg::{PolicyArg, PolicyArgError};
 pub use policy_file::{
-    Hyperparameters, POLICY_FORMAT, POLICY_VERSION, PolicyFile, PolicyFileError, Provenance,
-    StateEntry, TrainingSummary,
+    Exploration, Hyperparameters, POLICY_FORMAT, POLICY_VERSION, POLICY_VERSIONS_READ, PolicyFile,
+    PolicyFileError, Provenance, Reward, StateEntry, TeacherSummary, TrainingSummary,
 };
+pub use remaining::RemainingBound;
 pub use same_type::SameTypeDag;
 pub use schedule::{Schedule, ScheduleError, validate_schedule};
 

@@ -14,8 +14,13 @@ use super::encoding::Encoding;
 
 /// Value of the `format` field.
 pub const POLICY_FORMAT: &str = "batchlab-policy";
-/// The version this build reads and writes.
-pub const POLICY_VERSION: u32 = 1;
+/// The version this build writes. Version 2 added the `sort-crit` encodings
+/// (token marks `!` and `@q`), `fallback`, the trainer's `reward` and
+/// `exploration`, and `training.prior_batches` / `training.teacher`.
+pub const POLICY_VERSION: u32 = 2;
+/// Versions this build reads (a version-1 file reads as version 2 with the
+/// defaults the version-1 trainer used).
+pub const POLICY_VERSIONS_READ: [u32; 2] = [1, 2];
 
 /// A policy file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -23,7 +28,7 @@ pub const POLICY_VERSION: u32 = 1;
 pub struct PolicyFile {
     /// Always `batchlab-policy`.
     pub format: String,
-    /// Always 1.
+    /// 1 or 2 (see [`POLICY_VERSION`]).
     pub version: u32,
     /// State encoding of the keys.
     pub encoding: Encoding,
@@ -35,6 +40,9 @@ pub struct PolicyFile {
     pub hyperparameters: Hyperparameters,
     /// Training outcome.
     pub training: TrainingSummary,
+    /// Heuristic deciding states not in the table (default `typewise`; v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
     /// The policy's type names, sorted: state tokens index this list.
     pub types: Vec<String>,
     /// One entry per state seen in training.
@@ -83,6 +91,41 @@ pub struct Hyperparameters {
     pub alpha: f64,
     /// Stop once greedy batches ≤ stop_ratio × lower bound.
     pub stop_ratio: f64,
+    /// Reward (v2; version-1 files: `eq1`).
+    #[serde(default)]
+    pub reward: Reward,
+    /// Exploration scheme (v2; version-1 files: `step`).
+    #[serde(default)]
+    pub exploration: Exploration,
+}
+
+/// The reward of one batch.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reward {
+    /// ED-Batch Eq. 1: −1 + α · |Frontier_a(G)| / |Frontier(G^a)|.
+    #[default]
+    Eq1,
+    /// −1 shaped by the potential −(remaining lower bound): −1 + (bound before −
+    /// bound after), i.e. 0 for a batch that lowers the bound, else −1. The
+    /// return of an episode is −(batches − lower bound), so the shaping keeps
+    /// the optimal policies (potential-based), and a return-to-go measures the
+    /// batches lost from that point on, whenever in the episode it is met.
+    Bound,
+}
+
+/// How training explores.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exploration {
+    /// ε-greedy per decision; a greedy rollout every `rollout_every` episodes,
+    /// the best one kept (the reference implementation's scheme).
+    #[default]
+    Step,
+    /// Per episode, a few states of the incumbent FSM get another action (the
+    /// same at every visit in that episode): every episode is a run of a whole
+    /// candidate FSM, kept when it needs no more batches than the incumbent.
+    Key,
 }
 
 /// Training outcome.
@@ -97,8 +140,24 @@ pub struct TrainingSummary {
     pub lower_bound: u64,
     /// Episode after which the kept Q-table was found.
     pub best_episode: u32,
-    /// Why training stopped: `lower-bound` or `budget`.
+    /// Why training stopped: `lower-bound`, `target` or `budget`.
     pub stop_reason: String,
+    /// Batches of the prior (typewise) on the training trace (v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_batches: Option<u64>,
+    /// The teacher schedule the table was distilled from, if any (v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher: Option<TeacherSummary>,
+}
+
+/// Where a teacher schedule came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeacherSummary {
+    /// `optimise` (computed by the trainer's caller) or the schedule file's path.
+    pub source: String,
+    /// Its batches on the training trace.
+    pub batches: u64,
 }
 
 /// One state of the FSM.
@@ -108,7 +167,7 @@ pub struct StateEntry {
     /// The state's tokens: type names; `*name` marks a type meeting the
     /// sufficient condition (sort-cond); `phase:K` a progress phase (sort-phase).
     pub state: Vec<String>,
-    /// The action (a type name) with the highest Q value.
+    /// The action (a type name) the FSM takes in this state.
     pub action: String,
     /// Q value of every action tried in this state, by action name.
     pub q: BTreeMap<String, f64>,
@@ -203,10 +262,36 @@ impl PolicyFile {
                 self.format
             )));
         }
-        if self.version != POLICY_VERSION {
+        if !POLICY_VERSIONS_READ.contains(&self.version) {
             return Err(invalid(format!(
-                "field `version`: unsupported version {} (this build reads {POLICY_VERSION})",
+                "field `version`: unsupported version {} (this build reads versions 1 and 2)",
                 self.version
+            )));
+        }
+        if self.encoding.min_version() > self.version {
+            return Err(invalid(format!(
+                "field `encoding`: {} needs version {} or later, the file says {}",
+                self.encoding.name(),
+                self.encoding.min_version(),
+                self.version
+            )));
+        }
+        if self.version < 2 && self.fallback.is_some() {
+            return Err(invalid("field `fallback`: needs version 2 or later".into()));
+        }
+        if let Some(f) = &self.fallback
+            && !super::HEURISTICS.contains(&f.as_str())
+        {
+            return Err(invalid(format!(
+                "field `fallback`: unknown heuristic {f:?} (expected one of {})",
+                super::HEURISTICS.join(", ")
+            )));
+        }
+        if self.types.len() > super::encoding::MAX_POLICY_TYPES {
+            return Err(invalid(format!(
+                "field `types`: {} types, more than the {} a policy can hold",
+                self.types.len(),
+                super::encoding::MAX_POLICY_TYPES
             )));
         }
         let known = |name: &str| {
@@ -221,8 +306,7 @@ impl PolicyFile {
         }
         for (i, s) in self.states.iter().enumerate() {
             for tok in &s.state {
-                let name = tok.strip_prefix('*').unwrap_or(tok);
-                if !tok.starts_with("phase:") && !known(name) {
+                if super::fsm::tokens_to_key(std::slice::from_ref(tok), &self.types).is_none() {
                     return Err(invalid(format!(
                         "states[{i}]: token {tok:?} names no type in `types`"
                     )));

@@ -4,6 +4,11 @@
 //! when all of its nearest type-t ancestors have run (a farther unexecuted one
 //! would keep a nearer one unexecuted too). Precomputed once per graph so that
 //! a frontier step updates |Frontier(G^t)| in O(same-type out-edges).
+//!
+//! It also holds h(v), the number of nodes on the longest same-type chain
+//! starting at v: a longest chain only steps to *nearest* same-type
+//! successors, so one reverse topological pass over this DAG gives it
+//! ([`RemainingBound`](super::RemainingBound) reads it).
 
 use crate::graph::{Graph, NodeId};
 
@@ -13,6 +18,8 @@ pub struct SameTypeDag {
     succ_start: Vec<u32>,
     succ: Vec<NodeId>,
     in_degree: Vec<u32>,
+    height: Vec<u32>,
+    max_height: Vec<u32>,
 }
 
 impl SameTypeDag {
@@ -48,11 +55,25 @@ impl SameTypeDag {
         for w in &succ {
             in_degree[w.index()] += 1;
         }
-        SameTypeDag {
+        let mut dag = SameTypeDag {
             succ_start,
             succ,
             in_degree,
+            height: vec![1; n],
+            max_height: Vec::new(),
+        };
+        for &v in g.topo_order().iter().rev() {
+            if let Some(h) = dag
+                .successors(v)
+                .iter()
+                .map(|w| dag.height[w.index()])
+                .max()
+            {
+                dag.height[v.index()] = h + 1;
+            }
         }
+        dag.max_height = max_heights(g, &dag.height);
+        dag
     }
 
     /// A DAG without edges, for policies that never read |Frontier(G^t)|
@@ -62,10 +83,13 @@ impl SameTypeDag {
     /// can be dense on op-level graphs (millions of edges), so skipping it
     /// matters there.
     pub fn without_edges(g: &Graph) -> Self {
+        let height = vec![1; g.len()];
         SameTypeDag {
             succ_start: vec![0; g.len() + 1],
             succ: Vec::new(),
             in_degree: vec![0; g.len()],
+            max_height: max_heights(g, &height),
+            height,
         }
     }
 
@@ -90,10 +114,31 @@ impl SameTypeDag {
         &self.in_degree
     }
 
+    /// h(v): nodes on the longest same-type chain starting at `v` (1 for
+    /// every node of a DAG made [`without_edges`](Self::without_edges)).
+    #[inline]
+    pub fn height(&self, v: NodeId) -> u32 {
+        self.height[v.index()]
+    }
+
+    /// Per type id, the largest h of its nodes (0 for a type without nodes).
+    pub fn max_heights(&self) -> &[u32] {
+        &self.max_height
+    }
+
     /// Number of edges (for reports).
     pub fn num_edges(&self) -> usize {
         self.succ.len()
     }
+}
+
+fn max_heights(g: &Graph, height: &[u32]) -> Vec<u32> {
+    let mut m = vec![0u32; g.types().len()];
+    for v in g.nodes() {
+        let t = g.node_type(v).index();
+        m[t] = m[t].max(height[v.index()]);
+    }
+    m
 }
 
 /// Nearest same-type successors of the nodes in `range`: the end offset of

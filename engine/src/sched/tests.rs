@@ -92,6 +92,48 @@ fn tokens_round_trip_through_keys() {
     assert_eq!(tokens_to_key(&["zzz".to_string()], &types), None);
 }
 
+#[test]
+fn crit_tokens_round_trip_through_keys() {
+    let types: Vec<String> = ["a", "b", "c@2"].iter().map(|s| s.to_string()).collect();
+    let key = vec![
+        2 | COMPLETE | CRITICAL | (3 << RATIO_SHIFT),
+        1 | CRITICAL,
+        (1 << RATIO_SHIFT),
+        2,
+    ];
+    let tokens = key_to_tokens(&key, &types);
+    assert_eq!(tokens, ["*!c@2@3", "!b", "a@1", "c@2"]);
+    assert_eq!(tokens_to_key(&tokens, &types), Some(key));
+    // A bucket must be below RATIO_BUCKETS; flags only as prefixes.
+    assert_eq!(tokens_to_key(&["a@4".to_string()], &types), None);
+    assert_eq!(tokens_to_key(&["a!".to_string()], &types), None);
+}
+
+#[test]
+fn encodings_mark_critical_types_of_fig1() {
+    let g = fig1();
+    let st = SameTypeDag::new(&g);
+    let mut f = Frontier::new(&g, &st);
+    let types: Vec<String> = ["I", "O", "R", "X"].iter().map(|s| s.to_string()).collect();
+    let rank = [3u16, 0, 1, 2];
+    let mut enc = StateEncoder::new(Encoding::SortCrit);
+    let mut ratio = StateEncoder::new(Encoding::SortCritRatio);
+    enc.start(&f);
+    ratio.start(&f);
+    let mut key = Vec::new();
+    let mut out = Vec::new();
+    f.step(TypeId(0), &mut out);
+    enc.observe(&f, TypeId(0), &out);
+    ratio.observe(&f, TypeId(0), &out);
+    // After the inputs: I (1 of 1 ready, its chain of 3 starts there) is
+    // complete and critical; O (4 of 7) is neither: the O chain has length 1
+    // and three more O nodes wait behind I nodes.
+    enc.encode(&f, &rank, &mut key);
+    assert_eq!(key_to_tokens(&key, &types), ["O", "*!I"]);
+    ratio.encode(&f, &rank, &mut key);
+    assert_eq!(key_to_tokens(&key, &types), ["O@2", "*!I@3"]);
+}
+
 fn fig1_policy() -> PolicyFile {
     // The optimal FSM of ED-Batch Fig. 2(a) under Esort: prefer I over O.
     let s = |v: &[&str], a: &str| StateEntry {
@@ -123,6 +165,8 @@ fn fig1_policy() -> PolicyFile {
             rollout_every: 50,
             alpha: 0.5,
             stop_ratio: 1.01,
+            reward: Reward::Eq1,
+            exploration: Exploration::Step,
         },
         training: TrainingSummary {
             episodes: 0,
@@ -130,7 +174,10 @@ fn fig1_policy() -> PolicyFile {
             lower_bound: 6,
             best_episode: 0,
             stop_reason: "lower-bound".into(),
+            prior_batches: None,
+            teacher: None,
         },
+        fallback: None,
         types: ["I", "O", "R", "X"].iter().map(|s| s.to_string()).collect(),
         states: vec![
             s(&["X"], "X"),
@@ -183,6 +230,59 @@ fn policy_file_round_trips_through_yaml() {
     let back = PolicyFile::from_yaml(&text, "p.yaml").unwrap();
     assert_eq!(back, p);
     assert_eq!(back.to_yaml().unwrap(), text);
+}
+
+#[test]
+fn version_1_files_still_read_with_the_version_1_trainer_defaults() {
+    let v1 = fig1_policy()
+        .to_yaml()
+        .unwrap()
+        .replace("version: 2", "version: 1")
+        .replace("  reward: eq1\n", "")
+        .replace("  exploration: step\n", "");
+    assert!(v1.contains("version: 1") && !v1.contains("reward"), "{v1}");
+    let p = PolicyFile::from_yaml(&v1, "old.yaml").unwrap();
+    assert_eq!(p.version, 1);
+    assert_eq!(p.hyperparameters.reward, Reward::Eq1);
+    assert_eq!(p.hyperparameters.exploration, Exploration::Step);
+    let mut fsm = FsmPolicy::new(p).unwrap();
+    assert_eq!(batches(&fig1(), &mut fsm), 6);
+    // What version 1 cannot hold is refused, naming the field.
+    let e = PolicyFile::from_yaml(
+        &v1.replace("encoding: sort", "encoding: sort-crit"),
+        "old.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        "old.yaml: field `encoding`: sort-crit needs version 2 or later, the file says 1"
+    );
+    let e = PolicyFile::from_yaml(&v1.replace("version: 1", "version: 3"), "p.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unsupported version 3"), "{e}");
+}
+
+#[test]
+fn fallback_names_a_heuristic_and_is_used_on_misses() {
+    let mut p = fig1_policy();
+    p.states.clear();
+    p.fallback = Some("depth".into());
+    let text = p.to_yaml().unwrap();
+    let mut fsm = FsmPolicy::new(PolicyFile::from_yaml(&text, "p.yaml").unwrap()).unwrap();
+    // Every decision falls back to depth: 9 batches, as depth alone.
+    assert_eq!(batches(&fig1(), &mut fsm), 9);
+    let e = PolicyFile::from_yaml(
+        &text.replace("fallback: depth", "fallback: magic"),
+        "p.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("p.yaml: field `fallback`: unknown heuristic \"magic\""),
+        "{e}"
+    );
 }
 
 #[test]
@@ -306,7 +406,75 @@ mod prop {
             .count() as u32
     }
 
+    /// ED-Batch A.3 on the unexecuted nodes, from scratch.
+    fn brute_remaining_bound(g: &Graph, done: &[bool]) -> u32 {
+        let mut total = 0;
+        for (t, op) in g.types().iter() {
+            let mut chain = vec![0u32; g.len()];
+            let mut best = 0;
+            for &v in g.topo_order() {
+                let inherited = g
+                    .args(v)
+                    .iter()
+                    .map(|a| chain[a.index()])
+                    .max()
+                    .unwrap_or(0);
+                let mine = u32::from(!done[v.index()] && g.node_type(v) == t);
+                chain[v.index()] = inherited + mine;
+                best = best.max(chain[v.index()]);
+            }
+            if !op.batchable {
+                best = g
+                    .nodes()
+                    .filter(|v| !done[v.index()] && g.node_type(*v) == t)
+                    .count() as u32;
+            }
+            total += best;
+        }
+        total
+    }
+
     proptest! {
+        #[test]
+        fn remaining_bound_equals_brute_force_and_critical_means_it_drops(
+            g in dag(),
+            picks in proptest::collection::vec(any::<u8>(), 40),
+        ) {
+            let st = SameTypeDag::new(&g);
+            let mut f = Frontier::new(&g, &st);
+            let mut b = RemainingBound::new(&f);
+            let mut done = vec![false; g.len()];
+            let mut out = Vec::new();
+            let mut i = 0;
+            while !f.is_done() {
+                prop_assert_eq!(b.bound(), brute_remaining_bound(&g, &done));
+                let ready: Vec<TypeId> = f.ready_types().collect();
+                let t = ready[usize::from(picks[i % picks.len()]) % ready.len()];
+                i += 1;
+                let critical = b.is_critical(&f, t);
+                let before = b.bound();
+                let full = i % 3 != 0 || f.ready_count(t) == 1 || !g.types().batchable(t);
+                out.clear();
+                // Mix the step kinds the tracker must follow.
+                if i % 3 == 0 {
+                    let first = f.ready(t)[0];
+                    f.step_filtered(t, |v| v == first, &mut out);
+                } else {
+                    f.step(t, &mut out);
+                }
+                b.after_step(&f, t, &out);
+                for v in &out {
+                    done[v.index()] = true;
+                }
+                let dropped = before - b.bound();
+                prop_assert!(dropped <= 1);
+                if full {
+                    prop_assert_eq!(dropped == 1, critical);
+                }
+            }
+            prop_assert_eq!(b.bound(), 0);
+        }
+
         #[test]
         fn every_policy_gives_a_valid_schedule_at_or_above_the_bound(g in dag()) {
             let lb = lower_bound(&g).total;

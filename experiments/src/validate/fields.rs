@@ -20,7 +20,9 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
         }
         "repeats" => &[Tr, Pc, Re, Pe],
         "cells" | "fixed_inputs" => &[Pm, Pc],
-        "policies" => &[Po],
+        "policies" | "optimise" | "optimise.budget" | "optimise.max_width" | "optimise_budget" => {
+            &[Po]
+        }
         "encodings" => &[Tr],
         "executors" | "devices" | "check" => &[Re],
         "layout_batch" | "fsm.encodings" => &[Re, Pe],

@@ -6,7 +6,7 @@ use serde_saphyr::{Location, Spanned};
 
 use super::fields::users;
 use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS, MAX_ROUNDS, MAX_THREADS};
-use crate::config::{FsmRule, Grid};
+use crate::config::{FsmRule, Grid, OptimiseRule, PolicyChoice, parse_policy};
 use crate::error::SpecError;
 use crate::spec::{Kind, List, RawQuick, RawSpec};
 
@@ -112,6 +112,16 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         Some((v, f)) => cx.range(v, &f, 1, MAX_ROUNDS)?,
         None => 3,
     };
+    let optimise = optimise(cx, r, q.and_then(|q| q.optimise_budget.as_ref()))?;
+    let policies = names(&r.policies, q.map(|q| &q.policies), "policies")?;
+    if optimise.is_none()
+        && let Some((l, field)) = pick(&r.policies, q.map(|q| &q.policies), "policies")
+        && let Some((i, p)) = (l.value.iter().enumerate())
+            .find(|(_, p)| parse_policy(&p.value).is_some_and(PolicyChoice::needs_optimise))
+    {
+        let msg = format!("{:?} needs an `optimise` block", p.value);
+        return Err(cx.at(p.referenced, &format!("{field}[{i}]"), msg));
+    }
     let grid = Grid {
         seeds,
         repeats,
@@ -119,13 +129,14 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         hiddens: hiddens.unwrap_or(vec![64]),
         cells,
         fixed_inputs,
-        policies: names(&r.policies, q.map(|q| &q.policies), "policies")?,
+        policies,
         encodings,
         executors: names(&r.executors, q.map(|q| &q.executors), "executors")?,
         devices,
         check: r.check.as_ref().is_none_or(|c| c.value),
         layout_batch,
         fsm,
+        optimise,
         workloads,
         threads,
         systems: names(&r.systems, q.map(|q| &q.systems), "systems")?,
@@ -175,6 +186,41 @@ fn fsm(cx: &Cx, r: &RawSpec, quick_episodes: Option<&Spanned<u64>>) -> Result<Fs
         episodes: episodes as u32,
         encodings,
     })
+}
+
+/// Longest optimiser budget per trace, seconds.
+const MAX_OPTIMISE_S: f64 = 3600.0;
+/// Widest beam a spec may ask for.
+const MAX_WIDTH: u64 = 1 << 16;
+
+fn optimise(
+    cx: &Cx,
+    r: &RawSpec,
+    quick_budget: Option<&Spanned<f64>>,
+) -> Result<Option<OptimiseRule>, SpecError> {
+    let Some(o) = r.optimise.as_ref().map(|o| &o.value) else {
+        return Ok(None);
+    };
+    let (budget, field) = match (quick_budget, &o.budget) {
+        (Some(b), _) => (Some(b), "quick.optimise_budget"),
+        (None, b) => (b.as_ref(), "optimise.budget"),
+    };
+    let seconds = match budget {
+        Some(b) if !(b.value.is_finite() && b.value > 0.0 && b.value <= MAX_OPTIMISE_S) => {
+            let msg = format!("{} seconds is out of range (0, {MAX_OPTIMISE_S}]", b.value);
+            return Err(cx.at(b.referenced, field, msg));
+        }
+        Some(b) => b.value,
+        None => 10.0,
+    };
+    let max_width = match &o.max_width {
+        Some(w) => cx.range(w, "optimise.max_width", 1, MAX_WIDTH)?,
+        None => 256,
+    };
+    Ok(Some(OptimiseRule {
+        budget_ms: (seconds * 1000.0).round() as u64,
+        max_width,
+    }))
 }
 
 /// Every (cell, hidden) pair of the grid instantiates, so a hidden size a

@@ -155,7 +155,10 @@ impl Cx<'_> {
             "workloads" => "see `engine workloads`".to_string(),
             "cells" => "see `engine cells`".to_string(),
             "policies" => format!("expected one of {}", policy_names()),
-            "encodings" => "expected base, max, sort, sort-cond, sort-phase, or [all]".into(),
+            "encodings" => format!(
+                "expected {}, or [all]",
+                engine::sched::Encoding::ALL.map(|e| e.name()).join(", ")
+            ),
             "systems" => format!("expected one of {}", crate::peers::SYSTEM_NAMES),
             _ => format!("expected one of {EXECUTOR_NAMES}"),
         };

@@ -6,6 +6,7 @@ mod cavs_fig8;
 mod device;
 mod fig6;
 mod fig7;
+mod fig7_gap;
 mod fig9;
 pub mod peers;
 mod table2;
@@ -27,6 +28,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
     let mut sec = Section::new(item);
     match item.name {
         "fig7" => fig7::build(ctx, rows, &mut sec)?,
+        "fig7-gap" => fig7_gap::build(ctx, rows, &mut sec)?,
         "table2" => table2::build(ctx, rows, &mut sec)?,
         "table4" => table4::build(ctx, rows, &mut sec)?,
         "table5" => table5::build(ctx, rows, &mut sec)?,
@@ -46,6 +48,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
 pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
     match item.name {
         "fig7" => fig7::paper(ctx),
+        "fig7-gap" => fig7_gap::paper(ctx),
         "table2" => table2::paper(ctx),
         "table4" => table4::paper(ctx),
         "table5" => table5::paper(ctx),

@@ -15,7 +15,7 @@ use engine::workloads::{self, DataChoice, RecordOptions};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use search::export::policy_file;
-use search::trainer::{TrainConfig, default_hyperparameters, train};
+use search::trainer::{TrainConfig, default_hyperparameters, reference_hyperparameters, train};
 use serde::Serialize;
 
 /// Arguments of `search bench`.
@@ -27,8 +27,9 @@ pub struct Args {
     /// Mini-batch size of every trace.
     #[arg(long, default_value_t = 32)]
     batch: usize,
-    /// Timed repetitions of each training run; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Timed repetitions of each training run (interleaved, the order of
+    /// the schemes rotating each round); the median is reported.
+    #[arg(long, default_value_t = 5)]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -63,19 +64,44 @@ struct Decision {
     ns_per_decision_with_step: f64,
 }
 
-/// Training time of one workload.
+/// Training time of one workload, for the default scheme (sort-crit, key
+/// exploration, bound reward) and the reference one (sort, ε-greedy per
+/// step, Eq. 1) — ED-Batch Table 4's setting.
 #[derive(Serialize)]
 struct Training {
     workload: String,
     nodes: usize,
     lower_bound: u64,
+    /// Default scheme, default settings (early stop on).
     best_batches: u64,
     episodes: u32,
     best_episode: u32,
     stop_reason: &'static str,
     seconds: f64,
-    /// Seconds for exactly 1000 episodes (early stop disabled).
+    /// Default scheme, exactly 1000 episodes (early stop off): median wall
+    /// seconds and median process CPU seconds.
     seconds_1000_episodes: f64,
+    cpu_seconds_1000_episodes: f64,
+    /// Reference scheme, exactly 1000 episodes: median wall and CPU seconds.
+    reference_seconds_1000_episodes: f64,
+    reference_cpu_seconds_1000_episodes: f64,
+    /// Batches of each scheme's policy after 1000 episodes.
+    batches_1000_episodes: u64,
+    reference_batches_1000_episodes: u64,
+}
+
+/// CPU seconds used by this process so far (Linux `/proc/self/stat`, user +
+/// system, at the kernel's fixed 100 ticks per second); 0 elsewhere.
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// `search bench --json` output.
@@ -198,20 +224,24 @@ fn run_fsm(f: &mut Frontier, fsm: &mut FsmPolicy, out: &mut Vec<engine::graph::N
         };
         out.clear();
         f.step(t, out);
+        fsm.executed(f.graph(), out);
         n += 1;
     }
     n
 }
 
-/// The encoding whose trained policy misses least on its own trace (ties by
-/// encoding order), so the latency measured is that of table hits.
+/// The stateless encoding (one that does not follow the remaining bound, so
+/// `choose()` can be timed on frontier snapshots) whose trained policy misses
+/// least on its own trace (ties by encoding order), so the latency measured
+/// is that of table hits. The sort-crit encodings' extra per-step work is
+/// the criterion bench `remaining_bound`.
 fn decision(trace: &Trace, st: &SameTypeDag) -> anyhow::Result<Decision> {
     let g = &trace.graph;
     let hyper = default_hyperparameters();
     let mut f = Frontier::new(g, st);
     let mut out = Vec::new();
     let mut best: Option<(u64, Encoding, FsmPolicy, Vec<TypeId>, usize)> = None;
-    for encoding in Encoding::ALL {
+    for encoding in Encoding::ALL.into_iter().filter(|e| !e.needs_bound()) {
         let cfg = TrainConfig {
             encoding,
             hyper: hyper.clone(),
@@ -232,6 +262,7 @@ fn decision(trace: &Trace, st: &SameTypeDag) -> anyhow::Result<Decision> {
             choices.push(t);
             out.clear();
             f.step(t, &mut out);
+            fsm.executed(g, &out);
         }
         let misses = fsm.misses();
         if best.as_ref().is_none_or(|b| misses < b.0) {
@@ -288,32 +319,50 @@ fn training_time(name: &str, batch: usize, repeat: usize) -> anyhow::Result<Trai
     let trace = record(name, batch)?;
     let g = &trace.graph;
     let st = SameTypeDag::new(g);
-    let run = |hyper: Hyperparameters| {
+    let train_one = |encoding: Encoding, hyper: Hyperparameters| {
         let cfg = TrainConfig {
-            encoding: Encoding::Sort,
+            encoding,
             hyper,
             seed: 1,
         };
-        let mut times = Vec::with_capacity(repeat);
-        let mut last = None;
-        for _ in 0..repeat {
-            let t = train(g, &st, &cfg, &mut |_, _| {});
-            times.push(t.report.seconds);
-            last = Some(t);
-        }
-        (super::median(times), last)
+        let cpu = process_cpu_seconds();
+        let t = train(g, &st, &cfg, &mut |_, _| {});
+        (t.report.seconds, process_cpu_seconds() - cpu, t)
     };
-    let (seconds, t) = run(default_hyperparameters());
-    let Some(t) = t else {
-        bail!("no training run");
-    };
-    let full = Hyperparameters {
+    let full = |h: Hyperparameters| Hyperparameters {
         stop_ratio: 0.0,
         max_episodes: 1000,
-        ..default_hyperparameters()
+        ..h
     };
-    let (seconds_1000_episodes, _) = run(full);
+    let schemes = [
+        (Encoding::SortCrit, full(default_hyperparameters())),
+        (Encoding::Sort, full(reference_hyperparameters())),
+    ];
+    let mut wall = [Vec::new(), Vec::new()];
+    let mut cpu = [Vec::new(), Vec::new()];
+    let mut batches = [0u64; 2];
+    for round in 0..repeat {
+        for k in 0..2 {
+            let i = (round + k) % 2;
+            let (w, c, t) = train_one(schemes[i].0, schemes[i].1.clone());
+            wall[i].push(w);
+            cpu[i].push(c);
+            batches[i] = t.report.best_batches;
+        }
+    }
+    let mut default_wall = Vec::with_capacity(repeat);
+    let mut kept = None;
+    for _ in 0..repeat {
+        let (w, _, t) = train_one(Encoding::SortCrit, default_hyperparameters());
+        default_wall.push(w);
+        kept = Some(t);
+    }
+    let Some(t) = kept else {
+        bail!("no training run");
+    };
     let r = &t.report;
+    let [w0, w1] = wall;
+    let [c0, c1] = cpu;
     Ok(Training {
         workload: name.to_string(),
         nodes: g.len(),
@@ -322,8 +371,13 @@ fn training_time(name: &str, batch: usize, repeat: usize) -> anyhow::Result<Trai
         episodes: r.episodes,
         best_episode: r.best_episode,
         stop_reason: r.stop_reason.name(),
-        seconds,
-        seconds_1000_episodes,
+        seconds: super::median(default_wall),
+        seconds_1000_episodes: super::median(w0),
+        cpu_seconds_1000_episodes: super::median(c0),
+        reference_seconds_1000_episodes: super::median(w1),
+        reference_cpu_seconds_1000_episodes: super::median(c1),
+        batches_1000_episodes: batches[0],
+        reference_batches_1000_episodes: batches[1],
     })
 }
 
@@ -351,8 +405,8 @@ fn print_report(r: &Report) {
         d.ns_per_decision_with_step
     );
     engine::outln!(
-        "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>10} {:>12}",
-        "training (sort)",
+        "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>9} | {:>18} {:>18}",
+        "training",
         "nodes",
         "lb",
         "batches",
@@ -360,11 +414,12 @@ fn print_report(r: &Report) {
         "best@ep",
         "stop",
         "seconds",
-        "s/1000 ep"
+        "1000 ep wall/cpu",
+        "reference wall/cpu"
     );
     for t in &r.training {
         engine::outln!(
-            "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>10.4} {:>12.4}",
+            "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>9.4} | {:>8.4}/{:<9.3} {:>8.4}/{:<9.3}",
             t.workload,
             t.nodes,
             t.lower_bound,
@@ -373,7 +428,10 @@ fn print_report(r: &Report) {
             t.best_episode,
             t.stop_reason,
             t.seconds,
-            t.seconds_1000_episodes
+            t.seconds_1000_episodes,
+            t.cpu_seconds_1000_episodes,
+            t.reference_seconds_1000_episodes,
+            t.reference_cpu_seconds_1000_episodes
         );
     }
 }

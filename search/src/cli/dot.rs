@@ -130,6 +130,7 @@ fn replay(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Vec<Option<usize
         key: Vec::new(),
         index,
         visits: Vec::new(),
+        last: None,
     };
     let st = SameTypeDag::new(&trace.graph);
     let (_, stats) = run_policy(&trace.graph, &st, &mut rec).map_err(|e| e.to_string())?;
@@ -145,6 +146,8 @@ struct Recorder {
     key: Vec<u16>,
     index: HashMap<Vec<u16>, usize>,
     visits: Vec<Option<usize>>,
+    /// The last batch, for encoders that follow the run (`sort-crit*`).
+    last: Option<(engine::graph::TypeId, Vec<engine::graph::NodeId>)>,
 }
 
 impl BatchPolicy for Recorder {
@@ -172,6 +175,11 @@ impl BatchPolicy for Recorder {
     }
 
     fn choose(&mut self, f: &Frontier) -> Choice {
+        if f.batches() == 0 {
+            self.encoder.start(f);
+        } else if let Some((t, batch)) = &self.last {
+            self.encoder.observe(f, *t, batch);
+        }
         self.encoder.encode(f, &self.rank, &mut self.key);
         self.visits.push(self.index.get(&self.key).copied());
         self.fsm.choose(f)
@@ -179,6 +187,9 @@ impl BatchPolicy for Recorder {
 
     fn executed(&mut self, g: &Graph, batch: &[engine::graph::NodeId]) {
         self.fsm.executed(g, batch);
+        if let Some(&v) = batch.first() {
+            self.last = Some((g.node_type(v), batch.to_vec()));
+        }
     }
 
     fn misses(&self) -> u64 {

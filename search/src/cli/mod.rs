@@ -8,14 +8,16 @@ mod dot;
 mod eval;
 mod load;
 mod optimal;
+mod optimise;
+mod random_dag;
 mod show;
 mod train;
 
 use clap::{Parser, Subcommand};
 
 /// batchlab search: learn FSM batching policies (ED-Batch) by tabular
-/// Q-learning, evaluate them against the classic heuristics, and find exact
-/// optima of small graphs.
+/// Q-learning, evaluate them against the classic heuristics, find exact optima
+/// of small graphs, and best-known schedules with certified bounds of large ones.
 #[derive(Debug, Parser)]
 #[command(name = "search", version, about, long_about = None)]
 pub struct Cli {
@@ -33,6 +35,10 @@ enum Command {
     Compare(compare::Args),
     /// Exact minimum number of batches of a small trace (branch and bound).
     Optimal(optimal::Args),
+    /// Best-known schedule of a trace within a time budget, with a certified lower bound.
+    Optimise(optimise::Args),
+    /// Write a seeded random multi-type DAG as a trace (a hard case for policies).
+    RandomDag(random_dag::Args),
     /// Print a policy's FSM as a table, or as Graphviz dot.
     Show(show::Args),
     /// Measure environment steps, FSM decisions and training time.
@@ -46,6 +52,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval(a) => eval::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Optimal(a) => optimal::run(a),
+        Command::Optimise(a) => optimise::run(a),
+        Command::RandomDag(a) => random_dag::run(a),
         Command::Show(a) => show::run(a),
         Command::Bench(a) => bench::run(a),
     }
@@ -63,6 +71,33 @@ pub(crate) fn ratio(batches: u64, lower_bound: u64) -> f64 {
     } else {
         batches as f64 / lower_bound as f64
     }
+}
+
+/// Parses a duration: a number with unit `ms`, `s`, `m` or `h`, or a bare
+/// number of seconds.
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 500ms, 2m"))?;
+    if !(v.is_finite() && v >= 0.0 && v * scale < 1e9) {
+        return Err(format!(
+            "invalid duration {s:?}: must be non-negative and finite"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(v * scale))
 }
 
 /// Median of a non-empty sample (upper median for even sizes).

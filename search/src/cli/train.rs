@@ -1,16 +1,24 @@
-//! `search train`: Q-learning on one trace, one encoding or all five in
+//! `search train`: Q-learning on one trace, one encoding or all of them in
 //! parallel (rayon; each run is deterministic for its seed, so running them
 //! side by side changes only wall time), writing the best policy file.
+//! `--teacher` distils a schedule into the FSM first: a schedule file, or
+//! `optimise` to compute the best-known one here (`search optimise`).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use engine::sched::{Encoding, Hyperparameters, SameTypeDag};
+use engine::sched::{Encoding, Exploration, Hyperparameters, Reward, SameTypeDag};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rayon::prelude::*;
+use search::bound::{BoundConfig, certify};
 use search::export::policy_file;
-use search::trainer::{TrainConfig, Trained, default_hyperparameters, train};
+use search::optimise::{OptimiseConfig, optimise};
+use search::schedule_file::ScheduleFile;
+use search::trainer::{
+    Rollout, Teacher, TrainConfig, Trained, default_hyperparameters, reference_hyperparameters,
+    train_with,
+};
 use serde::Serialize;
 
 /// Arguments of `search train`.
@@ -19,9 +27,9 @@ pub struct Args {
     /// Trace to train on (engine record output).
     #[arg(long)]
     trace: PathBuf,
-    /// State encoding: base, max, sort, sort-cond, sort-phase, or `all` (train
-    /// the five in parallel and keep the one with fewest batches; ties go to
-    /// the earlier in that list).
+    /// State encoding: base, max, sort, sort-cond, sort-phase, sort-crit,
+    /// sort-crit-ratio, or `all` (train them all in parallel and keep the one
+    /// with fewest batches; ties go to the earlier in that list).
     #[arg(long, default_value = "sort", value_parser = parse_encodings)]
     encoding: Encodings,
     /// Q update step size [default: 0.4].
@@ -54,6 +62,28 @@ pub struct Args {
     /// Stop once a rollout has at most stop-ratio × lower bound batches [default: 1.01].
     #[arg(long)]
     stop_ratio: Option<f64>,
+    /// Reward: `bound` (−1 shaped by the remaining lower bound) or `eq1`
+    /// (ED-Batch Eq. 1) [default: bound].
+    #[arg(long, value_parser = parse_reward)]
+    reward: Option<Reward>,
+    /// Exploration: `key` (every episode runs one perturbed FSM, kept when
+    /// no worse) or `step` (ε-greedy per decision, the reference scheme)
+    /// [default: key].
+    #[arg(long, value_parser = parse_exploration)]
+    exploration: Option<Exploration>,
+    /// The reference implementation's settings (Eq. 1 reward, step
+    /// exploration); other flags still override them.
+    #[arg(long)]
+    reference: bool,
+    /// Schedule to distil into the FSM first: a schedule file (`search
+    /// optimise --out`) of this trace, or `optimise` to compute the best-known
+    /// schedule here within --teacher-budget. Training then also stops when
+    /// the FSM reaches the schedule's certified bound.
+    #[arg(long)]
+    teacher: Option<String>,
+    /// Time for `--teacher optimise` (bound and search together).
+    #[arg(long, default_value = "10s", value_parser = super::parse_duration)]
+    teacher_budget: std::time::Duration,
     /// Seed of the exploration stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -68,6 +98,22 @@ pub struct Args {
 /// The `--encoding` value.
 #[derive(Clone, Debug)]
 pub struct Encodings(Vec<Encoding>);
+
+fn parse_reward(s: &str) -> Result<Reward, String> {
+    match s {
+        "bound" => Ok(Reward::Bound),
+        "eq1" => Ok(Reward::Eq1),
+        _ => Err(format!("unknown reward {s:?}: expected bound or eq1")),
+    }
+}
+
+fn parse_exploration(s: &str) -> Result<Exploration, String> {
+    match s {
+        "key" => Ok(Exploration::Key),
+        "step" => Ok(Exploration::Step),
+        _ => Err(format!("unknown exploration {s:?}: expected key or step")),
+    }
+}
 
 fn parse_encodings(s: &str) -> Result<Encodings, String> {
     if s == "all" {
@@ -87,7 +133,13 @@ fn parse_encodings(s: &str) -> Result<Encodings, String> {
 impl Args {
     /// Defaults overridden by the flags given, checked for sane ranges.
     fn hyperparameters(&self) -> anyhow::Result<Hyperparameters> {
-        let mut h = default_hyperparameters();
+        let mut h = if self.reference {
+            reference_hyperparameters()
+        } else {
+            default_hyperparameters()
+        };
+        h.reward = self.reward.unwrap_or(h.reward);
+        h.exploration = self.exploration.unwrap_or(h.exploration);
         h.learning_rate = self.learning_rate.unwrap_or(h.learning_rate);
         h.gamma = self.gamma.unwrap_or(h.gamma);
         h.epsilon_start = self.epsilon.unwrap_or(h.epsilon_start);
@@ -139,10 +191,16 @@ struct Run {
     lower_bound: u64,
     ratio: f64,
     best_episode: u32,
+    prior_batches: u64,
+    teacher_batches: Option<u64>,
+    best_heuristic: String,
+    best_heuristic_batches: u64,
+    fallback: Option<String>,
     stop_reason: &'static str,
     states: usize,
     seconds: f64,
     node_steps_per_s: f64,
+    curve: Vec<Rollout>,
 }
 
 /// `search train --json` output: the kept run's fields, plus every run.
@@ -153,9 +211,19 @@ struct Summary {
     workload: String,
     nodes: usize,
     seed: u64,
+    teacher: Option<TeacherInfo>,
     #[serde(flatten)]
     chosen: Run,
     runs: Vec<Run>,
+}
+
+/// Where the teacher came from, in `--json` output.
+#[derive(Clone, Serialize)]
+struct TeacherInfo {
+    source: String,
+    batches: u64,
+    certified_bound: u64,
+    seconds: f64,
 }
 
 fn run_row(t: &Trained, states: usize) -> Run {
@@ -167,6 +235,12 @@ fn run_row(t: &Trained, states: usize) -> Run {
         lower_bound: r.lower_bound,
         ratio: super::ratio(r.best_batches, r.lower_bound),
         best_episode: r.best_episode,
+        prior_batches: r.prior_batches,
+        teacher_batches: r.teacher.as_ref().map(|t| t.batches),
+        best_heuristic: r.best_heuristic.0.clone(),
+        best_heuristic_batches: r.best_heuristic.1,
+        fallback: r.fallback.clone(),
+        curve: r.rollouts.clone(),
         stop_reason: r.stop_reason.name(),
         states,
         seconds: r.seconds,
@@ -178,10 +252,71 @@ fn run_row(t: &Trained, states: usize) -> Run {
     }
 }
 
+/// The teacher named by `--teacher`, and what to report about it.
+fn teacher(
+    a: &Args,
+    trace: &engine::trace::Trace,
+    st: &SameTypeDag,
+) -> anyhow::Result<Option<(Teacher, TeacherInfo)>> {
+    let Some(spec) = &a.teacher else {
+        return Ok(None);
+    };
+    let g = &trace.graph;
+    let started = std::time::Instant::now();
+    let spinner = if !a.json && std::io::stderr().is_terminal() {
+        let b = ProgressBar::new_spinner();
+        b.set_message(format!(
+            "--teacher {spec}: best-known schedule and certified bound"
+        ));
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let (schedule, bound, source) = if spec == "optimise" {
+        let b = certify(
+            g,
+            &BoundConfig {
+                budget: a.teacher_budget.mul_f64(0.25),
+                known: search::optimise::heuristic_batches(g, st),
+                ..BoundConfig::default()
+            },
+        );
+        let cfg = OptimiseConfig {
+            budget: a.teacher_budget.saturating_sub(started.elapsed()),
+            target: b.bound,
+            ..OptimiseConfig::default()
+        };
+        let r = optimise(g, st, &cfg, &mut |_, _| {})
+            .with_context(|| format!("--teacher optimise on {}", a.trace.display()))?;
+        (r.schedule, b.bound, "optimise".to_string())
+    } else {
+        let file = ScheduleFile::read(std::path::Path::new(spec))?;
+        let s = file.to_schedule(g, spec)?;
+        (s, file.certified_bound, spec.clone())
+    };
+    spinner.finish_and_clear();
+    let info = TeacherInfo {
+        source: source.clone(),
+        batches: schedule.len() as u64,
+        certified_bound: bound,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    let t = Teacher {
+        types: schedule.batches().map(|(t, _)| t).collect(),
+        source,
+        bound: Some(bound),
+    };
+    Ok(Some((t, info)))
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     let hyper = a.hyperparameters()?;
     let trace = super::load::trace(&a.trace)?;
+    search::trainer::check_trainable(&trace.graph)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.trace.display()))?;
     let st = SameTypeDag::new(&trace.graph);
+    let teacher = teacher(&a, &trace, &st)?;
     let show_bars = !a.json && std::io::stderr().is_terminal();
     let multi = MultiProgress::new();
     let style = ProgressStyle::with_template("{prefix:>10} {bar:30} {pos}/{len} episodes {msg}")
@@ -212,7 +347,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 bar.set_position(u64::from(episode));
                 bar.set_message(format!("best {best} batches"));
             };
-            let t = train(&trace.graph, &st, &cfg, &mut progress);
+            let t = train_with(
+                &trace.graph,
+                &st,
+                &cfg,
+                teacher.as_ref().map(|t| &t.0),
+                &mut progress,
+            );
             bar.finish();
             t
         })
@@ -233,6 +374,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         workload: trace.workload.clone(),
         nodes: trace.graph.len(),
         seed: a.seed,
+        teacher: teacher.as_ref().map(|t| t.1.clone()),
         chosen: run_row(&results[best_idx], files[best_idx].states.len()),
         runs: results
             .iter()
@@ -264,37 +406,59 @@ fn print_table(s: &Summary) {
         s.chosen.lower_bound,
         s.seed
     );
+    if let Some(t) = &s.teacher {
+        engine::outln!(
+            "teacher {}: {} batches, certified bound {} ({:.2} s)",
+            t.source,
+            t.batches,
+            t.certified_bound,
+            t.seconds
+        );
+    }
     engine::outln!(
-        "{:<11} {:>8} {:>8} {:>7} {:>9} {:<12} {:>7} {:>9} {:>12}",
+        "{:<15} {:>8} {:>6} {:>8} {:>7} {:>8} {:<12} {:>7} {:>8}  curve (best every rollout)",
         "encoding",
         "episodes",
+        "prior",
         "batches",
         "ratio",
         "best@ep",
         "stop",
         "states",
         "seconds",
-        "node steps/s"
     );
     for r in &s.runs {
+        let curve: Vec<String> = r.curve.iter().map(|p| p.best.to_string()).collect();
+        let mut curve = curve.join(" ");
+        if curve.len() > 60 {
+            curve.truncate(57);
+            curve.push_str("...");
+        }
         engine::outln!(
-            "{:<11} {:>8} {:>8} {:>7.3} {:>9} {:<12} {:>7} {:>9.4} {:>12.3e}",
+            "{:<15} {:>8} {:>6} {:>8} {:>7.3} {:>8} {:<12} {:>7} {:>8.4}  {}{}",
             r.encoding,
             r.episodes,
+            r.prior_batches,
             r.best_batches,
             r.ratio,
             r.best_episode,
             r.stop_reason,
             r.states,
             r.seconds,
-            r.node_steps_per_s
+            curve,
+            r.fallback
+                .as_ref()
+                .map(|f| format!(" (worse than {f}: its fallback, empty table)"))
+                .unwrap_or_default()
         );
     }
     engine::outln!(
-        "wrote {} (encoding {}, {} batches, {} states)",
+        "wrote {} (encoding {}, {} batches, {} states; best heuristic {} {})",
         s.out,
         s.chosen.encoding,
         s.chosen.best_batches,
-        s.chosen.states
+        s.chosen.states,
+        s.chosen.best_heuristic,
+        s.chosen.best_heuristic_batches
     );
 }

@@ -112,6 +112,20 @@ fn gap_to_the_lower_bound_is_proved_by_search() {
 }
 
 #[test]
+fn deepening_refutes_the_lower_bound_then_stops_at_the_budget() {
+    let g = crossed_chains();
+    let d = deepening_bound(&g, &OptimalConfig::default()).unwrap();
+    assert_eq!((d.bound, d.optimum), (3, true));
+    // No expansion allowed: nothing refuted, the A.3 bound stands, unproved.
+    let cfg = OptimalConfig {
+        budget: 0,
+        ..OptimalConfig::default()
+    };
+    let d = deepening_bound(&g, &cfg).unwrap();
+    assert_eq!((d.bound, d.optimum), (2, false));
+}
+
+#[test]
 fn exhausted_budget_reports_unproved_best_found() {
     let g = crossed_chains();
     let cfg = OptimalConfig {
@@ -222,5 +236,7 @@ proptest! {
         validate_schedule(&g, &r.to_schedule(&g)).unwrap();
         let plain = optimal(&g, &OptimalConfig { lemma: false, ..OptimalConfig::default() }).unwrap();
         prop_assert_eq!(plain.batches, r.batches);
+        let d = deepening_bound(&g, &OptimalConfig::default()).unwrap();
+        prop_assert_eq!((d.bound, d.optimum), (brute, true));
     }
 }
