@@ -49,7 +49,10 @@ pub struct DynetCpu {
 impl DynetCpu {
     /// Compiles every role's ops.
     pub fn new(model: &Model) -> DynetCpu {
-        let opts = PlanOptions { fuse: false };
+        let opts = PlanOptions {
+            fuse: false,
+            direct_io: false,
+        };
         let mut plans = Vec::with_capacity(model.roles.len());
         let mut units = Vec::with_capacity(model.roles.len());
         for rm in &model.roles {

@@ -1,8 +1,11 @@
 //! Running batches of cell-level nodes on the CPU: gather the producers'
 //! outputs into the instances' records (summing `many` ports), run the role's
 //! [`CpuPlan`], scatter the cell outputs to the nodes' slots in the store —
-//! Cavs' gather at cell entry and scatter at exit. The reference runs the same
-//! path one node at a time.
+//! Cavs' gather at cell entry and scatter at exit. Where the plan allows
+//! ([`Buf::In`], [`Buf::Out`]), the gather and the scatter are fused into the
+//! cell's reads and writes: each row gets a table of its producers' output
+//! slots and its node's slots, and nothing is copied. The reference runs the
+//! same path one node at a time.
 //!
 //! Every buffer lives in [`BatchBuffers`], owned by the session and grown to
 //! the largest batch once, so a steady-state run allocates nothing. Rows are
@@ -28,6 +31,12 @@ pub struct BatchBuffers {
     rec: Vec<f32>,
     tmp: Vec<f32>,
     data: Vec<(u32, u32)>,
+    /// Per row, the addresses of its directly read inputs (`k ×
+    /// direct_inputs`) and of its node's output slots (`k × outputs`).
+    in_ptrs: Vec<usize>,
+    out_ptrs: Vec<usize>,
+    /// Zeros, read by an optional port without a producer.
+    zeros: Vec<f32>,
     gemm: GemmScratch,
     /// The GEMM shapes run, when asked for (the roofline).
     pub(crate) log: Option<GemmLog>,
@@ -40,6 +49,17 @@ impl BatchBuffers {
         grow(&mut self.tmp, k * plan.tunits);
         if self.data.len() < k {
             self.data.resize(k, (0, 0));
+        }
+        let (ni, no) = (plan.direct_inputs, plan.outputs.len());
+        if self.in_ptrs.len() < k * ni {
+            self.in_ptrs.resize(k * ni, 0);
+        }
+        if self.out_ptrs.len() < k * no {
+            self.out_ptrs.resize(k * no, 0);
+        }
+        let widest = plan.inputs.iter().flatten().map(|i| i.1).max().unwrap_or(0);
+        if self.zeros.len() < widest {
+            self.zeros.resize(widest, 0.0);
         }
     }
 }
@@ -58,6 +78,10 @@ struct Bases {
     tmp: SharedMut<f32>,
     tunits: usize,
     par: *const f32,
+    in_ptrs: SharedMut<usize>,
+    n_in: usize,
+    out_ptrs: SharedMut<usize>,
+    n_out: usize,
 }
 
 // SAFETY: the parameters are only read; the record and temporary pointers
@@ -74,6 +98,13 @@ pub(crate) trait RowBuffers: Sync {
 
     /// Floats between consecutive rows of `view`'s buffer.
     fn stride(&self, v: View) -> usize;
+
+    /// For a view whose rows are not at one stride, its row table: the
+    /// address of row 0's entry and the entries between rows.
+    fn row_table(&self, v: View) -> Option<(*const usize, usize)> {
+        let _ = v;
+        None
+    }
 
     /// Op `j`'s `len` floats of `view` in row `r`.
     ///
@@ -102,7 +133,17 @@ impl RowBuffers for Bases {
         match v.buf {
             Buf::Rec => self.units,
             Buf::Tmp => self.tunits,
-            Buf::Par => 0,
+            Buf::Par | Buf::In(_) | Buf::Out(_) => 0,
+        }
+    }
+
+    fn row_table(&self, v: View) -> Option<(*const usize, usize)> {
+        match v.buf {
+            // SAFETY: the table holds k × n_in entries (fitted to the batch).
+            Buf::In(i) => Some((unsafe { self.in_ptrs.get().add(i as usize) }, self.n_in)),
+            // SAFETY: as above, k × n_out entries.
+            Buf::Out(j) => Some((unsafe { self.out_ptrs.get().add(j as usize) }, self.n_out)),
+            _ => None,
         }
     }
 
@@ -115,6 +156,14 @@ impl RowBuffers for Bases {
                 Buf::Rec => self.rec.get().add(r * self.units + v.off),
                 Buf::Tmp => self.tmp.get().add(r * self.tunits + v.off),
                 Buf::Par => self.par.add(v.off).cast_mut(),
+                Buf::In(i) => std::ptr::with_exposed_provenance_mut::<f32>(
+                    *self.in_ptrs.get().add(r * self.n_in + i as usize),
+                )
+                .add(v.off),
+                Buf::Out(j) => std::ptr::with_exposed_provenance_mut::<f32>(
+                    *self.out_ptrs.get().add(r * self.n_out + j as usize),
+                )
+                .add(v.off),
             }
         }
     }
@@ -133,10 +182,9 @@ pub fn run_batch(
     batch: &[NodeId],
     c: &mut Counters,
 ) {
-    let Some(&first) = batch.first() else {
+    if batch.is_empty() {
         return;
-    };
-    let role = model.type_role[g.node_type(first).index()];
+    }
     let k = batch.len();
     bufs.fit(plan, k);
     for (d, &v) in bufs.data.iter_mut().zip(batch) {
@@ -148,17 +196,27 @@ pub fn run_batch(
         tmp: SharedMut(bufs.tmp.as_mut_ptr()),
         tunits: plan.tunits,
         par: plan.params.as_ptr(),
+        in_ptrs: SharedMut(bufs.in_ptrs.as_mut_ptr()),
+        n_in: plan.direct_inputs,
+        out_ptrs: SharedMut(bufs.out_ptrs.as_mut_ptr()),
+        n_out: plan.outputs.len(),
     };
-    // Cell entry: producers' outputs into the records.
+    // Cell entry: producers' outputs into the records (or their addresses
+    // into the row tables), the nodes' output slots into the row tables.
     let gathered = AtomicU64::new(0);
     {
+        let arena = SharedMut(store.arena.as_mut_ptr());
         let store: &Store = store;
-        threads.rows(k, plan.units, |rows| {
+        let zeros = bufs.zeros.as_ptr().expose_provenance();
+        let per_row = plan.units.min(64) + plan.outputs.len();
+        threads.rows(k, per_row, |rows| {
             let mut bytes = 0;
             for r in rows {
-                // SAFETY: row r's record is this thread's alone; the store is
-                // only read in this phase.
-                bytes += unsafe { gather_row(g, model, plan, store, bases, batch[r], r) };
+                // SAFETY: row r's record and table entries are this thread's
+                // alone; the store is only read here (its slot addresses
+                // taken for later writes by row r alone).
+                bytes +=
+                    unsafe { enter_row(g, model, plan, store, arena, zeros, bases, batch[r], r) };
             }
             gathered.fetch_add(bytes, Ordering::Relaxed);
         });
@@ -191,34 +249,31 @@ pub fn run_batch(
             }
         }
     }
-    // Cell exit: the outputs into the nodes' slots.
-    let arena = SharedMut(store.arena.as_mut_ptr());
-    let layout: &Store = &*store;
+    // Cell exit: the outputs not written in place into the nodes' slots.
     let scattered: u64 = plan.outputs.iter().map(|o| o.1 as u64 * 4).sum::<u64>() * k as u64;
-    threads.rows(k, plan.outputs.iter().map(|o| o.1).sum(), |rows| {
-        for r in rows {
-            for (j, &(off, n)) in plan.outputs.iter().enumerate() {
-                let (at, len) = layout.output_range(batch[r], role, j);
-                debug_assert_eq!(len, n);
-                // SAFETY: node batch[r]'s slot is written by this row only
-                // (a batch holds distinct nodes), and row r's record only read.
-                unsafe {
-                    let src = std::slice::from_raw_parts(
-                        bases.ptr(
-                            View {
-                                buf: Buf::Rec,
-                                off,
-                                os: 0,
-                            },
-                            r,
-                        ),
-                        n,
-                    );
-                    std::slice::from_raw_parts_mut(arena.get().add(at), n).copy_from_slice(src);
+    let copied: usize = plan
+        .outputs
+        .iter()
+        .filter(|o| !matches!(o.0.buf, Buf::Out(_)))
+        .map(|o| o.1)
+        .sum();
+    if copied > 0 {
+        threads.rows(k, copied, |rows| {
+            for r in rows {
+                for (j, &(home, n)) in plan.outputs.iter().enumerate() {
+                    if matches!(home.buf, Buf::Out(_)) {
+                        continue;
+                    }
+                    // SAFETY: node batch[r]'s slot is written by this row only
+                    // (a batch holds distinct nodes), and row r's record read.
+                    unsafe {
+                        let dst = bases.get_mut(View::at(Buf::Out(j as u16), 0), r, 0, n);
+                        dst.copy_from_slice(bases.get(home, r, 0, n));
+                    }
                 }
             }
-        }
-    });
+        });
+    }
     c.kernels += plan.kernels + plan.copy_kernels + 2;
     c.bytes_gathered += gathered.into_inner() + plan.copy_bytes_per_row * k as u64;
     c.bytes_scattered += scattered;
@@ -243,7 +298,12 @@ pub(crate) unsafe fn run_gemm<B: RowBuffers>(
     let mut a = [ASeg::EMPTY; MAX_SEGS];
     for (seg, &(v, len)) in a.iter_mut().zip(&s.a) {
         // SAFETY: the caller's contract.
-        *seg = unsafe { ASeg::raw(b.ptr(v, 0), b.stride(v), len) };
+        *seg = unsafe {
+            match b.row_table(v) {
+                Some((table, stride)) => ASeg::rows(table, stride, v.off, len),
+                None => ASeg::raw(b.ptr(v, 0), b.stride(v), len),
+            }
+        };
     }
     // SAFETY: the caller's contract.
     let out = unsafe { COut::raw(b.ptr(s.c, 0), b.stride(s.c)) };
@@ -259,36 +319,57 @@ pub(crate) unsafe fn run_gemm<B: RowBuffers>(
     );
 }
 
-/// Gathers node `v`'s inputs into row `r`'s record; returns the bytes read.
+/// Cell entry of node `v` on row `r`: its inputs gathered into the record
+/// (or, for inputs read in place, its producers' slot addresses into the row
+/// table) and its output slots' addresses into the row table. Returns the
+/// bytes its inputs hold.
 ///
 /// # Safety
-/// Row `r` belongs to the calling thread.
-unsafe fn gather_row(
+/// Row `r` belongs to the calling thread; `arena` is the store's arena.
+#[allow(clippy::too_many_arguments)]
+unsafe fn enter_row(
     g: &Graph,
     model: &Model,
     plan: &CpuPlan,
     store: &Store,
+    arena: SharedMut<f32>,
+    zeros: usize,
     bases: Bases,
     v: NodeId,
     r: usize,
 ) -> u64 {
+    let role = model.type_role[g.node_type(v).index()];
+    for j in 0..plan.outputs.len() {
+        let (at, _) = store.output_range(v, role, j);
+        // SAFETY: row r's table entries are this thread's; `at` is inside the
+        // arena.
+        unsafe {
+            *bases.out_ptrs.get().add(r * bases.n_out + j) =
+                arena.get().add(at).expose_provenance();
+        }
+    }
     let mut bytes = 0;
     for (p, inputs) in plan.inputs.iter().enumerate() {
         let positions = &model.bindings[v.index()][p];
-        for (j, &(off, n)) in inputs.iter().enumerate() {
+        for (j, &(home, n)) in inputs.iter().enumerate() {
+            if let Buf::In(i) = home.buf {
+                let addr = match positions.first() {
+                    Some(&pos) => {
+                        let u = g.args(v)[pos as usize];
+                        let (at, _) =
+                            store.output_range(u, model.type_role[g.node_type(u).index()], j);
+                        bytes += n as u64 * 4;
+                        // SAFETY: `at` is inside the arena.
+                        unsafe { arena.get().add(at).expose_provenance() }
+                    }
+                    None => zeros,
+                };
+                // SAFETY: row r's table entries are this thread's.
+                unsafe { *bases.in_ptrs.get().add(r * bases.n_in + i as usize) = addr };
+                continue;
+            }
             // SAFETY: row r's record belongs to this thread.
-            let dst = unsafe {
-                bases.get_mut(
-                    View {
-                        buf: Buf::Rec,
-                        off,
-                        os: 0,
-                    },
-                    r,
-                    0,
-                    n,
-                )
-            };
+            let dst = unsafe { bases.get_mut(home, r, 0, n) };
             if positions.is_empty() {
                 dst.fill(0.0);
             }

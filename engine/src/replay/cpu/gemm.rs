@@ -158,6 +158,10 @@ pub struct ASeg<'a> {
     ptr: *const f32,
     rs: usize,
     len: usize,
+    /// Row pointers instead of a stride: row `r` starts `off` floats after
+    /// the address `table[r·rs]` (exposed with `expose_provenance`).
+    table: *const usize,
+    off: usize,
     _data: std::marker::PhantomData<&'a [f32]>,
 }
 
@@ -175,11 +179,45 @@ impl ASeg<'static> {
         ptr: std::ptr::null(),
         rs: 0,
         len: 0,
+        table: std::ptr::null(),
+        off: 0,
         _data: std::marker::PhantomData,
     };
 }
 
 impl<'a> ASeg<'a> {
+    /// A segment whose rows are anywhere: row `r`'s `len` floats start `off`
+    /// floats after the address `table[r·stride]` (the producers' output
+    /// slots of a batch's nodes, read in place).
+    ///
+    /// # Safety
+    /// As [`ASeg::raw`], for every row the table gives.
+    pub unsafe fn rows(table: *const usize, stride: usize, off: usize, len: usize) -> ASeg<'a> {
+        ASeg {
+            ptr: std::ptr::null(),
+            rs: stride,
+            len,
+            table,
+            off,
+            _data: std::marker::PhantomData,
+        }
+    }
+
+    /// Row `r`'s first float.
+    ///
+    /// # Safety
+    /// `r` is a row of the GEMM the segment was made for.
+    unsafe fn row(&self, r: usize) -> *const f32 {
+        // SAFETY: the constructors' contracts.
+        unsafe {
+            if self.table.is_null() {
+                self.ptr.add(r * self.rs)
+            } else {
+                std::ptr::with_exposed_provenance::<f32>(*self.table.add(r * self.rs)).add(self.off)
+            }
+        }
+    }
+
     /// `m` rows of `len` floats in `data`, row `r` at `base + r·rs`.
     /// Panics if they do not fit (a bookkeeping bug, not bad input).
     pub fn new(data: &'a [f32], base: usize, rs: usize, len: usize, m: usize) -> ASeg<'a> {
@@ -191,6 +229,8 @@ impl<'a> ASeg<'a> {
             ptr: data[base.min(data.len())..].as_ptr(),
             rs,
             len,
+            table: std::ptr::null(),
+            off: 0,
             _data: std::marker::PhantomData,
         }
     }
@@ -205,6 +245,8 @@ impl<'a> ASeg<'a> {
             ptr,
             rs,
             len,
+            table: std::ptr::null(),
+            off: 0,
             _data: std::marker::PhantomData,
         }
     }
@@ -407,7 +449,7 @@ unsafe fn pack_a_panels(
                         // SAFETY: row `ip·MR + ii < m` of the segment is valid
                         // (`ASeg::new` checked it, or `ASeg::raw`'s contract),
                         // columns `lo - col .. hi - col` inside its `len`.
-                        *p = unsafe { s.ptr.add((ip * MR + ii) * s.rs + (lo - col)) };
+                        *p = unsafe { s.row(ip * MR + ii).add(lo - col) };
                     }
                     let dst = &mut panel[(lo - k0) * MR..(hi - k0) * MR];
                     if rows == MR {

@@ -115,7 +115,10 @@ impl CpuReplay {
         super::usage::keep_heap();
         let threads = Threads::try_new(opts.thread_count())
             .map_err(|e| ReplayError::Threads(e.to_string()))?;
-        let popts = PlanOptions { fuse: opts.fuse };
+        let popts = PlanOptions {
+            fuse: opts.fuse,
+            direct_io: true,
+        };
         let (plans, dynet) = match executor {
             Executor::Dynet(_) => (Vec::new(), Some(DynetCpu::new(model))),
             Executor::EdBatch(_, progs) => (

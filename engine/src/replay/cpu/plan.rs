@@ -36,6 +36,13 @@ pub(crate) enum Buf {
     Tmp,
     /// The parameters (shared by every instance).
     Par,
+    /// Cell input `i` read in place from its producer's output slot (or from
+    /// zeros when an optional port has no producer): Cavs' gather at cell
+    /// entry, fused into the reads.
+    In(u16),
+    /// Cell output `j` written straight into the node's slot in the store:
+    /// the scatter at cell exit, fused into the writes.
+    Out(u16),
 }
 
 /// Op `j`'s data of instance `r` at `base(buf, r) + off + j·os`.
@@ -47,7 +54,7 @@ pub(crate) struct View {
 }
 
 impl View {
-    fn at(buf: Buf, off: usize) -> View {
+    pub(crate) fn at(buf: Buf, off: usize) -> View {
         View { buf, off, os: 0 }
     }
 
@@ -130,11 +137,18 @@ pub(crate) enum Step {
 pub struct PlanOptions {
     /// Fuse consecutive row batches into one pass per instance (Cavs §3.5).
     pub fuse: bool,
+    /// Read single-producer inputs from the producers' slots and write
+    /// outputs into the nodes' slots instead of copying at cell borders
+    /// (off for the op-level DyNet executor, which binds operands itself).
+    pub direct_io: bool,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { fuse: true }
+        PlanOptions {
+            fuse: true,
+            direct_io: true,
+        }
     }
 }
 
@@ -148,10 +162,14 @@ pub struct CpuPlan {
     /// Parameters the row ops read (the program's, in layout order, then
     /// gathered parameter blocks).
     pub(crate) params: Vec<f32>,
-    /// Per port, per input value: (record offset, floats).
-    pub(crate) inputs: Vec<Vec<(usize, usize)>>,
-    /// Per cell output: (record offset, floats).
-    pub(crate) outputs: Vec<(usize, usize)>,
+    /// Per port, per input value: where the cell reads it (a record offset
+    /// the entry gather fills, or [`Buf::In`]) and its floats.
+    pub(crate) inputs: Vec<Vec<(View, usize)>>,
+    /// Per cell output: where the cell leaves it (a record offset the exit
+    /// copies from, or [`Buf::Out`]: already in the store) and its floats.
+    pub(crate) outputs: Vec<(View, usize)>,
+    /// Inputs read in place ([`Buf::In`] indices `0..direct_inputs`).
+    pub(crate) direct_inputs: usize,
     /// Kernels per batch run (products, row passes), excluding copies.
     pub kernels: u64,
     /// Copy kernels per batch run (gathers and scatters inside the cell).
@@ -172,7 +190,9 @@ impl CpuPlan {
     /// role `rm`.
     pub fn new(rm: &RoleModel, prog: &CellProgram, opts: PlanOptions) -> CpuPlan {
         let cell = &rm.cell;
+        let home = homes(cell, prog, opts.direct_io);
         let mut c = Compiler {
+            home: &home,
             cell,
             rm,
             prog,
@@ -201,15 +221,16 @@ impl CpuPlan {
             .map(|p| {
                 p.inputs
                     .iter()
-                    .map(|i| (prog.unit[i.index()], numel(i.index())))
+                    .map(|i| (home[i.index()], numel(i.index())))
                     .collect()
             })
             .collect();
         let outputs = cell
             .outputs
             .iter()
-            .map(|o| (prog.unit[o.index()], numel(o.index())))
+            .map(|o| (home[o.index()], numel(o.index())))
             .collect();
+        let direct_inputs = home.iter().filter(|h| matches!(h.buf, Buf::In(_))).count();
         CpuPlan {
             units: prog.units,
             tunits: c.tunits,
@@ -217,6 +238,7 @@ impl CpuPlan {
             params: c.params,
             inputs,
             outputs,
+            direct_inputs,
             kernels: c.kernels,
             copy_kernels: c.copy_kernels,
             copy_bytes_per_row: c.copy_bytes,
@@ -238,7 +260,67 @@ impl CpuPlan {
     }
 }
 
+/// Where every value of the cell lives for a batch run: its record slot,
+/// or — with `direct` — for a cell input fed by at most one producer, the
+/// producer's output slot ([`Buf::In`]), and for a cell output written by a
+/// row op, the node's own slot ([`Buf::Out`]). A value read or written as
+/// part of a multi-value strided operand (consecutive blocks in the layout)
+/// stays in the record: its neighbours must be where the layout put them.
+/// Products' results stay too (GEMM writes rows at one stride).
+fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
+    let n = cell.values.len();
+    let mut home: Vec<View> = (0..n).map(|v| View::at(Buf::Rec, prog.unit[v])).collect();
+    if !direct {
+        return home;
+    }
+    let mut pinned = vec![false; n];
+    for b in &prog.batches {
+        let first = &cell.ops[b.ops[0]];
+        if b.ops.len() > 1 {
+            for (i, acc) in b.args.iter().enumerate() {
+                if *acc == Access::InPlace {
+                    for &o in &b.ops {
+                        pinned[cell.ops[o].args[i].index()] = true;
+                    }
+                }
+            }
+            if b.result_in_place {
+                for &o in &b.ops {
+                    pinned[cell.ops[o].out.index()] = true;
+                }
+            }
+        }
+        if matches!(first.kind, PrimOp::Affine | PrimOp::Matmul) {
+            for &o in &b.ops {
+                pinned[cell.ops[o].out.index()] = true;
+            }
+        }
+    }
+    let mut is_input = vec![false; n];
+    let mut next = 0u16;
+    for p in &cell.ports {
+        for v in &p.inputs {
+            let v = v.index();
+            is_input[v] = true;
+            if p.arity != crate::cells::Arity::Many && !pinned[v] {
+                home[v] = View::at(Buf::In(next), 0);
+                next += 1;
+            }
+        }
+    }
+    for (j, o) in cell.outputs.iter().enumerate() {
+        let o = o.index();
+        let once = cell.outputs.iter().filter(|x| x.index() == o).count() == 1;
+        if !pinned[o] && !is_input[o] && once {
+            home[o] = View::at(Buf::Out(j as u16), 0);
+        }
+    }
+    home
+}
+
 struct Compiler<'a> {
+    /// Where each non-parameter value lives (see [`homes`]).
+    home: &'a [View],
     cell: &'a Cell,
     rm: &'a RoleModel,
     prog: &'a CellProgram,
@@ -295,7 +377,7 @@ impl Compiler<'_> {
         let (buf, base) = if param {
             (Buf::Par, self.prog.param_at[v0])
         } else {
-            (Buf::Rec, self.prog.unit[v0])
+            (self.home[v0].buf, self.home[v0].off)
         };
         match batch.args[i] {
             Access::InPlace => View {
@@ -330,7 +412,7 @@ impl Compiler<'_> {
                         kind: RowKind::Copy,
                         m: 1,
                         len: numel,
-                        args: vec![View::at(Buf::Rec, self.prog.unit[v])],
+                        args: vec![self.home[v]],
                         arg_len: vec![numel],
                         out: View::at(Buf::Tmp, off + j * numel),
                         starts: Vec::new(),
@@ -375,9 +457,8 @@ impl Compiler<'_> {
             .collect();
         let result = if in_place {
             View {
-                buf: Buf::Rec,
-                off: self.prog.unit[first.out.index()],
                 os: out,
+                ..self.home[first.out.index()]
             }
         } else {
             View {
@@ -432,7 +513,7 @@ impl Compiler<'_> {
                     len: out,
                     args: vec![result.op(j)],
                     arg_len: vec![out],
-                    out: View::at(Buf::Rec, self.prog.unit[v]),
+                    out: self.home[v],
                     starts: Vec::new(),
                 });
             }
@@ -701,7 +782,14 @@ mod tests {
         assert!(plan.gemm_shapes.iter().all(|&s| s == (8, 16)));
         assert_eq!(plan.copy_kernels, 0);
         assert_eq!(plan.flops_per_row, 5 * 2 * 2 * 8 * 8);
-        let unfused = CpuPlan::new(rm, &CellProgram::op_by_op(rm), PlanOptions { fuse: false });
+        let unfused = CpuPlan::new(
+            rm,
+            &CellProgram::op_by_op(rm),
+            PlanOptions {
+                fuse: false,
+                ..PlanOptions::default()
+            },
+        );
         assert_eq!(unfused.steps.len(), 16);
     }
 }
