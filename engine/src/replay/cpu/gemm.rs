@@ -488,40 +488,53 @@ fn run_block(
 ) {
     let k = b.k;
     let m_pad = m.div_ceil(MR) * MR;
-    for kb in 0..k.div_ceil(KC) {
-        let k0 = kb * KC;
-        let kc = KC.min(k - k0);
-        let start = if kb == 0 {
-            match init {
-                Init::Overwrite => Start::Bias,
-                Init::Accumulate => Start::LoadC,
-            }
-        } else {
-            Start::LoadC
-        };
-        for jp in jps.clone() {
-            let bp = b.panel(kb, jp);
-            let cols = NR.min(b.n - jp * NR);
-            let bias = match (start, &b.bias) {
-                (Start::Bias, Some(bb)) => Some(bb.floats()[jp * NR..].as_ptr()),
-                _ => None,
+    // Column chunks whose C block (the rows' partial sums, re-read at every
+    // K block) stays in L2: a stacked gate product's output (256 rows ×
+    // 2560 columns = 2.6 MB) would not.
+    let rows = ips.len() * MR;
+    let chunk = (C_BLOCK_BYTES / (rows.max(1) * NR * 4)).max(1);
+    let mut j0 = jps.start;
+    while j0 < jps.end {
+        let j1 = (j0 + chunk).min(jps.end);
+        for kb in 0..k.div_ceil(KC) {
+            let k0 = kb * KC;
+            let kc = KC.min(k - k0);
+            let start = if kb == 0 {
+                match init {
+                    Init::Overwrite => Start::Bias,
+                    Init::Accumulate => Start::LoadC,
+                }
+            } else {
+                Start::LoadC
             };
-            for ip in ips.clone() {
-                let rows = MR.min(m - ip * MR);
-                let ap = packed_a[k0 * m_pad + ip * kc * MR..].as_ptr();
-                // SAFETY: `ap` holds `kc × MR` packed floats and `bp`
-                // `kc × NR` (both padded); C's rows `ip·MR .. + rows`, columns
-                // `jp·NR .. + cols` lie inside the rectangle checked by
-                // `COut::new`, and no other thread writes them (threads split
-                // disjoint panels).
-                unsafe {
-                    let cp = c.ptr.add(ip * MR * c.ldc + jp * NR);
-                    kernel(isa, kc, ap, bp, cp, c.ldc, rows, cols, start, bias);
+            for jp in j0..j1 {
+                let bp = b.panel(kb, jp);
+                let cols = NR.min(b.n - jp * NR);
+                let bias = match (start, &b.bias) {
+                    (Start::Bias, Some(bb)) => Some(bb.floats()[jp * NR..].as_ptr()),
+                    _ => None,
+                };
+                for ip in ips.clone() {
+                    let rows = MR.min(m - ip * MR);
+                    let ap = packed_a[k0 * m_pad + ip * kc * MR..].as_ptr();
+                    // SAFETY: `ap` holds `kc × MR` packed floats and `bp`
+                    // `kc × NR` (both padded); C's rows `ip·MR .. + rows`,
+                    // columns `jp·NR .. + cols` lie inside the rectangle
+                    // checked by `COut::new`, and no other thread writes them
+                    // (threads split disjoint panels).
+                    unsafe {
+                        let cp = c.ptr.add(ip * MR * c.ldc + jp * NR);
+                        kernel(isa, kc, ap, bp, cp, c.ldc, rows, cols, start, bias);
+                    }
                 }
             }
         }
+        j0 = j1;
     }
 }
+
+/// Bytes of C a column chunk may span (half of a 2 MB L2).
+const C_BLOCK_BYTES: usize = 1 << 20;
 
 /// How the accumulators start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -638,6 +651,10 @@ unsafe fn kernel_avx512<const R: usize>(
         }
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
+            // The weights stream from L2/L3: fetch eight K steps ahead (a
+            // prefetch past the panel's end is harmless, hence wrapping).
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(8 * NR).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(8 * NR + 16).cast());
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
             for (i, row) in acc.iter_mut().enumerate() {

@@ -263,10 +263,12 @@ impl CpuPlan {
 /// Where every value of the cell lives for a batch run: its record slot,
 /// or — with `direct` — for a cell input fed by at most one producer, the
 /// producer's output slot ([`Buf::In`]), and for a cell output written by a
-/// row op, the node's own slot ([`Buf::Out`]). A value read or written as
-/// part of a multi-value strided operand (consecutive blocks in the layout)
-/// stays in the record: its neighbours must be where the layout put them.
-/// Products' results stay too (GEMM writes rows at one stride).
+/// row op, the node's own slot ([`Buf::Out`]). A value a product reads or
+/// writes as part of a multi-value strided operand (consecutive blocks in
+/// the layout) stays in the record: its neighbours must be where the layout
+/// put them; so do products' results (GEMM writes rows at one stride). A
+/// row-op batch whose blocks are thereby no longer one strided block runs op
+/// by op instead.
 fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
     let n = cell.values.len();
     let mut home: Vec<View> = (0..n).map(|v| View::at(Buf::Rec, prog.unit[v])).collect();
@@ -276,7 +278,10 @@ fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
     let mut pinned = vec![false; n];
     for b in &prog.batches {
         let first = &cell.ops[b.ops[0]];
-        if b.ops.len() > 1 {
+        let product = matches!(first.kind, PrimOp::Affine | PrimOp::Matmul);
+        // Row ops run op by op where their operands are not one strided
+        // block (see `Compiler::batch`); products read and write strided.
+        if product && b.ops.len() > 1 {
             for (i, acc) in b.args.iter().enumerate() {
                 if *acc == Access::InPlace {
                     for &o in &b.ops {
@@ -290,7 +295,7 @@ fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
                 }
             }
         }
-        if matches!(first.kind, PrimOp::Affine | PrimOp::Matmul) {
+        if product {
             for &o in &b.ops {
                 pinned[cell.ops[o].out.index()] = true;
             }
@@ -501,7 +506,11 @@ impl Compiler<'_> {
                         })
                         .collect(),
                 };
-                self.push_row(row);
+                if self.uniform(b, &row) {
+                    self.push_row(row);
+                } else {
+                    self.push_split(b, row);
+                }
             }
         }
         if !in_place {
@@ -522,6 +531,63 @@ impl Compiler<'_> {
         }
         if !self.fuse {
             self.flush_rows();
+        }
+    }
+
+    /// Are `row`'s operand and result views (made from op 0's home and the
+    /// layout's stride) right for every op of batch `b`? Not when a value of
+    /// a consecutive block was redirected to a producer's or node's slot.
+    fn uniform(&self, b: usize, row: &RowOp) -> bool {
+        let batch = &self.prog.batches[b];
+        let ops = &batch.ops;
+        if ops.len() == 1 {
+            return true;
+        }
+        let rec = |v: usize| self.home[v].buf == Buf::Rec;
+        let args_ok = (0..row.args.len()).all(|i| {
+            batch.args[i] != Access::InPlace
+                || ops.iter().all(|&o| {
+                    let v = self.cell.ops[o].args[i].index();
+                    self.is_param(v) || rec(v)
+                })
+        });
+        let out_ok =
+            !batch.result_in_place || ops.iter().all(|&o| rec(self.cell.ops[o].out.index()));
+        args_ok && out_ok
+    }
+
+    /// Pushes `row` (batch `b`) as one row op per op of the batch, each with
+    /// its values' own homes.
+    fn push_split(&mut self, b: usize, row: RowOp) {
+        let batch = &self.prog.batches[b];
+        let ops = batch.ops.clone();
+        for (j, &o) in ops.iter().enumerate() {
+            let op = &self.cell.ops[o];
+            let args = row
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match batch.args[i] {
+                    Access::InPlace if !self.is_param(op.args[i].index()) => {
+                        self.home[op.args[i].index()]
+                    }
+                    _ => v.op(j),
+                })
+                .collect();
+            let out = if batch.result_in_place {
+                self.home[op.out.index()]
+            } else {
+                row.out.op(j)
+            };
+            self.rows.push(RowOp {
+                kind: row.kind.clone(),
+                m: 1,
+                len: row.len,
+                args,
+                arg_len: row.arg_len.clone(),
+                out,
+                starts: vec![row.starts.get(j).copied().unwrap_or(0)],
+            });
         }
     }
 
@@ -791,5 +857,72 @@ mod tests {
             },
         );
         assert_eq!(unfused.steps.len(), 16);
+    }
+}
+
+impl std::fmt::Display for CpuPlan {
+    /// One line per step: products with their shape and operand views, row
+    /// passes with their ops.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "record {} floats, temporaries {}, {} copy kernels ({} B/instance), {} direct inputs",
+            self.units, self.tunits, self.copy_kernels, self.copy_bytes_per_row, self.direct_inputs
+        )?;
+        for s in &self.steps {
+            match s {
+                Step::Gemm(g) => writeln!(
+                    f,
+                    "  gemm N {} K {} A {:?} C {:?}{}",
+                    g.b.n(),
+                    g.b.k(),
+                    g.a,
+                    g.c,
+                    if g.reuse_a { " (A reused)" } else { "" }
+                )?,
+                Step::Rows(r) => {
+                    let ops: Vec<String> = r
+                        .iter()
+                        .map(|o| format!("{:?}×{} {:?}->{:?}", o.kind, o.m, o.args, o.out))
+                        .collect();
+                    writeln!(f, "  rows {}", ops.join("; "))?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod dump {
+    /// `BATCHLAB_DUMP=trace.json:layoutdir cargo test -p engine dump_plans --
+    /// --ignored --nocapture` prints every role's plan (a debugging aid).
+    #[test]
+    #[ignore]
+    fn dump_plans() {
+        use super::*;
+        let Ok(spec) = std::env::var("BATCHLAB_DUMP") else {
+            return;
+        };
+        let (trace, dir) = spec.split_once(':').unwrap();
+        let cells = crate::cells::CellLibrary::builtin().unwrap();
+        let trace = crate::trace::Trace::read(std::path::Path::new(trace)).unwrap();
+        let m = crate::replay::model::Model::new(&trace, &cells, 7).unwrap();
+        for rm in &m.roles {
+            let path = format!("{dir}/{}.json", rm.cell.name);
+            let f = crate::layout::LayoutFile::read(std::path::Path::new(&path)).unwrap();
+            let prog = CellProgram::new(&f, rm, &path).unwrap();
+            eprintln!(
+                "== {} (layout)\n{}",
+                rm.cell.name,
+                CpuPlan::new(rm, &prog, PlanOptions::default())
+            );
+            let ob = CellProgram::op_by_op(rm);
+            eprintln!(
+                "== {} (op by op)\n{}",
+                rm.cell.name,
+                CpuPlan::new(rm, &ob, PlanOptions::default())
+            );
+        }
     }
 }

@@ -116,6 +116,28 @@ pub fn with_isa<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
 /// multiply–add is an instruction (then [`madd`] fuses), false on the
 /// baseline (where `mul_add` would be a slow libm call).
 macro_rules! multiversion {
+    // With a hand-written AVX-512 version (intrinsics the portable body
+    // cannot express: scalef, rcp14).
+    (avx512 = $over:path; $(#[$m:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        pub fn $name($($arg: $ty),*) {
+            #[inline(always)]
+            #[allow(non_snake_case)]
+            fn body<const FMA: bool>($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            fn v256($($arg: $ty),*) { body::<true>($($arg),*) }
+            match isa() {
+                // SAFETY: `isa` only reports what the CPU supports.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { $over($($arg),*) },
+                // SAFETY: as above.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { v256($($arg),*) },
+                Isa::Portable => body::<false>($($arg),*),
+            }
+        }
+    };
     ($(#[$m:meta])* pub fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
         $(#[$m])*
         pub fn $name($($arg: $ty),*) {
@@ -202,6 +224,7 @@ pub fn sigmoid1<const FMA: bool>(x: f32) -> f32 {
 }
 
 multiversion! {
+    avx512 = avx512::exp;
     /// `y = e^x` elementwise.
     pub fn exp(x: &[f32], y: &mut [f32]) {
         for (y, &x) in y.iter_mut().zip(x) {
@@ -211,6 +234,7 @@ multiversion! {
 }
 
 multiversion! {
+    avx512 = avx512::tanh;
     /// `y = tanh x` elementwise.
     pub fn tanh(x: &[f32], y: &mut [f32]) {
         for (y, &x) in y.iter_mut().zip(x) {
@@ -220,6 +244,7 @@ multiversion! {
 }
 
 multiversion! {
+    avx512 = avx512::sigmoid;
     /// `y = sigmoid x` elementwise.
     pub fn sigmoid(x: &[f32], y: &mut [f32]) {
         for (y, &x) in y.iter_mut().zip(x) {
@@ -288,6 +313,127 @@ multiversion! {
         for y in y.iter_mut() {
             *y *= s;
         }
+    }
+}
+
+/// AVX-512 versions of the transcendentals: the same formulas as the
+/// portable bodies, with `vscalefps` for `p·2ⁿ` (exact over the whole range,
+/// subnormals included) and `vrcp14ps` plus one Newton step for the
+/// reciprocals (error below 2⁻²⁷, so the stated ulp bounds hold; the test
+/// checks every ISA).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn exp16(x: __m512) -> __m512 {
+        let s = _mm512_set1_ps;
+        let xc = _mm512_min_ps(_mm512_max_ps(x, s(-104.0)), s(89.0));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm512_mul_ps(xc, s(super::LOG2E)),
+        );
+        let r = _mm512_fnmadd_ps(
+            n,
+            s(super::LN2_LO),
+            _mm512_fnmadd_ps(n, s(super::LN2_HI), xc),
+        );
+        let mut p = s(1.987_569_1e-4);
+        p = _mm512_fmadd_ps(p, r, s(1.398_199_9e-3));
+        p = _mm512_fmadd_ps(p, r, s(8.333_452e-3));
+        p = _mm512_fmadd_ps(p, r, s(4.166_579_6e-2));
+        p = _mm512_fmadd_ps(p, r, s(1.666_666_5e-1));
+        p = _mm512_fmadd_ps(p, r, s(0.5));
+        let p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), s(1.0));
+        let y = _mm512_scalef_ps(p, n);
+        // NaN in, NaN out (the clamp would have replaced it).
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+        _mm512_mask_mov_ps(y, nan, x)
+    }
+
+    /// `1 / d` for `d` in [1, 2^27]: reciprocal estimate, one Newton step.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn recip(d: __m512) -> __m512 {
+        let r = _mm512_rcp14_ps(d);
+        _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sigmoid16(x: __m512) -> __m512 {
+        let abs = _mm512_abs_ps(x);
+        let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), abs));
+        let inv = recip(_mm512_add_ps(e, _mm512_set1_ps(1.0)));
+        let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+        let y = _mm512_mask_mul_ps(inv, neg, e, inv);
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+        _mm512_mask_mov_ps(y, nan, x)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn tanh16(x: __m512) -> __m512 {
+        let s = _mm512_set1_ps;
+        // tanh rounds to 1 in f32 beyond 9.01; clamping at 10 keeps
+        // e^{2|x|} finite (the reciprocal step needs it).
+        let a = _mm512_min_ps(_mm512_abs_ps(x), s(10.0));
+        let z = _mm512_mul_ps(a, a);
+        let mut p = s(-5.704_988_7e-3);
+        p = _mm512_fmadd_ps(p, z, s(2.063_909e-2));
+        p = _mm512_fmadd_ps(p, z, s(-5.373_971_6e-2));
+        p = _mm512_fmadd_ps(p, z, s(1.333_144_2e-1));
+        p = _mm512_fmadd_ps(p, z, s(-3.333_328e-1));
+        let small = _mm512_fmadd_ps(_mm512_mul_ps(a, z), p, a);
+        let e = exp16(_mm512_add_ps(a, a));
+        let big = _mm512_fnmadd_ps(s(2.0), recip(_mm512_add_ps(e, s(1.0))), s(1.0));
+        let is_small = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(a, s(0.625));
+        let t = _mm512_mask_mov_ps(big, is_small, small);
+        // Sign of x back on (tanh(−0) = −0).
+        let sign = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(i32::MIN));
+        let y = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+        _mm512_mask_mov_ps(y, nan, x)
+    }
+
+    /// Applies `f` to 16 floats at a time (a masked tail).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn map(x: &[f32], y: &mut [f32], f: impl Fn(__m512) -> __m512) {
+        let n = x.len().min(y.len());
+        let mut i = 0;
+        // SAFETY: every load and store is within the first `n` elements of
+        // both slices (masked in the tail).
+        unsafe {
+            while i + 16 <= n {
+                let v = _mm512_loadu_ps(x.as_ptr().add(i));
+                _mm512_storeu_ps(y.as_mut_ptr().add(i), f(v));
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as u16;
+                let v = _mm512_maskz_loadu_ps(m, x.as_ptr().add(i));
+                _mm512_mask_storeu_ps(y.as_mut_ptr().add(i), m, f(v));
+            }
+        }
+    }
+
+    /// `y = e^x`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn exp(x: &[f32], y: &mut [f32]) {
+        map(x, y, |v| exp16(v))
+    }
+
+    /// `y = sigmoid x`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn sigmoid(x: &[f32], y: &mut [f32]) {
+        map(x, y, |v| sigmoid16(v))
+    }
+
+    /// `y = tanh x`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn tanh(x: &[f32], y: &mut [f32]) {
+        map(x, y, |v| tanh16(v))
     }
 }
 
