@@ -111,9 +111,40 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// A graph without nodes.
+    pub fn empty() -> Graph {
+        Graph {
+            types: TypeTable::default(),
+            node_type: Vec::new(),
+            instance: Vec::new(),
+            arg_start: vec![0],
+            args: Vec::new(),
+            user_start: vec![0],
+            users: Vec::new(),
+            topo: Vec::new(),
+        }
+    }
+
     /// The type table.
     pub fn types(&self) -> &TypeTable {
         &self.types
+    }
+
+    /// The same nodes and types with every edge reversed: a node's arguments
+    /// are its users. The reverse of the topological order is topological
+    /// here. Batching the backward pass is a batching problem on this graph
+    /// (a node's gradient is complete once all its users have run).
+    pub fn reversed(&self) -> Graph {
+        Graph {
+            types: self.types.clone(),
+            node_type: self.node_type.clone(),
+            instance: self.instance.clone(),
+            arg_start: self.user_start.clone(),
+            args: self.users.clone(),
+            user_start: self.arg_start.clone(),
+            users: self.args.clone(),
+            topo: self.topo.iter().rev().copied().collect(),
+        }
     }
 
     /// Number of nodes.

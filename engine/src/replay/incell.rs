@@ -66,6 +66,7 @@ pub(crate) enum Access {
 
 /// One in-cell batch: its ops (same kind), how each operand is read, and
 /// whether the results land consecutively in the records.
+#[derive(Clone)]
 pub(crate) struct BatchProg {
     pub(crate) ops: Vec<usize>,
     pub(crate) args: Vec<Access>,
@@ -73,6 +74,7 @@ pub(crate) struct BatchProg {
 }
 
 /// A role's cell compiled for batched execution from a layout file.
+#[derive(Clone)]
 pub struct CellProgram {
     /// Offset of each non-parameter value within an instance's record.
     pub(crate) unit: Vec<usize>,

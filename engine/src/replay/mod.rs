@@ -11,6 +11,7 @@
 //! borders; `edbatch` adds the planner's in-cell layouts; `dynet` batches
 //! primitive ops.
 
+pub mod check;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
@@ -87,6 +88,14 @@ pub enum ReplayError {
     /// The worker threads could not be started.
     #[error("cannot start the replay's worker threads: {0}")]
     Threads(String),
+    /// Training needs a loss: the workload has no loss-sum node.
+    #[error("workload {0} has no loss (no loss.sum node): nothing to train")]
+    NoLoss(String),
+    /// This executor does not train (yet).
+    #[error(
+        "the {0} executor does not run the backward pass; train with reference, cavs, policy or edbatch"
+    )]
+    NotForTraining(&'static str),
     /// A session was run with an executor of another kind than it was
     /// opened for.
     #[error("this session was opened for another executor ({0}); open one per executor")]

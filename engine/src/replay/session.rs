@@ -104,6 +104,35 @@ impl Session {
         })
     }
 
+    /// One training step's passes: forward, then backward with `backward`
+    /// batching the reversed graph (CPU; the CUDA backend has no backward
+    /// pass: a typed error).
+    pub fn train(
+        &mut self,
+        trace: &Trace,
+        model: &Model,
+        cells: &CellLibrary,
+        executor: &mut Executor,
+        backward: &mut dyn crate::sched::BatchPolicy,
+        opts: &super::cpu::TrainOptions,
+    ) -> Result<super::cpu::TrainRun, ReplayError> {
+        match &mut self.backend {
+            Backend::Cpu(r) => r.train(trace, model, cells, executor, backward, opts),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(..) => Err(ReplayError::NotForTraining("CUDA")),
+        }
+    }
+
+    /// The gradients of the last training run (per role and value id, like
+    /// the model's parameters).
+    pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+        match &self.backend {
+            Backend::Cpu(r) => r.gradients(model),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(..) => None,
+        }
+    }
+
     /// Every node's outputs of the last run (all zero before the first).
     pub fn outputs(&self) -> &Store {
         match &self.backend {

@@ -123,3 +123,142 @@ fn hidden_size_mismatch_is_a_clear_error() {
         "{e}"
     );
 }
+
+mod training {
+    use super::*;
+    use crate::replay::check::finite_difference;
+    use crate::replay::cpu::{CpuOptions, TrainOptions};
+    use crate::sched::CavsPolicy;
+
+    fn train(
+        trace: &Trace,
+        m: &Model,
+        cells: &CellLibrary,
+        mut ex: Executor,
+        opts: SessionOptions,
+        topts: TrainOptions,
+    ) -> (f64, Vec<Vec<Vec<f32>>>) {
+        let mut s = Session::open_with(DeviceKind::Cpu, trace, m, cells, &ex, &opts).unwrap();
+        let mut backward = TypewisePolicy;
+        let run = s
+            .train(trace, m, cells, &mut ex, &mut backward, &topts)
+            .unwrap();
+        // A second step on the same session gives the same (state is reset).
+        let again = s
+            .train(trace, m, cells, &mut ex, &mut backward, &topts)
+            .unwrap();
+        assert_eq!(run.loss, again.loss);
+        (run.loss, s.gradients(m).unwrap())
+    }
+
+    /// max over elements |a − b| / max(‖b‖∞, tiny), per tensor.
+    fn rel(a: &[f32], b: &[f32]) -> f64 {
+        let norm = b.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-6);
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| f64::from((x - y).abs() / norm))
+            .fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn reference_gradients_match_float64_finite_differences_on_every_workload() {
+        let cells = CellLibrary::builtin().unwrap();
+        for w in WORKLOADS {
+            let trace = record(w.name, 2, 4);
+            let m = model(&trace, &cells, 5).unwrap();
+            let (_, grads) = train(
+                &trace,
+                &m,
+                &cells,
+                Executor::Reference,
+                SessionOptions::default(),
+                TrainOptions::default(),
+            );
+            let fd = finite_difference(&trace, &m, 6, 1e-5);
+            for (role, per_value) in fd.iter().enumerate() {
+                for (v, pairs) in per_value.iter().enumerate() {
+                    if pairs.is_empty() {
+                        continue;
+                    }
+                    let got: Vec<f32> = pairs.iter().map(|&(e, _)| grads[role][v][e]).collect();
+                    let want: Vec<f32> = pairs.iter().map(|&(_, d)| d as f32).collect();
+                    let err = rel(&got, &want);
+                    // f32 analytic gradients against exact f64 differences:
+                    // a few thousand rounded f32 operations per path.
+                    assert!(
+                        err < 2e-3,
+                        "{} role {} value {} ({}): rel. error {err:.2e}\n got {got:?}\nwant {want:?}",
+                        w.name,
+                        m.roles[role].role.role,
+                        v,
+                        m.roles[role].cell.values[v].name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_executor_computes_the_reference_gradients() {
+        let cells = CellLibrary::builtin().unwrap();
+        for w in WORKLOADS {
+            let trace = record(w.name, 6, 8);
+            let m = model(&trace, &cells, 9).unwrap();
+            let (ref_loss, want) = train(
+                &trace,
+                &m,
+                &cells,
+                Executor::Reference,
+                SessionOptions::default(),
+                TrainOptions { lazy: false },
+            );
+            for (name, ex, threads, fuse, lazy) in [
+                ("cavs", Executor::Cavs, 1, true, true),
+                ("cavs-eager-unfused", Executor::Cavs, 1, false, false),
+                (
+                    "typewise-2threads",
+                    Executor::Policy(Box::new(TypewisePolicy)),
+                    2,
+                    true,
+                    true,
+                ),
+                (
+                    "edbatch-opbyop",
+                    Executor::EdBatch(
+                        Box::new(CavsPolicy::default()),
+                        compile_layouts(&m, &[]).unwrap(),
+                    ),
+                    2,
+                    true,
+                    false,
+                ),
+            ] {
+                let opts = SessionOptions {
+                    cpu: CpuOptions {
+                        threads: Some(threads),
+                        fuse,
+                    },
+                };
+                let (loss, got) = train(&trace, &m, &cells, ex, opts, TrainOptions { lazy });
+                assert!(
+                    ((loss - ref_loss) / ref_loss).abs() < 1e-5,
+                    "{} {name}: loss {loss} vs {ref_loss}",
+                    w.name
+                );
+                for (role, values) in want.iter().enumerate() {
+                    for (v, g) in values.iter().enumerate() {
+                        if g.is_empty() {
+                            continue;
+                        }
+                        let err = rel(&got[role][v], g);
+                        assert!(
+                            err < 1e-4,
+                            "{} {name} role {role} value {v}: {err:.2e}",
+                            w.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -25,6 +25,16 @@ use crate::replay::Counters;
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 
+/// The forward records of a run kept for its backward pass: batches take
+/// consecutive regions of one arena (sized once per trace), and each node
+/// remembers where its record starts.
+#[derive(Default)]
+pub(crate) struct KeptRecords {
+    pub arena: Vec<f32>,
+    pub bump: usize,
+    pub node_rec: Vec<usize>,
+}
+
 /// Per-batch buffers, reused across batches and runs.
 #[derive(Default)]
 pub struct BatchBuffers {
@@ -37,6 +47,8 @@ pub struct BatchBuffers {
     out_ptrs: Vec<usize>,
     /// Zeros, read by an optional port without a producer.
     zeros: Vec<f32>,
+    /// Training: every batch's records kept for the backward pass.
+    pub(crate) keep: Option<KeptRecords>,
     gemm: GemmScratch,
     /// The GEMM shapes run, when asked for (the roofline).
     pub(crate) log: Option<GemmLog>,
@@ -190,8 +202,23 @@ pub fn run_batch(
     for (d, &v) in bufs.data.iter_mut().zip(batch) {
         *d = model.node_data(v);
     }
+    let rec = match &mut bufs.keep {
+        Some(kept) => {
+            let base = kept.bump;
+            for (r, &v) in batch.iter().enumerate() {
+                kept.node_rec[v.index()] = base + r * plan.units;
+            }
+            kept.bump += k * plan.units;
+            assert!(
+                kept.bump <= kept.arena.len(),
+                "kept records sized for the trace"
+            );
+            SharedMut(kept.arena[base..].as_mut_ptr())
+        }
+        None => SharedMut(bufs.rec.as_mut_ptr()),
+    };
     let bases = Bases {
-        rec: SharedMut(bufs.rec.as_mut_ptr()),
+        rec,
         units: plan.units,
         tmp: SharedMut(bufs.tmp.as_mut_ptr()),
         tunits: plan.tunits,

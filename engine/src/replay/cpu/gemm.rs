@@ -125,6 +125,29 @@ impl PackedB {
         PackedB { n, k, buf, bias }
     }
 
+    /// Repacks in place (the buffer is reused) from `K` rows of `N` floats:
+    /// `W[i][p] = row(p)[i]`, i.e. the rows are the K axis. No bias.
+    pub fn refill<'r>(&mut self, n: usize, k: usize, row: impl Fn(usize) -> &'r [f32]) {
+        let n_pad = n.div_ceil(NR) * NR;
+        self.n = n;
+        self.k = k;
+        self.bias = None;
+        let data = self.buf.reserve_floats(n_pad * k);
+        for kb in 0..k.div_ceil(KC) {
+            let k0 = kb * KC;
+            let kc = KC.min(k - k0);
+            for p in 0..kc {
+                let src = row(k0 + p);
+                for jp in 0..n_pad / NR {
+                    let dst = &mut data[k0 * n_pad + jp * kc * NR + p * NR..][..NR];
+                    let live = NR.min(n.saturating_sub(jp * NR));
+                    dst[..live].copy_from_slice(&src[jp * NR..jp * NR + live]);
+                    dst[live..].fill(0.0);
+                }
+            }
+        }
+    }
+
     /// Output columns `N`.
     pub fn n(&self) -> usize {
         self.n
@@ -303,6 +326,90 @@ impl<'a> COut<'a> {
             ldc,
             _data: std::marker::PhantomData,
         }
+    }
+}
+
+/// Scratch of [`gemm_outer_acc`] (both operands are packed per call).
+#[derive(Default)]
+pub struct OuterScratch {
+    a: AlignedBuf,
+    b: Option<PackedB>,
+}
+
+/// Weight gradients: `dW[m × n] += Σ_p dy_p ⊗ x_p` over `rows`, each the
+/// exposed addresses of `dy_p` (`m` floats) and `x_p` (`n` floats) — the
+/// rows of one batch (eager) or of every batch of a run at once (Cavs' lazy
+/// batching: one large product per parameter instead of one per batch).
+/// Same micro-kernel as [`gemm`], with `M = m`, `N = n` and the rows as `K`.
+///
+/// # Safety
+/// Every address in `rows` points to that many valid floats, none inside
+/// `dw`, and nothing writes them meanwhile.
+pub unsafe fn gemm_outer_acc(
+    threads: &super::threads::Threads,
+    m: usize,
+    n: usize,
+    rows: &[(usize, usize)],
+    dw: &mut [f32],
+    scratch: &mut OuterScratch,
+) {
+    let k = rows.len();
+    assert!(dw.len() >= m * n, "dW too small");
+    if k == 0 || m == 0 || n == 0 {
+        return;
+    }
+    let dy = |p: usize| std::ptr::with_exposed_provenance::<f32>(rows[p].0);
+    let x = |p: usize| std::ptr::with_exposed_provenance::<f32>(rows[p].1);
+    // A (m × K): panels of MR dW rows; element (ii, p) = dy_p[ip·MR + ii].
+    let m_pad = m.div_ceil(MR) * MR;
+    let a = scratch.a.reserve_floats(m_pad * k);
+    for kb in 0..k.div_ceil(KC) {
+        let k0 = kb * KC;
+        let kc = KC.min(k - k0);
+        for ip in 0..m_pad / MR {
+            let panel = &mut a[k0 * m_pad + ip * kc * MR..][..kc * MR];
+            let live = MR.min(m - ip * MR);
+            for (q, d) in panel.chunks_exact_mut(MR).enumerate() {
+                // SAFETY: dy rows hold m floats (the caller's contract).
+                let src = unsafe { std::slice::from_raw_parts(dy(k0 + q).add(ip * MR), live) };
+                d[..live].copy_from_slice(src);
+                d[live..].fill(0.0);
+            }
+        }
+    }
+    // B (n × K): the x rows as K, packed like weights.
+    let b = scratch
+        .b
+        .get_or_insert_with(|| PackedB::new(0, 0, |_, _| 0.0, None));
+    b.refill(n, k, |p| {
+        // SAFETY: x rows hold n floats (the caller's contract).
+        unsafe { std::slice::from_raw_parts(x(p), n) }
+    });
+    let c = COut::new(dw, 0, n, m, n);
+    let packed: &[f32] = a;
+    let isa = simd::isa();
+    let (n_panels, m_panels) = (b.n_pad() / NR, m_pad / MR);
+    let t = threads.count_for(2 * m * n * k);
+    let b: &PackedB = b;
+    if t <= 1 {
+        run_block(
+            isa,
+            m,
+            packed,
+            b,
+            c,
+            Init::Accumulate,
+            0..n_panels,
+            0..m_panels,
+        );
+    } else if n_panels >= 2 * t || m_panels < t {
+        threads.split(n_panels, t, |r| {
+            run_block(isa, m, packed, b, c, Init::Accumulate, r, 0..m_panels)
+        });
+    } else {
+        threads.split(m_panels, t, |r| {
+            run_block(isa, m, packed, b, c, Init::Accumulate, 0..n_panels, r)
+        });
     }
 }
 

@@ -18,11 +18,15 @@
 pub mod dynet;
 pub mod exec;
 pub mod gemm;
+pub mod grad;
 pub mod ops;
 pub mod plan;
 pub mod roofline;
 pub mod simd;
 pub mod threads;
+mod train;
+
+pub use train::{TrainOptions, TrainRun};
 
 use std::time::Instant;
 
@@ -102,6 +106,8 @@ pub struct CpuReplay {
     dynet: Option<DynetCpu>,
     store: Store,
     bufs: BatchBuffers,
+    /// Training: the backward pass's state (made by the first `train`).
+    backward: Option<Box<train::Backward>>,
 }
 
 impl CpuReplay {
@@ -149,6 +155,7 @@ impl CpuReplay {
             dynet,
             store: Store::new(&trace.graph, model),
             bufs: BatchBuffers::default(),
+            backward: None,
         })
     }
 

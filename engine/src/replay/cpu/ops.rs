@@ -102,6 +102,59 @@ pub fn product(m: usize, n: usize, p: usize, a: &[f32], b: &[f32], beta: f32, y:
     }
 }
 
+/// `c = beta·c + a · b` with general strides: `a` is `m × n` with (row,
+/// column) strides `sa`, `b` is `n × p` with strides `sb`, `c` is `m × p`
+/// with row stride `rsc` — transposes are strides (the backward of the
+/// per-instance products).
+#[allow(clippy::too_many_arguments)]
+pub fn product_strided(
+    m: usize,
+    n: usize,
+    p: usize,
+    a: &[f32],
+    sa: (usize, usize),
+    b: &[f32],
+    sb: (usize, usize),
+    beta: f32,
+    c: &mut [f32],
+    rsc: usize,
+) {
+    let last = |rows: usize, cols: usize, s: (usize, usize)| {
+        if rows == 0 || cols == 0 {
+            0
+        } else {
+            (rows - 1) * s.0 + (cols - 1) * s.1 + 1
+        }
+    };
+    assert!(
+        a.len() >= last(m, n, sa) && b.len() >= last(n, p, sb) && c.len() >= last(m, p, (rsc, 1)),
+        "product shapes"
+    );
+    if m == 0 || p == 0 {
+        return;
+    }
+    // SAFETY: the assert bounds every element the strides address; `c` is a
+    // distinct mutable borrow.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            n,
+            p,
+            1.0,
+            a.as_ptr(),
+            sa.0 as isize,
+            sa.1 as isize,
+            b.as_ptr(),
+            sb.0 as isize,
+            sb.1 as isize,
+            beta,
+            c.as_mut_ptr(),
+            rsc as isize,
+            1,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -269,7 +269,7 @@ impl CpuPlan {
 /// put them; so do products' results (GEMM writes rows at one stride). A
 /// row-op batch whose blocks are thereby no longer one strided block runs op
 /// by op instead.
-fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
+pub(crate) fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> {
     let n = cell.values.len();
     let mut home: Vec<View> = (0..n).map(|v| View::at(Buf::Rec, prog.unit[v])).collect();
     if !direct {

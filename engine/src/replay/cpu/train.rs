@@ -1,0 +1,782 @@
+//! Training runs on the CPU: the forward pass with every batch's records
+//! kept, then the backward pass — batched on the *reversed* instance graph
+//! (a node's output gradient is complete once all its users have run, the
+//! reverse frontier) by any batching policy — running each role's
+//! [`GradPlan`], then the parameter gradients (per batch, or deferred to one
+//! product per parameter: lazy batching).
+//!
+//! Memory: the forward records of every node (what backward reads), the
+//! gradient records of every node (laid out in backward batch order), the
+//! output gradients of every node (store-shaped) and the parameter
+//! gradients. All are sized once per trace and reused by every run;
+//! [`TrainRun::kept_bytes`] reports them.
+
+use std::time::Instant;
+
+use super::exec::{KeptRecords, RowBuffers};
+use super::gemm::{ASeg, COut, GemmScratch, Init, MAX_SEGS, OuterScratch, gemm, gemm_outer_acc};
+use super::grad::{GDst, GKind, GRowOp, GStep, GradPlan};
+use super::plan::{Buf, View};
+use super::threads::{SharedMut, Threads};
+use super::{CpuReplay, CpuRun, ops};
+use crate::graph::{Graph, NodeId};
+use crate::replay::model::Model;
+use crate::replay::store::Store;
+use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
+use crate::sched::{BatchPolicy, SameTypeDag, run_policy_with};
+use crate::trace::Trace;
+
+/// How to train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrainOptions {
+    /// Defer every weight-gradient product to the end of the backward pass:
+    /// one product per parameter over all its rows (Cavs §3.5).
+    pub lazy: bool,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        TrainOptions { lazy: true }
+    }
+}
+
+/// What one training run (forward + backward) measured.
+pub struct TrainRun {
+    /// The mini-batch loss: the sum of the loss-sum nodes' outputs.
+    pub loss: f64,
+    /// The forward pass.
+    pub forward: CpuRun,
+    /// The backward pass (batches on the reversed graph; construction is
+    /// the reversed graph's same-type DAG, execution includes the parameter
+    /// gradients).
+    pub backward: CpuRun,
+    /// Bytes kept for and by the backward pass (forward records, gradient
+    /// records, output and parameter gradients).
+    pub kept_bytes: u64,
+}
+
+/// The backward state of a session.
+pub(crate) struct Backward {
+    plans: Vec<GradPlan>,
+    reversed: Graph,
+    /// Output gradients of every node (the store's layout).
+    dout: Store,
+    /// Gradient records, one per node, in backward batch order.
+    grads: Vec<f32>,
+    bump: usize,
+    /// Parameter gradients per role (the program's parameter order).
+    pub pgrads: Vec<Vec<f32>>,
+    /// Lazy parameter terms' rows, per role and term.
+    lazy: Vec<Vec<Vec<(usize, usize)>>>,
+    rows: Vec<(usize, usize)>,
+    fwd_ptrs: Vec<usize>,
+    in_ptrs: Vec<usize>,
+    out_ptrs: Vec<usize>,
+    zeros: Vec<f32>,
+    gemm: GemmScratch,
+    outer: OuterScratch,
+    /// Roles whose nodes seed the backward pass (the loss sums).
+    seeds: Vec<bool>,
+}
+
+impl Backward {
+    pub(crate) fn new(
+        trace: &Trace,
+        model: &Model,
+        programs: &[super::super::CellProgram],
+    ) -> Result<Backward, ReplayError> {
+        let g = &trace.graph;
+        let seeds: Vec<bool> = model
+            .roles
+            .iter()
+            .map(|r| r.role.role == "loss.sum")
+            .collect();
+        if !g
+            .nodes()
+            .any(|v| seeds[model.type_role[g.node_type(v).index()]])
+        {
+            return Err(ReplayError::NoLoss(trace.workload.clone()));
+        }
+        let plans: Vec<GradPlan> = model
+            .roles
+            .iter()
+            .zip(programs)
+            .map(|(rm, p)| GradPlan::new(rm, p, true))
+            .collect();
+        let total: usize = g
+            .nodes()
+            .map(|v| plans[model.type_role[g.node_type(v).index()]].units)
+            .sum();
+        let widest = model
+            .roles
+            .iter()
+            .flat_map(|r| {
+                r.cell
+                    .ports
+                    .iter()
+                    .flat_map(|p| p.inputs.iter().map(|i| r.cell.values[i.index()].numel()))
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(Backward {
+            lazy: plans
+                .iter()
+                .map(|p| vec![Vec::new(); p.terms.len()])
+                .collect(),
+            pgrads: plans.iter().map(|p| vec![0.0; p.pgrad_len]).collect(),
+            plans,
+            reversed: g.reversed(),
+            dout: Store::new(g, model),
+            grads: vec![0.0; total],
+            bump: 0,
+            rows: Vec::new(),
+            fwd_ptrs: Vec::new(),
+            in_ptrs: Vec::new(),
+            out_ptrs: Vec::new(),
+            zeros: vec![0.0; widest],
+            gemm: GemmScratch::default(),
+            outer: OuterScratch::default(),
+            seeds,
+        })
+    }
+
+    /// Bytes this state keeps.
+    pub(crate) fn bytes(&self) -> u64 {
+        4 * (self.dout.arena.len()
+            + self.grads.len()
+            + self.pgrads.iter().map(Vec::len).sum::<usize>()) as u64
+    }
+}
+
+/// Per-row addresses of one backward batch.
+#[derive(Clone, Copy)]
+struct GBases {
+    grad: SharedMut<f32>,
+    units: usize,
+    pgrad: SharedMut<f32>,
+    par: *const f32,
+    fwd: SharedMut<usize>,
+    ins: SharedMut<usize>,
+    n_in: usize,
+    outs: SharedMut<usize>,
+    n_out: usize,
+}
+
+// SAFETY: parameters only read; the rest are `SharedMut` (rows written by
+// one thread each; parameter gradients only by serial steps).
+unsafe impl Send for GBases {}
+unsafe impl Sync for GBases {}
+
+impl RowBuffers for GBases {
+    fn ptr(&self, v: View, r: usize) -> *mut f32 {
+        // SAFETY: the tables hold k rows of addresses set at batch entry;
+        // offsets come from the plan.
+        unsafe {
+            let at = |table: SharedMut<usize>, i: usize| {
+                std::ptr::with_exposed_provenance_mut::<f32>(*table.get().add(i)).add(v.off)
+            };
+            match v.buf {
+                Buf::Rec => at(self.fwd, r),
+                Buf::In(i) => at(self.ins, r * self.n_in + i as usize),
+                Buf::Out(j) => at(self.outs, r * self.n_out + j as usize),
+                Buf::Par => self.par.add(v.off).cast_mut(),
+                // Backward reads no forward temporaries.
+                Buf::Tmp => std::ptr::null_mut(),
+            }
+        }
+    }
+
+    fn stride(&self, v: View) -> usize {
+        let _ = v;
+        0
+    }
+}
+
+impl GBases {
+    /// Row `r`'s gradient record at `off`.
+    fn grad(&self, r: usize, off: usize) -> *mut f32 {
+        // SAFETY: the batch's gradient records are k rows of `units` floats.
+        unsafe { self.grad.get().add(r * self.units + off) }
+    }
+
+    fn dst(&self, r: usize, d: GDst) -> *mut f32 {
+        match d {
+            GDst::Grad(off) => self.grad(r, off),
+            // SAFETY: parameter gradient offsets come from the plan.
+            GDst::Param(off) => unsafe { self.pgrad.get().add(off) },
+        }
+    }
+}
+
+impl CpuReplay {
+    /// Forward then backward over `trace`: the loss, and every parameter's
+    /// gradient in [`CpuReplay::gradients`]. `backward` batches the reversed
+    /// graph (the reference runs it node by node in reverse topological
+    /// order and ignores it).
+    pub fn train(
+        &mut self,
+        trace: &Trace,
+        model: &Model,
+        cells: &crate::cells::CellLibrary,
+        executor: &mut Executor,
+        backward: &mut dyn BatchPolicy,
+        opts: &TrainOptions,
+    ) -> Result<TrainRun, ReplayError> {
+        if matches!(executor, Executor::Dynet(_)) {
+            return Err(ReplayError::NotForTraining("dynet"));
+        }
+        let g = &trace.graph;
+        if self.backward.is_none() {
+            let programs: Vec<super::super::CellProgram> = match &*executor {
+                Executor::EdBatch(_, progs) => model
+                    .roles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, rm)| {
+                        progs
+                            .get(i)
+                            .and_then(Option::as_ref)
+                            .map_or_else(|| super::super::CellProgram::op_by_op(rm), Clone::clone)
+                    })
+                    .collect(),
+                _ => model
+                    .roles
+                    .iter()
+                    .map(super::super::CellProgram::op_by_op)
+                    .collect(),
+            };
+            self.backward = Some(Box::new(Backward::new(trace, model, &programs)?));
+            let total: usize = g
+                .nodes()
+                .map(|v| self.plans[model.type_role[g.node_type(v).index()]].units)
+                .sum();
+            self.bufs.keep = Some(KeptRecords {
+                arena: vec![0.0; total],
+                bump: 0,
+                node_rec: vec![0; g.len()],
+            });
+        }
+        if let Some(kept) = &mut self.bufs.keep {
+            kept.bump = 0;
+        }
+        let forward = self.run(trace, model, cells, executor)?;
+        let kept_fwd = self
+            .bufs
+            .keep
+            .as_ref()
+            .map_or(0, |k| 4 * k.arena.len() as u64);
+        let bw = self.backward.as_mut().expect("made above");
+        let loss: f64 = g
+            .nodes()
+            .filter(|&v| bw.seeds[model.type_role[g.node_type(v).index()]])
+            .map(|v| {
+                self.store
+                    .node(v)
+                    .iter()
+                    .map(|&x| f64::from(x))
+                    .sum::<f64>()
+            })
+            .sum();
+        let backward = run_backward(
+            g,
+            model,
+            &self.plans,
+            bw,
+            self.bufs.keep.as_ref().expect("kept for training"),
+            &self.store,
+            &self.threads,
+            backward,
+            matches!(executor, Executor::Reference),
+            opts,
+        )?;
+        let kept_bytes = kept_fwd + bw.bytes();
+        Ok(TrainRun {
+            loss,
+            forward,
+            backward,
+            kept_bytes,
+        })
+    }
+
+    /// The gradients of the last training run: per role, per cell value (the
+    /// shapes of [`crate::replay::RoleModel::params`]; empty for
+    /// non-parameters).
+    pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+        let bw = self.backward.as_ref()?;
+        Some(
+            model
+                .roles
+                .iter()
+                .zip(&bw.plans)
+                .zip(&bw.pgrads)
+                .map(|((rm, plan), pg)| {
+                    rm.params
+                        .iter()
+                        .enumerate()
+                        .map(|(v, p)| {
+                            if p.is_empty() {
+                                Vec::new()
+                            } else {
+                                let at = plan.param_at[v];
+                                pg[at..at + p.len()].to_vec()
+                            }
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_backward(
+    g: &Graph,
+    model: &Model,
+    fwd_plans: &[super::plan::CpuPlan],
+    bw: &mut Backward,
+    kept: &KeptRecords,
+    store: &Store,
+    threads: &Threads,
+    policy: &mut dyn BatchPolicy,
+    reference: bool,
+    opts: &TrainOptions,
+) -> Result<CpuRun, ReplayError> {
+    let t0 = Instant::now();
+    // Output gradients start at zero but for the loss sums' (d loss = 1).
+    bw.dout.arena.fill(0.0);
+    for v in g.nodes() {
+        if bw.seeds[model.type_role[g.node_type(v).index()]] {
+            let role = model.type_role[g.node_type(v).index()];
+            for j in 0..bw.plans[role].outputs.len() {
+                bw.dout.output_mut(v, role, j).fill(1.0);
+            }
+        }
+    }
+    for p in &mut bw.pgrads {
+        p.fill(0.0);
+    }
+    for l in bw.lazy.iter_mut().flatten() {
+        l.clear();
+    }
+    bw.bump = 0;
+    let rg = std::mem::replace(&mut bw.reversed, Graph::empty());
+    let exact = !reference && policy.needs_sub_frontier();
+    let st = threads.install(|| {
+        if exact {
+            SameTypeDag::new(&rg)
+        } else {
+            SameTypeDag::without_edges(&rg)
+        }
+    });
+    let mut time = TimeSplit {
+        construction: t0.elapsed().as_secs_f64(),
+        ..TimeSplit::default()
+    };
+    let mut c = Counters::default();
+    let t1 = Instant::now();
+    let mut exec = 0.0;
+    let mut misses = 0;
+    let mut result = Ok(());
+    {
+        let mut on_batch = |batch: &[NodeId]| {
+            let t = Instant::now();
+            let role = model.type_role[g.node_type(batch[0]).index()];
+            backward_batch(
+                g,
+                model,
+                &fwd_plans[role],
+                role,
+                bw,
+                kept,
+                store,
+                threads,
+                batch,
+                opts,
+                &mut c,
+            );
+            exec += t.elapsed().as_secs_f64();
+        };
+        if reference {
+            for &v in rg.topo_order() {
+                on_batch(&[v]);
+            }
+        } else {
+            match run_policy_with(&rg, &st, policy, &mut on_batch) {
+                Ok((_, stats)) => misses = stats.misses,
+                Err(e) => result = Err(e),
+            }
+        }
+    }
+    bw.reversed = rg;
+    result?;
+    // Lazy batching: every parameter term as one product over all its rows.
+    if opts.lazy {
+        let t = Instant::now();
+        for (role, plan) in bw.plans.iter().enumerate() {
+            for (ti, term) in plan.terms.iter().enumerate() {
+                let rows = &bw.lazy[role][ti];
+                if rows.is_empty() {
+                    continue;
+                }
+                // SAFETY: the rows are addresses of kept forward values and of
+                // gradient records of this run, none inside the parameter
+                // gradients.
+                unsafe { param_term(threads, term, rows, &mut bw.pgrads[role], &mut bw.outer) };
+                c.kernels += 1;
+            }
+        }
+        exec += t.elapsed().as_secs_f64();
+    }
+    time.execution = exec;
+    time.scheduling = t1.elapsed().as_secs_f64() - exec;
+    Ok(CpuRun {
+        counters: c,
+        time,
+        misses,
+    })
+}
+
+/// `dW += Σ dy ⊗ x` (or `db += Σ dy`) over `rows`.
+///
+/// # Safety
+/// As [`gemm_outer_acc`].
+unsafe fn param_term(
+    threads: &Threads,
+    term: &super::grad::ParamTerm,
+    rows: &[(usize, usize)],
+    pgrad: &mut [f32],
+    outer: &mut OuterScratch,
+) {
+    let dw = &mut pgrad[term.dw..term.dw + term.m * term.n.max(1)];
+    if term.x.is_some() {
+        // SAFETY: the caller's contract.
+        unsafe { gemm_outer_acc(threads, term.m, term.n, rows, dw, outer) };
+    } else {
+        for &(dy, _) in rows {
+            // SAFETY: dy points to m floats (the caller's contract).
+            let dy = unsafe {
+                std::slice::from_raw_parts(std::ptr::with_exposed_provenance::<f32>(dy), term.m)
+            };
+            super::simd::accumulate(&mut dw[..term.m], dy);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_batch(
+    g: &Graph,
+    model: &Model,
+    fwd: &super::plan::CpuPlan,
+    role: usize,
+    bw: &mut Backward,
+    kept: &KeptRecords,
+    store: &Store,
+    threads: &Threads,
+    batch: &[NodeId],
+    opts: &TrainOptions,
+    c: &mut Counters,
+) {
+    let plan = &bw.plans[role];
+    let k = batch.len();
+    let (n_in, n_out) = (fwd.direct_inputs, fwd.outputs.len());
+    let grow = |v: &mut Vec<usize>, n: usize| {
+        if v.len() < n {
+            v.resize(n, 0);
+        }
+    };
+    grow(&mut bw.fwd_ptrs, k);
+    grow(&mut bw.in_ptrs, k * n_in);
+    grow(&mut bw.out_ptrs, k * n_out);
+    let base = bw.bump;
+    bw.bump += k * plan.units;
+    let grads = &mut bw.grads[base..base + k * plan.units];
+    grads.fill(0.0);
+    let arena = kept.arena.as_ptr();
+    let store_arena = store.arena.as_ptr();
+    let zeros = bw.zeros.as_ptr().expose_provenance();
+    let b = GBases {
+        grad: SharedMut(grads.as_mut_ptr()),
+        units: plan.units,
+        pgrad: SharedMut(bw.pgrads[role].as_mut_ptr()),
+        par: fwd.params.as_ptr(),
+        fwd: SharedMut(bw.fwd_ptrs.as_mut_ptr()),
+        ins: SharedMut(bw.in_ptrs.as_mut_ptr()),
+        n_in,
+        outs: SharedMut(bw.out_ptrs.as_mut_ptr()),
+        n_out,
+    };
+    // Entry: where each row's forward values are, and its output gradients.
+    for (r, &v) in batch.iter().enumerate() {
+        // SAFETY: table entries of row r; addresses inside the kept records
+        // and the store.
+        unsafe {
+            *b.fwd.get().add(r) = arena.add(kept.node_rec[v.index()]).expose_provenance();
+            for j in 0..n_out {
+                let (at, _) = store.output_range(v, role, j);
+                *b.outs.get().add(r * n_out + j) = store_arena.add(at).expose_provenance();
+            }
+        }
+        for (p, inputs) in fwd.inputs.iter().enumerate() {
+            let positions = &model.bindings[v.index()][p];
+            for (j, &(home, _)) in inputs.iter().enumerate() {
+                if let Buf::In(i) = home.buf {
+                    let addr = match positions.first() {
+                        Some(&pos) => {
+                            let u = g.args(v)[pos as usize];
+                            let (at, _) =
+                                store.output_range(u, model.type_role[g.node_type(u).index()], j);
+                            // SAFETY: inside the store.
+                            unsafe { store_arena.add(at).expose_provenance() }
+                        }
+                        None => zeros,
+                    };
+                    // SAFETY: row r's table entry.
+                    unsafe { *b.ins.get().add(r * n_in + i as usize) = addr };
+                }
+            }
+        }
+        for (j, &(off, n)) in plan.outputs.iter().enumerate() {
+            let src = bw.dout.output(v, role, j);
+            // SAFETY: row r's gradient record.
+            unsafe { std::slice::from_raw_parts_mut(b.grad(r, off), n) }.copy_from_slice(src);
+            c.bytes_gathered += 4 * n as u64;
+        }
+    }
+    for step in &plan.steps {
+        match step {
+            GStep::Gemm(s) => {
+                let mut a = [ASeg::EMPTY; MAX_SEGS];
+                for (seg, &(off, len)) in a.iter_mut().zip(&s.a) {
+                    // SAFETY: dY segments and dx are distinct values of the
+                    // k gradient records.
+                    *seg = unsafe { ASeg::raw(b.grad(0, off), plan.units, len) };
+                }
+                // SAFETY: as above.
+                let out = unsafe { COut::raw(b.grad(0, s.c), plan.units) };
+                gemm(
+                    threads,
+                    k,
+                    &a[..s.a.len()],
+                    &s.b,
+                    out,
+                    Init::Accumulate,
+                    &mut bw.gemm,
+                );
+                c.kernels += 1;
+            }
+            GStep::Rows(ops) => {
+                let work: usize = ops.iter().map(|o| o.len).sum();
+                threads.rows(k, work, |rows| {
+                    for r in rows {
+                        for op in ops {
+                            // SAFETY: row r is this thread's; these ops write
+                            // only gradient records.
+                            unsafe { grad_row_op(op, &b, r, model.node_data(batch[r])) };
+                        }
+                    }
+                });
+                c.kernels += 1;
+            }
+            GStep::Serial(ops) => {
+                for (r, &v) in batch.iter().enumerate() {
+                    for op in ops {
+                        // SAFETY: one thread; parameter gradients are this
+                        // role's.
+                        unsafe { grad_row_op(op, &b, r, model.node_data(v)) };
+                    }
+                }
+                c.kernels += 1;
+            }
+            GStep::Params(terms) => {
+                for &ti in terms {
+                    let term = &plan.terms[ti];
+                    let rows = if opts.lazy {
+                        &mut bw.lazy[role][ti]
+                    } else {
+                        &mut bw.rows
+                    };
+                    if !opts.lazy {
+                        rows.clear();
+                    }
+                    for r in 0..k {
+                        let dy = b.grad(r, term.dy).expose_provenance();
+                        let x = term.x.map_or(0, |x| b.ptr(x, r).expose_provenance());
+                        rows.push((dy, x));
+                    }
+                    if !opts.lazy {
+                        // SAFETY: addresses of this batch's gradient records
+                        // and kept forward values.
+                        unsafe {
+                            param_term(threads, term, &bw.rows, &mut bw.pgrads[role], &mut bw.outer)
+                        };
+                        c.kernels += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Exit: input gradients into the producers' output gradients.
+    for (r, &v) in batch.iter().enumerate() {
+        for (p, inputs) in plan.inputs.iter().enumerate() {
+            for &pos in &model.bindings[v.index()][p] {
+                let u = g.args(v)[pos as usize];
+                let ur = model.type_role[g.node_type(u).index()];
+                for (j, &(off, n)) in inputs.iter().enumerate() {
+                    // SAFETY: row r's gradient record.
+                    let src = unsafe { std::slice::from_raw_parts(b.grad(r, off), n) };
+                    super::simd::accumulate(bw.dout.output_mut(u, ur, j), src);
+                    c.bytes_scattered += 4 * n as u64;
+                }
+            }
+        }
+    }
+    c.batches += 1;
+}
+
+/// One op's vector–Jacobian product on row `r`.
+///
+/// # Safety
+/// Row `r` belongs to the calling thread (a parameter-writing op runs on one
+/// thread); gradient destinations never overlap the values read.
+unsafe fn grad_row_op(op: &GRowOp, b: &GBases, r: usize, data: (u32, u32)) {
+    let len = op.len;
+    // SAFETY (whole body): addresses from the plan and the batch's tables.
+    unsafe {
+        let dy = std::slice::from_raw_parts(b.grad(r, op.dy), len);
+        let val = |i: usize| std::slice::from_raw_parts(b.ptr(op.vals[i], r), op.arg_len[i]);
+        let y = || std::slice::from_raw_parts(b.ptr(op.y, r), len);
+        let dx = |i: usize| std::slice::from_raw_parts_mut(b.dst(r, op.dx[i]), op.arg_len[i]);
+        match &op.kind {
+            GKind::Sigmoid => {
+                let (y, d) = (y(), dx(0));
+                for ((d, &g), &y) in d.iter_mut().zip(dy).zip(y) {
+                    *d += g * y * (1.0 - y);
+                }
+            }
+            GKind::Tanh => {
+                let (y, d) = (y(), dx(0));
+                for ((d, &g), &y) in d.iter_mut().zip(dy).zip(y) {
+                    *d += g * (1.0 - y * y);
+                }
+            }
+            GKind::Relu => {
+                let (x, d) = (val(0), dx(0));
+                for ((d, &g), &x) in d.iter_mut().zip(dy).zip(x) {
+                    if x > 0.0 {
+                        *d += g;
+                    }
+                }
+            }
+            GKind::OneMinus => {
+                for (d, &g) in dx(0).iter_mut().zip(dy) {
+                    *d -= g;
+                }
+            }
+            GKind::Add | GKind::Sub => {
+                super::simd::accumulate(dx(0), dy);
+                let d = dx(1);
+                if op.kind == GKind::Add {
+                    super::simd::accumulate(d, dy);
+                } else {
+                    for (d, &g) in d.iter_mut().zip(dy) {
+                        *d -= g;
+                    }
+                }
+            }
+            GKind::Mul => {
+                for i in 0..2 {
+                    let other = val(1 - i);
+                    for ((d, &g), &o) in dx(i).iter_mut().zip(dy).zip(other) {
+                        *d += g * o;
+                    }
+                }
+            }
+            GKind::Sum { mean } => {
+                let s = if *mean {
+                    1.0 / op.vals.len() as f32
+                } else {
+                    1.0
+                };
+                for i in 0..op.vals.len() {
+                    for (d, &g) in dx(i).iter_mut().zip(dy) {
+                        *d += g * s;
+                    }
+                }
+            }
+            GKind::Concat => {
+                let mut at = 0;
+                for i in 0..op.vals.len() {
+                    let n = op.arg_len[i];
+                    super::simd::accumulate(dx(i), &dy[at..at + n]);
+                    at += n;
+                }
+            }
+            GKind::Slice { start } => {
+                super::simd::accumulate(&mut dx(0)[*start..*start + len], dy);
+            }
+            GKind::Lookup { rows } => {
+                let row = data.0 as usize % rows;
+                super::simd::accumulate(&mut dx(0)[row * len..(row + 1) * len], dy);
+            }
+            GKind::Softmax { width } => {
+                let (y, d) = (y(), dx(0));
+                for ((yc, gc), dc) in y
+                    .chunks_exact(*width)
+                    .zip(dy.chunks_exact(*width))
+                    .zip(d.chunks_exact_mut(*width))
+                {
+                    let s: f32 = yc.iter().zip(gc).map(|(y, g)| y * g).sum();
+                    for ((d, &y), &g) in dc.iter_mut().zip(yc).zip(gc) {
+                        *d += y * (g - s);
+                    }
+                }
+            }
+            GKind::PickLoss { width } => {
+                let (x, d) = (val(0), dx(0));
+                let mut p = [0.0f32; 64];
+                for (c, (xc, dc)) in x
+                    .chunks_exact(*width)
+                    .zip(d.chunks_exact_mut(*width))
+                    .enumerate()
+                {
+                    let g = dy[c];
+                    let max = xc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0.0;
+                    for (i, &v) in xc.iter().enumerate() {
+                        let e = (v - max).exp();
+                        if i < p.len() {
+                            p[i] = e;
+                        }
+                        sum += e;
+                    }
+                    let label = data.1 as usize % width;
+                    for (i, d) in dc.iter_mut().enumerate() {
+                        let e = if i < p.len() {
+                            p[i]
+                        } else {
+                            (xc[i] - max).exp()
+                        };
+                        let onehot = if i == label { 1.0 } else { 0.0 };
+                        *d += g * (e / sum - onehot);
+                    }
+                }
+            }
+            GKind::Product { bias, terms } => {
+                let mut i = 0;
+                if *bias {
+                    super::simd::accumulate(dx(0), dy);
+                    i = 1;
+                }
+                for &(mm, nn, p) in terms {
+                    let (wi, xi) = (i, i + 1);
+                    let (w, x) = (val(wi), val(xi));
+                    // dW[mm×nn] += dy[mm×p] · xᵀ (x is [nn×p]).
+                    ops::product_strided(mm, p, nn, dy, (p, 1), x, (1, p), 1.0, dx(wi), nn);
+                    // dx[nn×p] += Wᵀ dy (W is [mm×nn]).
+                    ops::product_strided(nn, mm, p, w, (1, nn), dy, (p, 1), 1.0, dx(xi), p);
+                    i += 2;
+                }
+            }
+        }
+    }
+}
