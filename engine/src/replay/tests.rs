@@ -223,6 +223,20 @@ mod training {
                     true,
                 ),
                 (
+                    "dynet-agenda",
+                    Executor::Dynet(Box::new(AgendaPolicy::updated())),
+                    1,
+                    true,
+                    true,
+                ),
+                (
+                    "dynet-depth-eager",
+                    Executor::Dynet(Box::new(DepthPolicy::default())),
+                    2,
+                    true,
+                    false,
+                ),
+                (
                     "edbatch-opbyop",
                     Executor::EdBatch(
                         Box::new(CavsPolicy::default()),

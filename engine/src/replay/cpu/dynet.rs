@@ -12,11 +12,13 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::exec::{RowBuffers, run_gemm, run_row_op};
-use super::gemm::GemmScratch;
+use super::gemm::{ASeg, COut, GemmScratch, Init, MAX_SEGS, OuterScratch, gemm};
+use super::grad::{GStep, GradPlan};
 use super::ops;
 use super::plan::{Buf, CpuPlan, PlanOptions, RowKind, Step, View};
 use super::roofline::GemmLog;
 use super::threads::{SharedMut, Threads};
+use super::train::{GradRows, grad_row_op, param_term};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
 use crate::replay::incell::CellProgram;
@@ -44,6 +46,27 @@ pub struct DynetCpu {
     gemm: GemmScratch,
     /// The GEMM shapes run, when asked for (the roofline).
     pub(crate) log: Option<GemmLog>,
+    /// The last run's op program and schedule (the backward pass walks it
+    /// in reverse, as DyNet does).
+    last: Option<(crate::workloads::OpProgram, crate::sched::Schedule)>,
+    /// Training state (made by the first `train`).
+    back: Option<Box<OpBackward>>,
+}
+
+/// The op-level backward state.
+struct OpBackward {
+    /// Per role, its ops' backward (one op's steps at a time).
+    plans: Vec<GradPlan>,
+    /// Gradients of every op node's result (the arena's layout).
+    garena: Vec<f32>,
+    pgrads: Vec<Vec<f32>>,
+    lazy: Vec<Vec<Vec<(usize, usize)>>>,
+    rows: Vec<(usize, usize)>,
+    temp: Vec<f32>,
+    zeros: Vec<f32>,
+    sink: Vec<f32>,
+    gemm: GemmScratch,
+    outer: OuterScratch,
 }
 
 impl DynetCpu {
@@ -71,7 +94,142 @@ impl DynetCpu {
             data: Vec::new(),
             gemm: GemmScratch::default(),
             log: None,
+            last: None,
+            back: None,
         }
+    }
+
+    /// The gradients of the last training run, per role and value id.
+    pub(crate) fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+        let b = self.back.as_ref()?;
+        Some(super::train::unpack_gradients(model, &b.plans, &b.pgrads))
+    }
+
+    /// Forward (as [`DynetCpu::run`]) then backward: the op batches in
+    /// reverse, each op's vector–Jacobian products over its rows, gradients
+    /// added into the operands' producers. Returns the backward's counters and
+    /// time (the forward's are the caller's `run`).
+    pub(crate) fn backward(
+        &mut self,
+        model: &Model,
+        threads: &Threads,
+        opts: &super::train::TrainOptions,
+    ) -> Result<super::CpuRun, ReplayError> {
+        let t0 = Instant::now();
+        let Some((prog, schedule)) = self.last.take() else {
+            return Err(ReplayError::NotForTraining("dynet (no forward run)"));
+        };
+        let mut back = self.back.take().unwrap_or_else(|| {
+            let plans: Vec<GradPlan> = model
+                .roles
+                .iter()
+                .map(|rm| GradPlan::compile(rm, &CellProgram::op_by_op(rm), false, true))
+                .collect();
+            let widest = model
+                .roles
+                .iter()
+                .flat_map(|r| r.cell.values.iter().map(|v| v.numel()))
+                .max()
+                .unwrap_or(0);
+            Box::new(OpBackward {
+                lazy: plans
+                    .iter()
+                    .map(|p| vec![Vec::new(); p.terms.len()])
+                    .collect(),
+                pgrads: plans.iter().map(|p| vec![0.0; p.pgrad_len]).collect(),
+                plans,
+                garena: Vec::new(),
+                rows: Vec::new(),
+                temp: Vec::new(),
+                zeros: vec![0.0; widest],
+                sink: vec![0.0; widest],
+                gemm: GemmScratch::default(),
+                outer: OuterScratch::default(),
+            })
+        });
+        let og = &prog.graph;
+        let total: usize = self.numel.iter().sum();
+        if back.garena.len() < total {
+            back.garena.resize(total, 0.0);
+        }
+        back.garena[..total].fill(0.0);
+        for p in &mut back.pgrads {
+            p.fill(0.0);
+        }
+        for l in back.lazy.iter_mut().flatten() {
+            l.clear();
+        }
+        // Seeds: the loss sums' results.
+        for (v, outs) in prog.cell_outputs.iter().enumerate() {
+            let role = match &prog.origins[outs.iter().flatten().next().map_or(0, |o| o.index())] {
+                OpOrigin::CellOp { role, .. } => *role as usize,
+                OpOrigin::PortSum { .. } => continue,
+            };
+            let _ = v;
+            if model.roles[role].role.role == "loss.sum" {
+                for o in outs.iter().flatten() {
+                    let (s, n) = (self.slot[o.index()], self.numel[o.index()]);
+                    back.garena[s..s + n].fill(1.0);
+                }
+            }
+        }
+        let construction = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut c = Counters::default();
+        for (_, batch) in schedule.batches().collect::<Vec<_>>().into_iter().rev() {
+            let n = self.numel[batch[0].index()];
+            match &prog.origins[batch[0].index()] {
+                OpOrigin::PortSum { .. } => {
+                    for &v in batch {
+                        let s = self.slot[v.index()];
+                        for a in og.args(v) {
+                            let d = self.slot[a.index()];
+                            let (lo, hi) = back.garena.split_at_mut(s.max(d));
+                            let (src, dst) = if s > d {
+                                (&hi[..n], &mut lo[d..d + n])
+                            } else {
+                                (&lo[s..s + n], &mut hi[..n])
+                            };
+                            super::simd::accumulate(dst, src);
+                        }
+                    }
+                }
+                OpOrigin::CellOp { role, op, .. } => {
+                    let (role, op) = (*role as usize, *op as usize);
+                    op_backward(
+                        self, &mut back, &prog, batch, role, op, n, model, threads, opts, &mut c,
+                    );
+                }
+            }
+            c.batches += 1;
+        }
+        if opts.lazy {
+            for (role, plan) in back.plans.iter().enumerate() {
+                for (ti, term) in plan.terms.iter().enumerate() {
+                    let rows = &back.lazy[role][ti];
+                    if !rows.is_empty() {
+                        // SAFETY: addresses of this run's arenas, outside the
+                        // parameter gradients.
+                        unsafe {
+                            param_term(threads, term, rows, &mut back.pgrads[role], &mut back.outer)
+                        };
+                        c.kernels += 1;
+                    }
+                }
+            }
+        }
+        let execution = t1.elapsed().as_secs_f64();
+        self.back = Some(back);
+        self.last = Some((prog, schedule));
+        Ok(super::CpuRun {
+            counters: c,
+            time: TimeSplit {
+                construction,
+                scheduling: 0.0,
+                execution,
+            },
+            misses: 0,
+        })
     }
 
     /// Runs the op-level program; writes the cell-level outputs into `store`
@@ -128,7 +286,7 @@ impl DynetCpu {
             c.batches += 1;
             exec += t.elapsed().as_secs_f64();
         };
-        let (_, stats) = run_policy_with(og, &st, policy, &mut on_batch)?;
+        let (schedule, stats) = run_policy_with(og, &st, policy, &mut on_batch)?;
         let time = TimeSplit {
             construction,
             execution: exec,
@@ -147,6 +305,7 @@ impl DynetCpu {
                 }
             }
         }
+        self.last = Some((prog, schedule));
         Ok((c, time, stats.misses))
     }
 
@@ -363,5 +522,190 @@ impl RowBuffers for OpBases<'_> {
                 .find(|o| o.2 == v.off)
                 .map_or(0, |o| o.1),
         }
+    }
+}
+
+/// One op-level batch's backward: op `op` of role `role` over `batch`.
+#[allow(clippy::too_many_arguments)]
+fn op_backward(
+    d: &DynetCpu,
+    back: &mut OpBackward,
+    prog: &crate::workloads::OpProgram,
+    batch: &[NodeId],
+    role: usize,
+    op: usize,
+    n: usize,
+    model: &Model,
+    threads: &Threads,
+    opts: &super::train::TrainOptions,
+    c: &mut Counters,
+) {
+    let plan = &back.plans[role];
+    let rows = OpRows {
+        prog,
+        batch,
+        slot: &d.slot,
+        units: &d.units[role],
+        cell_op: &model.roles[role].cell.ops[op],
+        arena: SharedMut(d.arena.as_ptr().cast_mut()),
+        garena: SharedMut(back.garena.as_mut_ptr()),
+        zeros: back.zeros.as_ptr(),
+        sink: SharedMut(back.sink.as_mut_ptr()),
+        par: d.plans[role].params.as_ptr(),
+        pgrad: SharedMut(back.pgrads[role].as_mut_ptr()),
+    };
+    let k = batch.len();
+    for step in &plan.steps[plan.op_steps[op].clone()] {
+        match step {
+            GStep::Gemm(s) => {
+                // dY rows are this batch's results' gradients (contiguous);
+                // dx goes to a temporary, then into each row's producer.
+                let nx = s.b.n();
+                if back.temp.len() < k * nx {
+                    back.temp.resize(k * nx, 0.0);
+                }
+                back.temp[..k * nx].fill(0.0);
+                let mut a = [ASeg::EMPTY; MAX_SEGS];
+                for (seg, &(off, len)) in a.iter_mut().zip(&s.a) {
+                    // SAFETY: the batch's result gradients are k contiguous
+                    // rows of n floats in the gradient arena.
+                    *seg = unsafe { ASeg::raw(rows.grad(0, off), n, len) };
+                }
+                let out = COut::new(&mut back.temp, 0, nx, k, nx);
+                gemm(
+                    threads,
+                    k,
+                    &a[..s.a.len()],
+                    &s.b,
+                    out,
+                    Init::Accumulate,
+                    &mut back.gemm,
+                );
+                for r in 0..k {
+                    // SAFETY: one thread; the producer's gradient slot.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(rows.grad(r, s.c), nx) };
+                    super::simd::accumulate(dst, &back.temp[r * nx..(r + 1) * nx]);
+                }
+                c.kernels += 1;
+            }
+            GStep::Rows(ops) | GStep::Serial(ops) => {
+                // Serial: two rows may add into one producer's gradient.
+                for r in 0..k {
+                    let data = match &prog.origins[batch[r].index()] {
+                        OpOrigin::CellOp { node, .. } | OpOrigin::PortSum { node, .. } => {
+                            model.node_data(*node)
+                        }
+                    };
+                    for o in ops {
+                        // SAFETY: one thread; destinations are gradient slots
+                        // and parameter gradients, never the values read.
+                        unsafe { grad_row_op(o, &rows, r, data) };
+                    }
+                }
+                c.kernels += 1;
+            }
+            GStep::Params(terms) => {
+                for &ti in terms {
+                    let term = &plan.terms[ti];
+                    let list = if opts.lazy {
+                        &mut back.lazy[role][ti]
+                    } else {
+                        &mut back.rows
+                    };
+                    if !opts.lazy {
+                        list.clear();
+                    }
+                    for r in 0..k {
+                        let dy = rows.grad(r, term.dy).expose_provenance();
+                        let x = term.x.map_or(0, |x| rows.val(x, r).expose_provenance());
+                        list.push((dy, x));
+                    }
+                    if !opts.lazy {
+                        // SAFETY: addresses of this run's arenas.
+                        unsafe {
+                            param_term(
+                                threads,
+                                term,
+                                &back.rows,
+                                &mut back.pgrads[role],
+                                &mut back.outer,
+                            )
+                        };
+                        c.kernels += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One op-level batch's data per row: the op's result at its node's slot,
+/// operand `i` at its source node's slot (zeros for an absent input), their
+/// gradients likewise in the gradient arena (an absent input's into a sink).
+struct OpRows<'a> {
+    prog: &'a crate::workloads::OpProgram,
+    batch: &'a [NodeId],
+    slot: &'a [usize],
+    units: &'a [usize],
+    cell_op: &'a crate::cells::Op,
+    arena: SharedMut<f32>,
+    garena: SharedMut<f32>,
+    zeros: *const f32,
+    sink: SharedMut<f32>,
+    par: *const f32,
+    pgrad: SharedMut<f32>,
+}
+
+// SAFETY: used from one thread (op-level backward rows run serially); the
+// pointers are the session's arenas.
+unsafe impl Sync for OpRows<'_> {}
+
+impl OpRows<'_> {
+    /// Where the value at record offset `off` lives for row `r`: `Some(node)`
+    /// for the result or an operand fed by a node, `None` for an absent input.
+    fn node_of(&self, r: usize, off: usize) -> Option<NodeId> {
+        let v = self.batch[r];
+        if off == self.units[self.cell_op.out.index()] {
+            return Some(v);
+        }
+        let OpOrigin::CellOp { args, .. } = &self.prog.origins[v.index()] else {
+            return None;
+        };
+        let i = self
+            .cell_op
+            .args
+            .iter()
+            .position(|a| self.units[a.index()] == off)?;
+        match args[i] {
+            ArgSrc::Node(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
+impl super::train::GradRows for OpRows<'_> {
+    fn val(&self, v: View, r: usize) -> *mut f32 {
+        if v.buf == Buf::Par {
+            // SAFETY: parameter offsets come from the plan.
+            return unsafe { self.par.add(v.off).cast_mut() };
+        }
+        match self.node_of(r, v.off) {
+            // SAFETY: the node's slot in the arena.
+            Some(u) => unsafe { self.arena.get().add(self.slot[u.index()]) },
+            None => self.zeros.cast_mut(),
+        }
+    }
+
+    fn grad(&self, r: usize, off: usize) -> *mut f32 {
+        match self.node_of(r, off) {
+            // SAFETY: the node's slot in the gradient arena.
+            Some(u) => unsafe { self.garena.get().add(self.slot[u.index()]) },
+            None => self.sink.get(),
+        }
+    }
+
+    fn pgrad(&self, off: usize) -> *mut f32 {
+        // SAFETY: parameter gradient offsets come from the plan.
+        unsafe { self.pgrad.get().add(off) }
     }
 }

@@ -155,12 +155,26 @@ pub struct GradPlan {
     /// Weight-gradient flops per row (parameter terms), input-gradient GEMM
     /// flops per row.
     pub flops_per_row: u64,
+    /// Per forward in-cell batch, its backward steps (compiled `per_op`: the
+    /// op-level DyNet executor runs one op's backward at a time).
+    pub(crate) op_steps: Vec<std::ops::Range<usize>>,
 }
 
 impl GradPlan {
     /// Compiles the backward of `prog` for role `rm`; forward values are read
     /// at the homes the forward plan gave them (`direct_io` as there).
     pub fn new(rm: &RoleModel, prog: &CellProgram, direct_io: bool) -> GradPlan {
+        GradPlan::compile(rm, prog, direct_io, false)
+    }
+
+    /// [`GradPlan::new`]; `per_op` keeps every forward batch's backward in
+    /// steps of its own (see `op_steps`).
+    pub(crate) fn compile(
+        rm: &RoleModel,
+        prog: &CellProgram,
+        direct_io: bool,
+        per_op: bool,
+    ) -> GradPlan {
         let cell = &rm.cell;
         let home = homes(cell, prog, direct_io);
         let mut c = Gc {
@@ -173,8 +187,14 @@ impl GradPlan {
             terms: Vec::new(),
             flops: 0,
         };
+        let mut op_steps = vec![0..0; prog.batches.len()];
         for b in (0..prog.batches.len()).rev() {
+            let before = c.steps.len();
             c.batch(b);
+            if per_op {
+                c.flush();
+            }
+            op_steps[b] = before..c.steps.len();
         }
         c.flush();
         let numel = |v: usize| cell.values[v].numel();
@@ -200,6 +220,7 @@ impl GradPlan {
                 .map(|o| (prog.unit[o.index()], numel(o.index())))
                 .collect(),
             flops_per_row: c.flops,
+            op_steps,
         }
     }
 }

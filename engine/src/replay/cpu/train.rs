@@ -192,19 +192,41 @@ impl RowBuffers for GBases {
     }
 }
 
-impl GBases {
-    /// Row `r`'s gradient record at `off`.
+/// Where a backward row op's data is: the seam between the vector–Jacobian
+/// kernels and the executors' memory (gradient records for cell-level
+/// batches, the op graph's gradient arena for DyNet's op-level batches).
+pub(crate) trait GradRows: Sync {
+    /// Row `r`'s forward value at `v`.
+    fn val(&self, v: View, r: usize) -> *mut f32;
+
+    /// Row `r`'s gradient of the value at record offset `off`.
+    fn grad(&self, r: usize, off: usize) -> *mut f32;
+
+    /// The parameter gradient at `off`.
+    fn pgrad(&self, off: usize) -> *mut f32;
+
+    /// Where a gradient goes.
+    fn dst(&self, r: usize, d: GDst) -> *mut f32 {
+        match d {
+            GDst::Grad(off) => self.grad(r, off),
+            GDst::Param(off) => self.pgrad(off),
+        }
+    }
+}
+
+impl GradRows for GBases {
+    fn val(&self, v: View, r: usize) -> *mut f32 {
+        self.ptr(v, r)
+    }
+
     fn grad(&self, r: usize, off: usize) -> *mut f32 {
         // SAFETY: the batch's gradient records are k rows of `units` floats.
         unsafe { self.grad.get().add(r * self.units + off) }
     }
 
-    fn dst(&self, r: usize, d: GDst) -> *mut f32 {
-        match d {
-            GDst::Grad(off) => self.grad(r, off),
-            // SAFETY: parameter gradient offsets come from the plan.
-            GDst::Param(off) => unsafe { self.pgrad.get().add(off) },
-        }
+    fn pgrad(&self, off: usize) -> *mut f32 {
+        // SAFETY: parameter gradient offsets come from the plan.
+        unsafe { self.pgrad.get().add(off) }
     }
 }
 
@@ -222,10 +244,41 @@ impl CpuReplay {
         backward: &mut dyn BatchPolicy,
         opts: &TrainOptions,
     ) -> Result<TrainRun, ReplayError> {
-        if matches!(executor, Executor::Dynet(_)) {
-            return Err(ReplayError::NotForTraining("dynet"));
-        }
         let g = &trace.graph;
+        if matches!(executor, Executor::Dynet(_)) {
+            let forward = self.run(trace, model, cells, executor)?;
+            let seeds: Vec<bool> = model
+                .roles
+                .iter()
+                .map(|r| r.role.role == "loss.sum")
+                .collect();
+            if !g
+                .nodes()
+                .any(|v| seeds[model.type_role[g.node_type(v).index()]])
+            {
+                return Err(ReplayError::NoLoss(trace.workload.clone()));
+            }
+            let loss = g
+                .nodes()
+                .filter(|&v| seeds[model.type_role[g.node_type(v).index()]])
+                .map(|v| {
+                    self.store
+                        .node(v)
+                        .iter()
+                        .map(|&x| f64::from(x))
+                        .sum::<f64>()
+                })
+                .sum();
+            let d = self.dynet.as_mut().expect("a dynet session");
+            let backward = d.backward(model, &self.threads, opts)?;
+            let _ = &backward;
+            return Ok(TrainRun {
+                loss,
+                forward,
+                backward,
+                kept_bytes: 0,
+            });
+        }
         if self.backward.is_none() {
             let programs: Vec<super::super::CellProgram> = match &*executor {
                 Executor::EdBatch(_, progs) => model
@@ -302,30 +355,40 @@ impl CpuReplay {
     /// shapes of [`crate::replay::RoleModel::params`]; empty for
     /// non-parameters).
     pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+        if let Some(d) = &self.dynet {
+            return d.gradients(model);
+        }
         let bw = self.backward.as_ref()?;
-        Some(
-            model
-                .roles
-                .iter()
-                .zip(&bw.plans)
-                .zip(&bw.pgrads)
-                .map(|((rm, plan), pg)| {
-                    rm.params
-                        .iter()
-                        .enumerate()
-                        .map(|(v, p)| {
-                            if p.is_empty() {
-                                Vec::new()
-                            } else {
-                                let at = plan.param_at[v];
-                                pg[at..at + p.len()].to_vec()
-                            }
-                        })
-                        .collect()
-                })
-                .collect(),
-        )
+        Some(unpack_gradients(model, &bw.plans, &bw.pgrads))
     }
+}
+
+/// Parameter gradients (per role, in program order) as per-value tensors.
+pub(crate) fn unpack_gradients(
+    model: &Model,
+    plans: &[GradPlan],
+    pgrads: &[Vec<f32>],
+) -> Vec<Vec<Vec<f32>>> {
+    model
+        .roles
+        .iter()
+        .zip(plans)
+        .zip(pgrads)
+        .map(|((rm, plan), pg)| {
+            rm.params
+                .iter()
+                .enumerate()
+                .map(|(v, p)| {
+                    if p.is_empty() {
+                        Vec::new()
+                    } else {
+                        let at = plan.param_at[v];
+                        pg[at..at + p.len()].to_vec()
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -440,7 +503,7 @@ fn run_backward(
 ///
 /// # Safety
 /// As [`gemm_outer_acc`].
-unsafe fn param_term(
+pub(crate) unsafe fn param_term(
     threads: &Threads,
     term: &super::grad::ParamTerm,
     rows: &[(usize, usize)],
@@ -638,13 +701,13 @@ fn backward_batch(
 /// # Safety
 /// Row `r` belongs to the calling thread (a parameter-writing op runs on one
 /// thread); gradient destinations never overlap the values read.
-unsafe fn grad_row_op(op: &GRowOp, b: &GBases, r: usize, data: (u32, u32)) {
+pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data: (u32, u32)) {
     let len = op.len;
     // SAFETY (whole body): addresses from the plan and the batch's tables.
     unsafe {
         let dy = std::slice::from_raw_parts(b.grad(r, op.dy), len);
-        let val = |i: usize| std::slice::from_raw_parts(b.ptr(op.vals[i], r), op.arg_len[i]);
-        let y = || std::slice::from_raw_parts(b.ptr(op.y, r), len);
+        let val = |i: usize| std::slice::from_raw_parts(b.val(op.vals[i], r), op.arg_len[i]);
+        let y = || std::slice::from_raw_parts(b.val(op.y, r), len);
         let dx = |i: usize| std::slice::from_raw_parts_mut(b.dst(r, op.dx[i]), op.arg_len[i]);
         match &op.kind {
             GKind::Sigmoid => {
