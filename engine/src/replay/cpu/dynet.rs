@@ -590,8 +590,8 @@ fn op_backward(
             }
             GStep::Rows(ops) | GStep::Serial(ops) => {
                 // Serial: two rows may add into one producer's gradient.
-                for r in 0..k {
-                    let data = match &prog.origins[batch[r].index()] {
+                for (r, v) in batch.iter().enumerate() {
+                    let data = match &prog.origins[v.index()] {
                         OpOrigin::CellOp { node, .. } | OpOrigin::PortSum { node, .. } => {
                             model.node_data(*node)
                         }
