@@ -14,5 +14,6 @@ pub mod replay;
 pub mod sched;
 pub mod tool;
 pub mod trace;
+pub mod train;
 pub mod workloads;
 pub mod yaml;
