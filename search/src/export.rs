@@ -67,6 +67,7 @@ pub fn policy_file(
             teacher: r.teacher.clone(),
         },
         fallback: r.fallback.clone(),
+        pass: None,
         types: types.clone(),
         states,
     }

@@ -157,6 +157,11 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
         let arg = PolicyArg::parse(name)?;
+        if arg.trained_pass() == "backward" {
+            bail!(
+                "{name}: a backward-pass policy (search train --pass backward); replay runs the forward pass: give a policy trained without --pass backward"
+            );
+        }
         if let Some(trained) = arg.trained_workload()
             && trained != model.workload.name
         {

@@ -71,7 +71,16 @@ impl PolicyArg {
         }
     }
 
-    /// The workload a policy file was trained on (`None` for a heuristic).
+    /// The pass a policy file batches (`forward` or `backward`; `any` for
+    /// a heuristic, which batches either graph).
+    pub fn trained_pass(&self) -> &str {
+        match self {
+            PolicyArg::File { file, .. } => file.pass.as_deref().unwrap_or("forward"),
+            _ => "any",
+        }
+    }
+
+    /// The workload a policy file was trained on (`None` for heuristics).
     pub fn trained_workload(&self) -> Option<&str> {
         match self {
             PolicyArg::Heuristic(_) => None,

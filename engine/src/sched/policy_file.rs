@@ -43,6 +43,11 @@ pub struct PolicyFile {
     /// Heuristic deciding states not in the table (default `typewise`; v2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback: Option<String>,
+    /// The pass it batches: `backward` for a policy trained on the reversed
+    /// graph (`search train --pass backward`), absent for the forward pass
+    /// (v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<String>,
     /// The policy's type names, sorted: state tokens index this list.
     pub types: Vec<String>,
     /// One entry per state seen in training.
@@ -275,6 +280,17 @@ impl PolicyFile {
                 self.encoding.min_version(),
                 self.version
             )));
+        }
+        if let Some(p) = &self.pass
+            && p != "forward"
+            && p != "backward"
+        {
+            return Err(invalid(format!(
+                "field `pass`: {p:?} (expected forward or backward)"
+            )));
+        }
+        if self.version < 2 && self.pass.is_some() {
+            return Err(invalid("field `pass`: needs version 2 or later".into()));
         }
         if self.version < 2 && self.fallback.is_some() {
             return Err(invalid("field `fallback`: needs version 2 or later".into()));

@@ -178,6 +178,7 @@ fn fig1_policy() -> PolicyFile {
             teacher: None,
         },
         fallback: None,
+        pass: None,
         types: ["I", "O", "R", "X"].iter().map(|s| s.to_string()).collect(),
         states: vec![
             s(&["X"], "X"),

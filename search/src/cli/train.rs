@@ -24,6 +24,11 @@ use serde::Serialize;
 /// Arguments of `search train`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// The pass to batch: `forward`, or `backward` — the trace's graph
+    /// reversed (a node's gradient is ready once all its users have run), the
+    /// schedule the backward pass of `engine train` batches.
+    #[arg(long, default_value = "forward", value_parser = ["forward", "backward"])]
+    pass: String,
     /// Trace to train on (engine record output).
     #[arg(long)]
     trace: PathBuf,
@@ -312,7 +317,10 @@ fn teacher(
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let hyper = a.hyperparameters()?;
-    let trace = super::load::trace(&a.trace)?;
+    let mut trace = super::load::trace(&a.trace)?;
+    if a.pass == "backward" {
+        trace.graph = trace.graph.reversed();
+    }
     search::trainer::check_trainable(&trace.graph)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.trace.display()))?;
     let st = SameTypeDag::new(&trace.graph);
@@ -365,7 +373,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let trace_name = a.trace.display().to_string();
     let files: Vec<_> = results
         .iter()
-        .map(|t| policy_file(t, &trace, &trace_name, &hyper, a.seed))
+        .map(|t| {
+            let mut f = policy_file(t, &trace, &trace_name, &hyper, a.seed);
+            f.pass = (a.pass == "backward").then(|| "backward".to_string());
+            f
+        })
         .collect();
     write_policy(&files[best_idx], &a.out)?;
     let summary = Summary {
