@@ -71,9 +71,52 @@ pub struct Args {
     /// Skip the comparison with the reference executor.
     #[arg(long)]
     no_check: bool,
+    /// Measure training steps instead: forward, then backward (batched on the
+    /// reversed graph by --backward-policy), no optimiser update.
+    #[arg(long)]
+    train: bool,
+    /// With --train: the backward batches — `reverse` (the forward batches in
+    /// reverse order, as Cavs and DyNet do), a heuristic on the reversed
+    /// graph, or an FSM from `search train --pass backward`.
+    #[arg(long, requires = "train", default_value = "reverse")]
+    backward_policy: String,
+    /// With --train: weight-gradient products per batch, not lazily once per
+    /// parameter (Cavs §3.5 ablation).
+    #[arg(long, requires = "train")]
+    eager: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+impl Args {
+    /// The flags [`executor`] reads, for `engine train`.
+    pub(super) fn for_training(
+        executor: &str,
+        policy: Option<String>,
+        layouts: Option<PathBuf>,
+    ) -> Args {
+        Args {
+            trace: None,
+            workload: None,
+            batch: 32,
+            hidden: 64,
+            executor: executor.to_string(),
+            policy,
+            layouts,
+            device: "cpu".into(),
+            repeat: 1,
+            threads: None,
+            no_fuse: false,
+            roofline: false,
+            seed: 7,
+            no_check: true,
+            train: false,
+            backward_policy: "reverse".into(),
+            eager: false,
+            json: false,
+        }
+    }
 }
 
 /// `engine replay --json` output.
@@ -121,7 +164,7 @@ struct RooflineReport {
 
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
 /// `<cell>.baseline.json` for the DyNet order).
-fn layouts(
+pub(super) fn layouts(
     model: &replay::Model,
     dir: &std::path::Path,
     baseline: bool,
@@ -153,7 +196,7 @@ fn layouts(
     Ok(files)
 }
 
-fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
+pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
         let arg = PolicyArg::parse(name)?;
@@ -265,6 +308,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         warmup: true,
         repeats: a.repeat,
     };
+    if a.train {
+        return run_train(
+            &a,
+            &trace,
+            &model,
+            &cells,
+            &mut session,
+            &mut ex,
+            &opts,
+            cpu,
+        );
+    }
     let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
     let gemm_flops = match session.cpu() {
         Some(c) => c.gemm_flops(&trace, &model),
@@ -369,5 +424,128 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))
         );
     }
+    Ok(())
+}
+
+/// `--backward-policy NAME`: `None` for `reverse`, else the policy (a
+/// backward-pass FSM or a heuristic; a forward FSM is refused).
+pub(super) fn backward_policy(name: &str) -> anyhow::Result<Option<PolicyArg>> {
+    if name == "reverse" {
+        return Ok(None);
+    }
+    let arg = PolicyArg::parse(name).with_context(|| format!("--backward-policy {name}"))?;
+    if arg.trained_pass() == "forward" {
+        bail!(
+            "--backward-policy {name}: a forward-pass policy; train one for the backward pass with `search train --pass backward`"
+        );
+    }
+    Ok(Some(arg))
+}
+
+/// `engine replay --train --json` output.
+#[derive(Serialize)]
+struct TrainReport {
+    workload: String,
+    executor: String,
+    policy: Option<String>,
+    backward_policy: String,
+    threads: usize,
+    fused: bool,
+    lazy: bool,
+    nodes: usize,
+    instances: usize,
+    hidden: usize,
+    repeat: usize,
+    loss: f64,
+    forward: Counters,
+    backward: Counters,
+    /// Lower bound of the reversed graph (ED-Batch A.3).
+    backward_lower_bound: u64,
+    forward_time: TimeSplit,
+    backward_time: TimeSplit,
+    total_s: f64,
+    cpu_s: Option<f64>,
+    /// Training instances per second (forward + backward).
+    instances_per_s: f64,
+    kept_bytes: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_train(
+    a: &Args,
+    trace: &Trace,
+    model: &replay::Model,
+    cells: &CellLibrary,
+    session: &mut replay::Session,
+    ex: &mut Executor,
+    opts: &replay::measure::MeasureOptions,
+    cpu: replay::cpu::CpuOptions,
+) -> anyhow::Result<()> {
+    let name = a.backward_policy.clone();
+    let mut back = match backward_policy(&name)? {
+        Some(arg) => Some(arg.instantiate()?),
+        None => None,
+    };
+    let train = replay::cpu::TrainOptions { lazy: !a.eager };
+    let back_ref: Option<&mut dyn engine::sched::BatchPolicy> = match back.as_mut() {
+        Some(b) => Some(b.as_mut()),
+        None => None,
+    };
+    let m =
+        replay::measure::measure_train(session, trace, model, cells, ex, back_ref, &train, opts)?;
+    let instances = trace.graph.num_instances();
+    let report = TrainReport {
+        workload: trace.workload.clone(),
+        executor: a.executor.clone(),
+        policy: a.policy.clone(),
+        backward_policy: name,
+        threads: cpu.thread_count(),
+        fused: cpu.fuse,
+        lazy: train.lazy,
+        nodes: trace.graph.len(),
+        instances,
+        hidden: model.hidden,
+        repeat: a.repeat,
+        loss: m.loss,
+        forward: m.forward,
+        backward: m.backward,
+        backward_lower_bound: engine::graph::lower_bound(&trace.graph.reversed()).total,
+        forward_time: m.forward_time,
+        backward_time: m.backward_time,
+        total_s: m.total_s,
+        cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
+        instances_per_s: instances as f64 / m.total_s.max(1e-12),
+        kept_bytes: m.kept_bytes,
+    };
+    if a.json {
+        return crate::cli::print_json(&report);
+    }
+    engine::outln!(
+        "{} {} training step ({} nodes, {} instances, h={}): loss {:.4}; forward {} batches, backward {} batches (reversed-graph lower bound {})",
+        report.workload,
+        report.executor,
+        report.nodes,
+        report.instances,
+        report.hidden,
+        report.loss,
+        report.forward.batches,
+        report.backward.batches,
+        report.backward_lower_bound
+    );
+    engine::outln!(
+        "  time {:.3} ms (forward {:.3}, backward {:.3}); {:.0} training instances/s; {} thread(s){}{}; kept {:.1} MB",
+        report.total_s * 1e3,
+        report.forward_time.total() * 1e3,
+        report.backward_time.total() * 1e3,
+        report.instances_per_s,
+        report.threads,
+        if report.fused { "" } else { ", unfused" },
+        if report.lazy {
+            ", lazy weight gradients"
+        } else {
+            ", eager weight gradients"
+        },
+        report.kept_bytes as f64 / 1e6
+    );
     Ok(())
 }

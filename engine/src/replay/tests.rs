@@ -127,7 +127,7 @@ fn hidden_size_mismatch_is_a_clear_error() {
 mod training {
     use super::*;
     use crate::replay::check::finite_difference;
-    use crate::replay::cpu::{CpuOptions, TrainOptions};
+    use crate::replay::cpu::{BackwardSchedule, CpuOptions, TrainOptions};
     use crate::sched::CavsPolicy;
 
     fn train(
@@ -141,14 +141,35 @@ mod training {
         let mut s = Session::open_with(DeviceKind::Cpu, trace, m, cells, &ex, &opts).unwrap();
         let mut backward = TypewisePolicy;
         let run = s
-            .train(trace, m, cells, &mut ex, &mut backward, &topts)
+            .train(
+                trace,
+                m,
+                cells,
+                &mut ex,
+                BackwardSchedule::Policy(&mut backward),
+                &topts,
+            )
             .unwrap();
-        // A second step on the same session gives the same (state is reset).
+        let first = s.gradients(m).unwrap();
+        // A second step on the same session gives the same (its state is
+        // reset), and so does the other backward order: the forward batches
+        // reversed instead of a policy on the reversed graph.
         let again = s
-            .train(trace, m, cells, &mut ex, &mut backward, &topts)
+            .train(
+                trace,
+                m,
+                cells,
+                &mut ex,
+                BackwardSchedule::ReverseForward,
+                &topts,
+            )
             .unwrap();
         assert_eq!(run.loss, again.loss);
-        (run.loss, s.gradients(m).unwrap())
+        let second = s.gradients(m).unwrap();
+        for (a, b) in first.iter().flatten().zip(second.iter().flatten()) {
+            assert!(rel(a, b) < 1e-5, "backward orders disagree: {}", rel(a, b));
+        }
+        (run.loss, second)
     }
 
     /// max over elements |a − b| / max(‖b‖∞, tiny), per tensor.
