@@ -28,8 +28,8 @@ pub use dataset::Dataset;
 pub use embedded::{embedded_text, load_embedded};
 pub use error::{DataError, StructureError, SyntheticError, UnknownDataset};
 pub use fixtures::{
-    FIXTURE_MAGIC, MAX_LATTICE_NODES, fixture_header, format_fixture, load_fixture_file,
-    parse_fixture,
+    FIXTURE_MAGIC, FIXTURE_MAGIC_V2, MAX_LATTICE_NODES, fixture_header, format_fixture,
+    load_fixture_file, parse_fixture,
 };
 pub use structures::{Lattice, Pair, Sentence, StructureKind, Structures, Tree, TreeNode, Word};
-pub use summary::{Measure, SizeStats, Summary};
+pub use summary::{AnnotationSummary, Measure, SizeStats, Summary};
