@@ -243,6 +243,7 @@ fn unroll(
             extra: Default::default(),
         },
         graph,
+        data: Vec::new(),
     })
 }
 
