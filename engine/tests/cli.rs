@@ -44,6 +44,11 @@ fn record_then_inspect_reports_the_same_graph() {
     assert_eq!(rec["lower_bound"], ins["lower_bound"]);
     assert_eq!(ins["instances"], 32);
     assert_eq!(ins["meta"]["dataset"], "sst-train");
+    // SST is annotated: a word id per leaf lookup, a label per node's loss.
+    assert_eq!(rec["data_ids"], ins["data_ids"]);
+    assert_eq!(rec["data_labels"], ins["data_labels"]);
+    let labels = ins["data_labels"].as_u64().unwrap();
+    assert!(labels > 32 && ins["data_ids"].as_u64().unwrap() * 2 > labels);
     let types = ins["types"].as_array().unwrap();
     let total: u64 = types.iter().map(|t| t["nodes"].as_u64().unwrap()).sum();
     assert_eq!(Some(total), ins["nodes"].as_u64());

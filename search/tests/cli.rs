@@ -94,11 +94,7 @@ fn fig1_trace() -> String {
         add(2, &[src]);
     }
     add(3, &(7..14).collect::<Vec<_>>());
-    let t = Trace {
-        workload: "fig1".into(),
-        meta: TraceMeta::default(),
-        graph: b.finish().unwrap(),
-    };
+    let t = Trace::new("fig1", TraceMeta::default(), b.finish().unwrap());
     let p = path("fig1.json");
     t.write(Path::new(&p)).unwrap();
     p

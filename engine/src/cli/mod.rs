@@ -42,7 +42,7 @@ enum Command {
     ExportModel(export_model::Args),
     /// List the devices (CPU, CUDA) and whether they can be used, and why not.
     Devices(devices::Args),
-    /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
+    /// Convert the raw ED-Batch data sets into the fixtures under data/ (shapes and integer annotations).
     Fixtures(fixtures::Args),
     /// Measure record, write and read throughput on a large trace.
     Bench(bench::Args),

@@ -65,6 +65,8 @@ struct Summary {
     edges: u64,
     types: usize,
     lower_bound: u64,
+    data_ids: u64,
+    data_labels: u64,
     seconds: f64,
 }
 
@@ -101,6 +103,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     trace.write(&a.out)?;
     let seconds = start.elapsed().as_secs_f64();
     let s = stats(&trace.graph);
+    let (data_ids, data_labels) = trace.data_counts();
     let summary = Summary {
         out: a.out.display().to_string(),
         workload: w.name.to_string(),
@@ -113,13 +116,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         edges: s.edges,
         types: s.types.len(),
         lower_bound: s.lower_bound,
+        data_ids,
+        data_labels,
         seconds,
     };
     if a.json {
         return crate::cli::print_json(&summary);
     }
+    let data = if data_ids + data_labels > 0 {
+        format!(", real data on {data_ids} lookups and {data_labels} losses")
+    } else {
+        String::new()
+    };
     engine::outln!(
-        "recorded {} ({} level, {} samples of {}, hidden {}, seed {}): {} nodes, {} edges, {} types, lower bound {} batches -> {} in {:.3} s",
+        "recorded {} ({} level, {} samples of {}, hidden {}, seed {}): {} nodes, {} edges, {} types, lower bound {} batches{} -> {} in {:.3} s",
         summary.workload,
         summary.level,
         summary.batch,
@@ -130,6 +140,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         summary.edges,
         summary.types,
         summary.lower_bound,
+        data,
         summary.out,
         summary.seconds
     );

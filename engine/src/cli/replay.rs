@@ -65,7 +65,8 @@ pub struct Args {
     /// the run comes to doing only its GEMMs (`roofline` in --json).
     #[arg(long)]
     roofline: bool,
-    /// Seed of the weights and per-node data (and of on-the-fly recording).
+    /// Seed of the weights and of the per-node data the trace does not record
+    /// (and of on-the-fly recording).
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Skip the comparison with the reference executor.

@@ -73,6 +73,14 @@ pub enum ReplayError {
         /// Cause.
         source: BindError,
     },
+    /// A node's recorded data (trace `data` field) does not fit its cell.
+    #[error("node {node}: field `data`: {message}")]
+    NodeData {
+        /// Node.
+        node: u32,
+        /// What is wrong.
+        message: String,
+    },
     /// The batching policy failed.
     #[error(transparent)]
     Policy(#[from] PolicyError),

@@ -1,6 +1,11 @@
 //! The recorder: unrolls B input samples of a workload into one instance-level
 //! graph (one node per cell invocation, lookups and losses included, one final
 //! non-batchable loss sum), optionally expanded to primitive ops.
+//!
+//! When the samples are annotated (real data with labels and ids, see
+//! `data/README.md`), cell-level traces also carry each node's run-time data:
+//! the token id of a lookup node, the gold label of a loss node. Which node
+//! reads which annotation is decided by the builders in `build`.
 
 use std::path::PathBuf;
 
@@ -16,7 +21,7 @@ use crate::data::{
     self, DataError, Dataset, StructureKind, Structures, SyntheticError, UnknownDataset, synthetic,
 };
 use crate::graph::{GraphBuilder, GraphError, NodeId, TypeId};
-use crate::trace::{Level, Trace, TraceMeta};
+use crate::trace::{Level, NodeData, Trace, TraceMeta};
 
 /// Where the recorder takes its structures from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,6 +116,8 @@ pub(super) struct Rec {
     losses: Vec<NodeId>,
     instance: u32,
     pub(super) rng: Xoshiro256PlusPlus,
+    /// Recorded data by node id; only as long as the last node that has some.
+    data: Vec<NodeData>,
 }
 
 impl Rec {
@@ -121,9 +128,31 @@ impl Rec {
     }
 
     /// Adds a loss node; every loss feeds the final sum.
-    pub(super) fn loss(&mut self, role: &str, arg: NodeId) {
+    pub(super) fn loss(&mut self, role: &str, arg: NodeId) -> NodeId {
         let l = self.node(role, &[arg]);
         self.losses.push(l);
+        l
+    }
+
+    /// Records the token id node `v`'s lookups read, when the sample has one.
+    pub(super) fn set_id(&mut self, v: NodeId, id: Option<u32>) {
+        if id.is_some() {
+            self.data_mut(v).id = id;
+        }
+    }
+
+    /// Records the gold label node `v`'s loss reads, when the sample has one.
+    pub(super) fn set_label(&mut self, v: NodeId, label: Option<u32>) {
+        if label.is_some() {
+            self.data_mut(v).label = label;
+        }
+    }
+
+    fn data_mut(&mut self, v: NodeId) -> &mut NodeData {
+        if self.data.len() <= v.index() {
+            self.data.resize(v.index() + 1, NodeData::default());
+        }
+        &mut self.data[v.index()]
     }
 
     fn role_type(&mut self, role: &str) -> TypeId {
@@ -219,6 +248,7 @@ fn unroll(
         losses: Vec::new(),
         instance: 0,
         rng,
+        data: Vec::new(),
     };
     for (instance, &i) in picks.iter().enumerate() {
         rec.instance = instance as u32;
@@ -228,10 +258,18 @@ fn unroll(
     let sum_ty = rec.role_type("loss.sum");
     rec.builder.add_node(sum_ty, &losses, None);
     let cell_graph = rec.builder.finish()?;
-    let graph = match opts.level {
-        Level::Cell => cell_graph,
-        Level::Op => expand::to_op_level(w, &cell_graph, cells, opts.hidden)?,
+    // Op-level traces carry no data: their nodes are primitive ops, which no
+    // executor replays from a trace (see docs/trace-format.md).
+    let (graph, mut data) = match opts.level {
+        Level::Cell => (cell_graph, rec.data),
+        Level::Op => (
+            expand::to_op_level(w, &cell_graph, cells, opts.hidden)?,
+            Vec::new(),
+        ),
     };
+    if !data.is_empty() {
+        data.resize(graph.len(), NodeData::default());
+    }
     Ok(Trace {
         workload: w.name.to_string(),
         meta: TraceMeta {
@@ -243,6 +281,7 @@ fn unroll(
             extra: Default::default(),
         },
         graph,
+        data,
     })
 }
 
@@ -292,10 +331,8 @@ fn build_sample(rec: &mut Rec, w: &WorkloadSpec, s: &Structures, i: usize) {
                     &mut |_| "rvnn.internal",
                     TreeLoss::Root,
                 ),
-                "td-rnn" => build::time_delay(rec, t.leaves(), None, "td_rnn.combine"),
-                "td-lstm" => {
-                    build::time_delay(rec, t.leaves(), Some("td_lstm.leaf"), "td_lstm.combine")
-                }
+                "td-rnn" => build::time_delay(rec, t, None, "td_rnn.combine"),
+                "td-lstm" => build::time_delay(rec, t, Some("td_lstm.leaf"), "td_lstm.combine"),
                 other => panic!("workload {other} has no tree builder"),
             }
         }

@@ -41,6 +41,7 @@ fn small_tree() -> Tree {
             TreeNode::Leaf,
             TreeNode::Internal { left: 2, right: 3 },
         ],
+        ..Default::default()
     }
 }
 
@@ -50,6 +51,7 @@ fn words(spec: &[(u32, bool)]) -> Sentence {
             .iter()
             .map(|&(chars, rare)| Word { chars, rare })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -169,6 +171,7 @@ fn lattice_char_cells_take_previous_char_and_words_ending_there() {
         nodes: 4,
         char_arc: vec![false, true, true, true],
         word_arcs: vec![(0, 2), (1, 3)],
+        ..Default::default()
     };
     let t = given("lattice-lstm", Structures::Lattices(vec![l]));
     assert_eq!(t.graph.len(), 4 + 4 + 2 + 2 + 4 + 1);
@@ -203,6 +206,7 @@ fn time_delay_builds_a_triangle() {
             TreeNode::Internal { left: 3, right: 4 },
             TreeNode::Internal { left: 2, right: 5 },
         ],
+        ..Default::default()
     };
     let t = given("td-rnn", Structures::Trees(vec![leaves4.clone()]));
     // 4 lookups, 3 + 2 + 1 combines, 1 loss, 1 sum.
@@ -241,6 +245,7 @@ fn op_level_has_one_node_per_cell_op_plus_port_sums() {
         nodes: 4,
         char_arc: vec![false, true, true, true],
         word_arcs: vec![(0, 3), (1, 3)],
+        ..Default::default()
     };
     let samples = Structures::Lattices(vec![l]);
     let cell_t = record_samples(&opts("lattice-gru", 1, Level::Cell, 1), &lib, &samples).unwrap();
