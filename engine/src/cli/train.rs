@@ -21,7 +21,7 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Workload to train (`engine workloads`); its data must carry labels
-    /// (SST trees, WikiNER tags, Weibo lattice tags).
+    /// (SST trees, WikiNER tags).
     #[arg(long)]
     workload: String,
     /// Training split (default: the workload's real data set).

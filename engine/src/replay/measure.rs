@@ -173,18 +173,6 @@ pub fn measure_on(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0);
-        assert_eq!(median(&[]), 0.0);
-    }
-}
-
 /// What [`measure_train`] found.
 pub struct MeasuredTrain {
     /// The mini-batch loss (every run computes the same).
@@ -268,4 +256,16 @@ pub fn measure_train(
         cpu_samples: cpu,
         kept_bytes: first.kept_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(&[]), 0.0);
+    }
 }
