@@ -7,6 +7,7 @@ pub mod cells;
 pub mod data;
 pub mod device;
 pub mod export;
+pub mod fieldpath;
 pub mod graph;
 pub mod io;
 pub mod layout;

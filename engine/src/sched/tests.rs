@@ -232,6 +232,19 @@ fn policy_file_round_trips_through_yaml() {
     assert_eq!(back.to_yaml().unwrap(), text);
 }
 
+/// Regression: `version: x` said "invalid u32" without the field.
+#[test]
+fn a_wrong_typed_policy_field_is_named() {
+    let text = fig1_policy().to_yaml().unwrap();
+    let e = PolicyFile::from_yaml(&text.replace("version: 2", "version: x"), "p.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("p.yaml:2:") && e.contains("field `version`"),
+        "{e}"
+    );
+}
+
 #[test]
 fn version_1_files_still_read_with_the_version_1_trainer_defaults() {
     let v1 = fig1_policy()
