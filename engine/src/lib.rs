@@ -11,6 +11,7 @@ pub mod fieldpath;
 pub mod graph;
 pub mod io;
 pub mod layout;
+pub mod memory;
 pub mod replay;
 pub mod sched;
 pub mod tool;
