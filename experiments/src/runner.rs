@@ -35,6 +35,9 @@ pub struct RunOptions {
     /// Kind `peers`: how to start a batchlab worker process (`None`:
     /// batchlab's systems cannot run).
     pub worker: Option<crate::peers::WorkerCommand>,
+    /// Re-measure every run, ignoring earlier rows (they stay in the
+    /// JSON-lines file; the tables hold this sweep's rows only).
+    pub fresh: bool,
 }
 
 impl RunOptions {
@@ -46,6 +49,7 @@ impl RunOptions {
             observer: None,
             peers: None,
             worker: None,
+            fresh: false,
         }
     }
 }
@@ -173,7 +177,12 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
     })?;
     let jsonl = dir.join(format!("{}.jsonl", spec.name));
     let runs = expand(spec);
-    let (old, warnings) = read_jsonl(&jsonl)?;
+    let (mut old, warnings) = read_jsonl(&jsonl)?;
+    // Rows before this sweep: with `fresh`, neither reused nor reported.
+    let earlier = old.len();
+    if opts.fresh {
+        old.clear();
+    }
     let status = |ok: bool| -> HashSet<String> {
         old.iter()
             .filter(|r| r["error"].is_null() == ok)
@@ -219,7 +228,10 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         dir.join(format!("{}.csv", spec.name)),
         dir.join(format!("{}.json", spec.name)),
     );
-    let (all, _) = read_jsonl(&jsonl)?;
+    let (mut all, _) = read_jsonl(&jsonl)?;
+    if opts.fresh {
+        all.drain(..earlier.min(all.len()));
+    }
     let table = current_rows(&runs, all);
     write_csv(&csv, &table)?;
     write_json(&json, &table)?;
