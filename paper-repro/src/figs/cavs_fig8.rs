@@ -7,6 +7,7 @@ use figures::{Figure, LineSeries};
 
 use crate::error::Result;
 use crate::items::Paper::Cavs;
+use crate::published::cite;
 use crate::report::ctx::Ctx;
 use crate::report::fmt::{opt, range, ratio, span, times};
 use crate::report::section::Section;
@@ -134,7 +135,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                     h.to_string(),
                     ratio(a / r),
                     ratio(v.value),
-                    v.source.clone(),
+                    cite(&v.source).to_string(),
                 ]);
             }
         }
@@ -159,7 +160,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                     h.to_string(),
                     ratio(a / d),
                     ratio(pd / pc.value),
-                    pc.source.clone(),
+                    cite(&pc.source).to_string(),
                 ]);
             }
         }

@@ -191,7 +191,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         _ => format!(
             "Fig. 9's bars are not published as numbers; the paper's statement is compared. \
              Measured on our {}; the paper's text does not say which device its Fig. 9 was \
-             measured on (its caption is cut off in ed-batch.txt:788).",
+             measured on (its caption is cut off in the text we quote from).",
             dev.word()
         ),
     });
