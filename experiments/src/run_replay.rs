@@ -80,8 +80,13 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
             };
             let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
             let budget = engine::memory::Budget::detect(None);
-            engine::memory::check(format!("batch {b}, hidden {h}"), "the replay", est, budget.as_ref())
-                .map_err(|e| RunFailure::Message(e.to_string()))?;
+            engine::memory::check(
+                format!("batch {b}, hidden {h}"),
+                "the replay",
+                est,
+                budget.as_ref(),
+            )
+            .map_err(|e| RunFailure::Message(e.to_string()))?;
             let model = replay::model(&trace, &shared.cells, s)?;
             Ok((trace, model))
         });
