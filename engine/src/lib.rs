@@ -6,6 +6,7 @@
 pub mod cells;
 pub mod data;
 pub mod device;
+pub mod dot;
 pub mod export;
 pub mod fieldpath;
 pub mod graph;
