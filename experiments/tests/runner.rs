@@ -297,3 +297,28 @@ fn run_spec_help_exits_0() {
     let o = std::process::Command::new(&example).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "no arguments is a usage error");
 }
+
+/// Without a terminal (a log, CI) a sweep still shows it is moving: a line
+/// per interval with runs done and failed (fig6's minutes were silent).
+#[test]
+fn a_sweep_logs_progress_lines_without_a_terminal() {
+    let dir = tmp("log-lines");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let mut opts = RunOptions::new(&dir);
+    opts.observer = Some(experiments::progress::log_lines_to(
+        std::time::Duration::ZERO,
+        std::sync::Arc::new(move |l: String| sink.lock().unwrap().push(l)),
+    ));
+    let yaml = "kind: policies\nname: ll\nworkloads: [tree-lstm]\nbatches: [2]\nhiddens: [8]\nseeds: [3]\npolicies: [depth, agenda]\n";
+    let spec = parse_spec(yaml, "t.yaml", false).unwrap();
+    run_spec(&spec, &opts).unwrap();
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ll: 2/2 runs done (0 failed)")),
+        "{lines:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -4,6 +4,7 @@
 
 pub mod ctx;
 pub mod fmt;
+pub mod noise;
 pub mod section;
 pub mod table;
 
@@ -69,7 +70,9 @@ pub fn report(opts: &ReportOptions) -> Result<Reported> {
         }
         sets.push(set);
     }
-    if sets.iter().all(Option::is_none)
+    // (Items named with --only were checked above, one by one.)
+    if opts.required.is_empty()
+        && sets.iter().all(Option::is_none)
         && opts.items.iter().any(|i| !i.cuda_only && !skipped(i.name))
     {
         return Err(ReproError::Rows {
