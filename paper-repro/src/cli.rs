@@ -272,6 +272,7 @@ pub fn print(summary: &Summary, json: bool) -> Result<()> {
     for i in &summary.items {
         let rows = i
             .rows
+            .filter(|r| r.total > 0)
             .map(|r| {
                 let failed = if r.failed > 0 {
                     format!(", {} failed", r.failed)
