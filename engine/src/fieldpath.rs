@@ -96,7 +96,12 @@ pub fn yaml_path_at(text: &str, line: usize, column: usize) -> Option<String> {
         }
         if n + 1 == line {
             // A flow mapping on the error line: the key before the column.
-            let upto = &l[..column.saturating_sub(1).min(l.len())];
+            // The column may fall inside a multi-byte character: round down.
+            let mut cut = column.saturating_sub(1).min(l.len());
+            while !l.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let upto = &l[..cut];
             if let Some(k) = last_flow_key(upto)
                 && stack.last().is_none_or(|(_, top)| top != k)
             {
@@ -233,6 +238,8 @@ mod tests {
         assert_eq!(yaml_path_at(t, 2, 10).as_deref(), Some("repeats"));
         assert_eq!(yaml_path_at(t, 4, 16).as_deref(), Some("quick.batches"));
         assert_eq!(yaml_path_at(t, 6, 33).as_deref(), Some("exclude.hiddens"));
+        // Regression (cells_fuzz): a column inside a multi-byte character.
+        assert_eq!(yaml_path_at("{ é: x }", 1, 4).as_deref(), None);
         assert_eq!(prefix(Some("a.b".into()), "bad"), "field `a.b`: ");
         assert_eq!(prefix(Some("a".into()), "unknown field `a`"), "");
         assert_eq!(prefix(Some("fsm.b".into()), "unknown field `b`"), "");
