@@ -1,24 +1,8 @@
 //! End-to-end tests of the `engine` binary: exit codes, messages and JSON fields.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn engine(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_engine"))
-        .args(args)
-        .output()
-        .expect("engine runs")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("batchlab-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+use common::{engine, stderr, tmp};
 
 #[test]
 fn record_then_inspect_reports_the_same_graph() {

@@ -69,6 +69,24 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         );
         let prepared = guarded(|| {
             let trace = record(w, b, h, s, &shared.cells)?;
+            // An error row rather than an abort when the machine cannot hold it.
+            let shape = replay::memory::RunShape {
+                op_level: group.iter().any(|r| {
+                    matches!(&r.config, RunConfig::Replay { executor, .. } if executor == "dynet")
+                }),
+                check: group
+                    .iter()
+                    .any(|r| matches!(&r.config, RunConfig::Replay { check: true, .. })),
+            };
+            let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
+            let budget = engine::memory::Budget::detect(None);
+            engine::memory::check(
+                format!("batch {b}, hidden {h}"),
+                "the replay",
+                est,
+                budget.as_ref(),
+            )
+            .map_err(|e| RunFailure::Message(e.to_string()))?;
             let model = replay::model(&trace, &shared.cells, s)?;
             Ok((trace, model))
         });

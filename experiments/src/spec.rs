@@ -311,7 +311,7 @@ impl RawExclude {
 /// Parses spec YAML; `file` names the source in errors.
 pub fn parse_raw(text: &str, file: &str) -> Result<RawSpec, crate::SpecError> {
     serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column, message) = engine::yaml::error_parts(&e);
+        let (line, column, message) = engine::yaml::error_parts(&e, text);
         crate::SpecError::Yaml {
             file: file.to_string(),
             line,

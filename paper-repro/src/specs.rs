@@ -151,6 +151,23 @@ mod tests {
         }
     }
 
+    /// Regression (issue 15): quick mode timed one run, so a ratio had no
+    /// spread to judge it by (tree-lstm edbatch/cavs 3.51 at h64, 0.41 at h128).
+    #[test]
+    fn every_timed_spec_times_at_least_three_runs_in_quick_mode_too() {
+        for quick in [false, true] {
+            for l in load_all(None, quick).unwrap() {
+                let timed = matches!(
+                    l.spec.kind,
+                    Kind::Replay | Kind::Training | Kind::PlannerCompile | Kind::Peers
+                );
+                if timed {
+                    assert!(l.spec.grid.repeats >= 3, "{} (quick {quick})", l.origin);
+                }
+            }
+        }
+    }
+
     #[test]
     fn devices_parse() {
         assert_eq!(parse_device("cuda:1").unwrap(), "cuda:1");

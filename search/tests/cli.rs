@@ -329,8 +329,8 @@ fn show_prints_states_and_dot_edges_from_the_training_trace() {
     let dot = String::from_utf8(o.stdout).unwrap();
     assert!(dot.contains("// edges: transitions observed"), "{dot}");
     assert!(dot.contains("digraph fsm {"));
-    assert!(dot.contains("start -> "));
-    assert!(dot.contains("S0 [label=\"S0: [phase:0"), "{dot}");
+    assert!(dot.contains("\"start\" -> "));
+    assert!(dot.contains("\"S0\" [label=\"S0: [phase:0"), "{dot}");
     // Without the training trace, states only (and says so).
     let text = std::fs::read_to_string(&pol)
         .unwrap()

@@ -85,6 +85,10 @@ pub struct Args {
     /// parameter (Cavs §3.5 ablation).
     #[arg(long, requires = "train")]
     eager: bool,
+    /// Memory the run may use (e.g. 4G, 512MiB) [default: what this machine
+    /// has available]; a run estimated larger is refused before allocating.
+    #[arg(long, value_name = "SIZE", value_parser = super::record::parse_max_memory)]
+    max_memory: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -115,6 +119,7 @@ impl Args {
             train: false,
             backward_policy: "reverse".into(),
             eager: false,
+            max_memory: None,
             json: false,
         }
     }
@@ -251,6 +256,37 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
     })
 }
 
+/// Refuses a run whose session would not fit in `budget`, naming the flag
+/// whose value makes it large: `--hidden` where the weights dominate, else
+/// `--batch` (or the trace file, whose size is fixed).
+fn check_memory(
+    a: &Args,
+    trace: &Trace,
+    cells: &CellLibrary,
+    budget: Option<&engine::memory::Budget>,
+) -> anyhow::Result<()> {
+    let shape = replay::memory::RunShape {
+        op_level: a.executor == "dynet",
+        check: !a.no_check,
+    };
+    let est = replay::memory::estimate(trace, cells, shape)?;
+    let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
+    // Weights grow with hidden², everything else with the nodes × hidden.
+    let by_weights = 2 * (part("weights") + part("packed weights")) >= est.total();
+    let hidden = trace.meta.hidden.map_or(a.hidden, |h| h as usize);
+    let flag = match (&a.trace, by_weights) {
+        (None, true) => format!("--hidden {hidden}"),
+        (None, false) => format!("--batch {}", a.batch),
+        (Some(p), _) => format!(
+            "--trace {} (hidden {hidden}, {} nodes)",
+            p.display(),
+            trace.graph.len()
+        ),
+    };
+    engine::memory::check(flag, "the replay", est, budget)?;
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.threads == Some(0) {
         bail!("--threads must be at least 1");
@@ -262,13 +298,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bail!("--repeat must be at least 1");
     }
     let cells = CellLibrary::builtin()?;
+    let budget = engine::memory::Budget::detect(a.max_memory);
     let trace = match (&a.trace, &a.workload) {
         (Some(p), _) => Trace::read(p)?,
         (None, Some(w)) => {
             let Some(spec) = workloads::workload(w) else {
                 bail!("unknown workload {w:?} (see `engine workloads`)");
             };
-            workloads::record(
+            workloads::record_within(
                 &RecordOptions {
                     workload: spec,
                     data: DataChoice::Default,
@@ -278,6 +315,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     seed: a.seed,
                 },
                 &cells,
+                budget.as_ref(),
             )?
         }
         (None, None) => bail!("give --trace T.json or --workload W"),
@@ -287,6 +325,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
         );
     }
+    check_memory(&a, &trace, &cells, budget.as_ref())?;
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
     let cpu = replay::cpu::CpuOptions {

@@ -421,6 +421,19 @@ impl Structures {
         }
     }
 
+    /// The samples at `indices`, in that order.
+    pub fn subset(&self, indices: &[usize]) -> Structures {
+        fn pick<T: Clone>(v: &[T], idx: &[usize]) -> Vec<T> {
+            idx.iter().filter_map(|&i| v.get(i).cloned()).collect()
+        }
+        match self {
+            Structures::Trees(v) => Structures::Trees(pick(v, indices)),
+            Structures::Sentences(v) => Structures::Sentences(pick(v, indices)),
+            Structures::Pairs(v) => Structures::Pairs(pick(v, indices)),
+            Structures::Lattices(v) => Structures::Lattices(pick(v, indices)),
+        }
+    }
+
     /// True when there is no sample.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

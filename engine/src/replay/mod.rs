@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod gpu;
 mod incell;
 pub mod measure;
+pub mod memory;
 mod model;
 mod session;
 mod store;

@@ -206,7 +206,7 @@ impl Model {
     }
 }
 
-fn hidden_from_names(g: &Graph) -> Option<usize> {
+pub(super) fn hidden_from_names(g: &Graph) -> Option<usize> {
     g.types().iter().find_map(|(_, op)| {
         let rest = op.name.split("[h=").nth(1)?;
         rest.strip_suffix(']')?.parse().ok()

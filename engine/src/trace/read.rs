@@ -50,7 +50,13 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
             if let Ok(h) = serde_json::from_str::<Header>(text) {
                 check_header(h.format.as_deref(), h.version, file)?;
             }
-            return Err(json_error(&err, file));
+            // Another batchlab file (a YAML policy...): say what it is.
+            check_header(
+                crate::fieldpath::declared_format(text).as_deref(),
+                None,
+                file,
+            )?;
+            return Err(json_error(&err, text, file));
         }
     };
     check_header(Some(&raw.format), Some(raw.version), file)?;
@@ -105,18 +111,12 @@ fn check_header(format: Option<&str>, version: Option<u64>, file: &str) -> Resul
     Ok(())
 }
 
-fn json_error(err: &serde_json::Error, file: &str) -> TraceError {
-    let text = err.to_string();
-    // serde_json appends " at line L column C"; we report those as fields.
-    let message = match text.rfind(" at line ") {
-        Some(i) if err.line() > 0 => text[..i].to_string(),
-        _ => text,
-    };
+fn json_error(err: &serde_json::Error, text: &str, file: &str) -> TraceError {
     TraceError::Json {
         file: file.to_string(),
         line: err.line(),
         column: err.column(),
-        message,
+        message: crate::fieldpath::json_message(err, text),
     }
 }
 

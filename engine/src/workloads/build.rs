@@ -15,6 +15,7 @@
 use rand::RngExt;
 
 use super::record::Rec;
+use super::spec::{TreeInternal, TreeLeaf as Leaf, TreeLoss};
 use crate::data::{Lattice, Pair, Sentence, Tree, TreeNode};
 use crate::graph::NodeId;
 
@@ -95,34 +96,8 @@ pub(super) fn nmt(rec: &mut Rec, p: &Pair) {
     }
 }
 
-/// Which tree nodes get a loss.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum TreeLoss {
-    /// Every node (sentiment at every phrase, as in SST training).
-    EveryNode,
-    /// The root only.
-    Root,
-}
-
-/// How a tree model turns a leaf into a state.
-#[derive(Clone, Copy)]
-pub(super) enum Leaf {
-    /// A word lookup fed into a leaf cell.
-    EmbedThenCell(&'static str),
-    /// A leaf cell that does its own lookups (MV-RNN).
-    Cell(&'static str),
-    /// The word lookup itself is the state (Tree-FC).
-    Embed,
-}
-
-/// A bottom-up tree model; `internal` picks the internal role per node.
-pub(super) fn tree(
-    rec: &mut Rec,
-    t: &Tree,
-    leaf: Leaf,
-    internal: &mut dyn FnMut(&mut Rec) -> &'static str,
-    loss: TreeLoss,
-) {
+/// A bottom-up tree model; `internal` gives the internal role per node.
+pub(super) fn tree(rec: &mut Rec, t: &Tree, leaf: Leaf, internal: TreeInternal, loss: TreeLoss) {
     let mut out = Vec::with_capacity(t.nodes.len());
     let mut leaves = 0;
     for node in &t.nodes {
@@ -149,7 +124,16 @@ pub(super) fn tree(
                 }
             }
             TreeNode::Internal { left, right } => {
-                let role = internal(rec);
+                let role = match internal {
+                    TreeInternal::One(r) => r,
+                    TreeInternal::Coin(a, b) => {
+                        if rec.rng.random_bool(0.5) {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                };
                 rec.node(role, &[out[left as usize], out[right as usize]])
             }
         };
@@ -168,15 +152,6 @@ pub(super) fn tree(
                 rec.set_label(l, t.labels.last().copied());
             }
         }
-    }
-}
-
-/// Draws the internal role of TreeLSTM-2Type: 50/50 from the trace's seeded stream.
-pub(super) fn two_type_internal(rec: &mut Rec) -> &'static str {
-    if rec.rng.random_bool(0.5) {
-        "tree_lstm.internal_a"
-    } else {
-        "tree_lstm.internal_b"
     }
 }
 

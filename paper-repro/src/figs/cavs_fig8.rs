@@ -7,8 +7,10 @@ use figures::{Figure, LineSeries};
 
 use crate::error::Result;
 use crate::items::Paper::Cavs;
+use crate::published::cite;
 use crate::report::ctx::Ctx;
 use crate::report::fmt::{opt, range, ratio, span, times};
+use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, num};
@@ -33,15 +35,26 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let executors = rows.distinct("config.executor");
     let batches = rows.distinct_u64("config.batch");
     let hiddens = rows.distinct_u64("config.hidden");
-    let tput = |w: &str, h: u64, b: u64, e: &str| {
+    let row = |w: &str, h: u64, b: u64, e: &str| {
         rows.find(&[
             ("config.workload", w),
             ("config.hidden", &h.to_string()),
             ("config.batch", &b.to_string()),
             ("config.executor", e),
         ])
-        .and_then(|r| num(r, "metrics.instances_per_s"))
     };
+    let tput = |w: &str, h: u64, b: u64, e: &str| {
+        row(w, h, b, e).and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    // A throughput ratio of two executors with the noise of both rows.
+    let noisy = |w: &str, h: u64, b: u64, a: &str, o: &str| {
+        noise::ratio_of(
+            row(w, h, b, a)?,
+            row(w, h, b, o)?,
+            "metrics.instances_per_s",
+        )
+    };
+    let mut worst_noise: f64 = 0.0;
     let mut panels = Vec::new();
     let mut t = Table::new(
         "cavs-fig8",
@@ -88,7 +101,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             ));
         }
     }
-    let cols = panels.len().clamp(1, 4);
+    // Two panels a row: a readable grid (four panels in one row were 3200 px wide).
+    let cols = panels.len().clamp(1, 2);
     let fig = Figure::grid(
         format!(
             "Cavs Fig. 8 style, INFERENCE (we do not train): throughput vs batch size on {}",
@@ -124,17 +138,16 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             continue;
         };
         for h in &hiddens {
-            let ours =
-                tput("fixed-lstm", *h, b, "cavs").zip(tput("fixed-lstm", *h, b, "reference"));
-            if let Some((a, r)) = ours {
-                serial.push((b, a / r, v.value));
+            if let Some(r) = noisy("fixed-lstm", *h, b, "cavs", "reference") {
+                serial.push((b, r.value, v.value));
+                worst_noise = worst_noise.max(r.noise.unwrap_or(0.0));
                 c.push(vec![
                     "fixed-lstm: cavs / serial (ours: reference executor)".into(),
                     b.to_string(),
                     h.to_string(),
-                    ratio(a / r),
+                    r.cell(),
                     ratio(v.value),
-                    v.source.clone(),
+                    cite(&v.source).to_string(),
                 ]);
             }
         }
@@ -149,17 +162,16 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             continue;
         };
         for h in &hiddens {
-            if let Some((a, d)) =
-                tput("tree-lstm", *h, b, "cavs").zip(tput("tree-lstm", *h, b, "dynet"))
-            {
-                vs_dynet.push((b, a / d, pd / pc.value));
+            if let Some(r) = noisy("tree-lstm", *h, b, "cavs", "dynet") {
+                vs_dynet.push((b, r.value, pd / pc.value));
+                worst_noise = worst_noise.max(r.noise.unwrap_or(0.0));
                 c.push(vec![
                     "tree-lstm: cavs / dynet (paper: inference computation time)".into(),
                     b.to_string(),
                     h.to_string(),
-                    ratio(a / d),
+                    r.cell(),
                     ratio(pd / pc.value),
-                    pc.source.clone(),
+                    cite(&pc.source).to_string(),
                 ]);
             }
         }
@@ -167,7 +179,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let tree_fc: Vec<f64> = hiddens
         .iter()
         .flat_map(|h| batches.iter().map(move |b| (*h, *b)))
-        .filter_map(|(h, b)| Some(tput("tree-fc", h, b, "cavs")? / tput("tree-fc", h, b, "dynet")?))
+        .filter_map(|(h, b)| noisy("tree-fc", h, b, "cavs", "dynet"))
+        .map(|r| {
+            worst_noise = worst_noise.max(r.noise.unwrap_or(0.0));
+            r.value
+        })
         .collect();
     ctx.table(sec, c)?;
 
@@ -212,7 +228,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             span(lo, hi, 3)
         ));
     }
-    sec.reading = parts.join("; ") + ".";
+    sec.reading = parts.join("; ")
+        + &format!(
+            ". Each ratio's noise (the spread of its two rows' timed runs) is at most ±{:.0}%.",
+            worst_noise * 100.0
+        );
+    if let Some(n) = noise::cpu_note(rows.ok()) {
+        sec.notes.push(n);
+    }
     sec.notes.push(format!(
         "Cavs measured training on a Titan X GPU; we measure inference on the {dev}, so only \
          the shape of the curves and the ratios are comparable, and Fig. 8's per-bar values \
