@@ -34,7 +34,7 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 11] = [
+pub const EMBEDDED: [Embedded; 12] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
@@ -44,6 +44,7 @@ pub const EMBEDDED: [Embedded; 11] = [
     embedded!("fig9", "experiments/specs"),
     embedded!("table6", "experiments/specs"),
     embedded!("cavs-fig8", "experiments/specs"),
+    embedded!("cavs-fig10", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
     embedded!("peers", "experiments/specs"),
 ];

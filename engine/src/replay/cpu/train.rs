@@ -282,12 +282,11 @@ impl CpuReplay {
                 .sum();
             let d = self.dynet.as_mut().expect("a dynet session");
             let backward = d.backward(model, &self.threads, opts)?;
-            let _ = &backward;
             return Ok(TrainRun {
                 loss,
                 forward,
                 backward,
-                kept_bytes: 0,
+                kept_bytes: d.kept_bytes(),
             });
         }
         if self.backward.is_none() {
