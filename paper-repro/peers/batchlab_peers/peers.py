@@ -79,7 +79,10 @@ class DynetPeer:
             import dynet_config
 
             params_mb = max(16, int(4 * export.header["data_floats"] / 2**20) * 2 + 16)
-            mem = f"{forward_mem_mb(export)},16,{params_mb},64"
+            # Autobatching cannot grow a pool, so training sizes the backward
+            # pool (every node's gradient) as the forward's.
+            fwd = forward_mem_mb(export)
+            mem = f"{fwd},{fwd if train else 16},{params_mb},64"
             dynet_config.set(mem=mem, autobatch=autobatch, profiling=profiling, random_seed=1)
             import dynet as dy
         except ImportError as e:
