@@ -21,6 +21,7 @@ mod model;
 mod session;
 mod store;
 pub mod usage;
+pub mod vpps;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -96,6 +97,9 @@ pub enum ReplayError {
         "the {0} executor does not run the backward pass; train with reference, cavs, policy or edbatch"
     )]
     NotForTraining(&'static str),
+    /// The VPPS executor failed.
+    #[error(transparent)]
+    Vpps(#[from] vpps::VppsError),
     /// A session was run with an executor of another kind than it was
     /// opened for.
     #[error("this session was opened for another executor ({0}); open one per executor")]
@@ -141,6 +145,10 @@ pub enum Executor {
     /// by the in-cell schedule and memory order of its layout (per role; a role
     /// without a program runs op by op as in `Policy`).
     EdBatch(Box<dyn BatchPolicy + Send>, Vec<Option<CellProgram>>),
+    /// VPPS (CUDA only): batches chosen by the policy, compiled into a script
+    /// that one persistent kernel runs with the weights on chip
+    /// ([`vpps`]).
+    Vpps(Box<dyn BatchPolicy + Send>, vpps::VppsOptions),
 }
 
 /// Compiles layout files (`(source, file)`) into per-role programs: each role
@@ -193,6 +201,7 @@ pub(crate) fn instance_policy<'a>(
         Executor::Cavs => (Some(cavs), &[]),
         Executor::Policy(p) => (Some(p.as_mut()), &[]),
         Executor::EdBatch(p, progs) => (Some(p.as_mut()), progs.as_slice()),
+        Executor::Vpps(p, _) => (Some(p.as_mut()), &[]),
     }
 }
 

@@ -58,6 +58,9 @@ impl Session {
         opts: &SessionOptions,
     ) -> Result<Session, ReplayError> {
         let backend = match device {
+            DeviceKind::Cpu if matches!(executor, Executor::Vpps(..)) => {
+                return Err(super::vpps::VppsError::CudaOnly.into());
+            }
             DeviceKind::Cpu => {
                 let _ = cells;
                 Backend::Cpu(Box::new(CpuReplay::new(trace, model, executor, &opts.cpu)?))
