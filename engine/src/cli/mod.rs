@@ -10,6 +10,7 @@ mod fixtures;
 mod inspect;
 mod record;
 mod replay;
+mod script;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,8 @@ enum Command {
     Cells(cells::Args),
     /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
     Replay(replay::Args),
+    /// Show the VPPS placement and per-batch script of a trace (docs/vpps.md); optionally emulate it.
+    Script(script::Args),
     /// Write the seeded model and bound program of a trace for another framework (docs/model-export.md).
     ExportModel(export_model::Args),
     /// List the devices (CPU, CUDA) and whether they can be used, and why not.
@@ -53,6 +56,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Script(a) => script::run(a),
         Command::ExportModel(a) => export_model::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Fixtures(a) => fixtures::run(a),

@@ -31,7 +31,9 @@ pub struct Args {
     /// batched by --policy: a heuristic name or a policy file from `search
     /// train`), `edbatch` (cells batched by --policy, each cell run by its
     /// planned layout from --layouts), `edbatch-nolayout` (same, DyNet-order
-    /// layouts: the layout's own contribution).
+    /// layouts: the layout's own contribution), `vpps` (CUDA only: one
+    /// persistent kernel with the weights on chip, batches by --policy,
+    /// default depth; docs/vpps.md).
     #[arg(long)]
     executor: String,
     /// Batching policy for `dynet` (agenda, agenda-updated, depth), `policy` and
@@ -201,8 +203,9 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
             }
             Executor::Policy(policy("typewise")?)
         }
+        "vpps" => Executor::Vpps(policy("depth")?, replay::vpps::VppsOptions::default()),
         other => bail!(
-            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch or edbatch-nolayout"
+            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch, edbatch-nolayout or vpps"
         ),
     })
 }

@@ -161,7 +161,9 @@ impl Checkpoint {
             )));
         }
         if c.shapes != shapes(model) {
-            return Err(other("its parameter shapes differ from this model's".into()));
+            return Err(other(
+                "its parameter shapes differ from this model's".into(),
+            ));
         }
         Ok(c)
     }
@@ -210,9 +212,16 @@ mod tests {
         };
         c.write(&path).unwrap();
         assert_eq!(Checkpoint::read_for(&path, &m).unwrap(), c);
-        let e = Checkpoint::read_for(&path, &model("tree-lstm", 8)).unwrap_err().to_string();
-        assert!(e.contains("another model") && e.contains("hidden size 4"), "{e}");
-        let e = Checkpoint::read_for(&path, &model("tree-gru", 4)).unwrap_err().to_string();
+        let e = Checkpoint::read_for(&path, &model("tree-lstm", 8))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("another model") && e.contains("hidden size 4"),
+            "{e}"
+        );
+        let e = Checkpoint::read_for(&path, &model("tree-gru", 4))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("workload tree-lstm"), "{e}");
         std::fs::write(&path, b"garbage").unwrap();
         let e = Checkpoint::read_for(&path, &m).unwrap_err().to_string();

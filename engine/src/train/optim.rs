@@ -106,7 +106,8 @@ impl Optimizer {
                     .zip(grads.iter().flatten())
                     .zip(self.m.iter_mut().flatten().zip(self.v.iter_mut().flatten()));
                 for ((p, g), (m, v)) in it {
-                    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+                    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut())
+                    {
                         let g = g * scale;
                         *m = beta1 * *m + (1.0 - beta1) * g;
                         *v = beta2 * *v + (1.0 - beta2) * g * g;

@@ -771,6 +771,12 @@ impl<'a> Compiler<'a> {
                             }
                         }
                         self.access(&a);
+                        // The reduction reads the buffer in this phase (a
+                        // barrier above may have opened it): no later
+                        // allocation may reuse it before the next barrier.
+                        if !self.phase.ring.contains(&range) {
+                            self.phase.ring.push(range);
+                        }
                         let d = self.word(dx);
                         for &(vp, r0, r1) in &red {
                             self.push(

@@ -86,7 +86,7 @@ impl Shadow {
         }
         for i in at..at + len {
             if self.w_phase[i] == self.phase && self.w_who[i] != vp {
-                return Err(race(i, vp, self.w_who[i], "reads what", ins));
+                return Err(race(i, vp, "reads", self.w_who[i], "wrote", ins));
             }
             if self.r_phase[i] != self.phase {
                 self.r_phase[i] = self.phase;
@@ -104,10 +104,10 @@ impl Shadow {
         }
         for i in at..at + len {
             if self.w_phase[i] == self.phase && self.w_who[i] != vp {
-                return Err(race(i, vp, self.w_who[i], "writes what", ins));
+                return Err(race(i, vp, "writes", self.w_who[i], "wrote", ins));
             }
             if self.r_phase[i] == self.phase && self.r_who[i] != vp {
-                return Err(race(i, vp, self.r_who[i], "writes what", ins));
+                return Err(race(i, vp, "writes", self.r_who[i], "read", ins));
             }
             self.w_phase[i] = self.phase;
             self.w_who[i] = vp;
@@ -116,19 +116,18 @@ impl Shadow {
     }
 }
 
-fn race(addr: usize, vp: u32, other: u32, what: &str, ins: &Ins) -> VppsError {
+fn race(addr: usize, vp: u32, action: &str, other: u32, did: &str, ins: &Ins) -> VppsError {
     VppsError::Race {
         addr,
         vp,
+        action: action.to_string(),
         other: if other == MANY {
             "several processors".to_string()
         } else {
             format!("processor {other}")
         },
-        what: format!(
-            "{what} {} touched in the same phase, in {ins:?}",
-            if other == MANY { "they" } else { "it" }
-        ),
+        did: did.to_string(),
+        ins: format!("{ins:?}"),
     }
 }
 

@@ -45,6 +45,8 @@
 //! ```
 
 mod compile;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 mod emulator;
 pub mod kernel;
 mod lower;
@@ -80,16 +82,22 @@ pub enum VppsError {
     Script(#[from] ScriptError),
     /// Two processors touched the same float in one phase (a compiler bug:
     /// a missing barrier), found by the emulator.
-    #[error("race at pool float {addr}: processor {vp} {what} by {other}")]
+    #[error(
+        "race at pool float {addr}: processor {vp} {action} it after {other} {did} it in the same phase (a missing grid barrier), in {ins}"
+    )]
     Race {
         /// Pool address.
         addr: usize,
         /// The processor that found it.
         vp: u32,
+        /// What it did (`reads`, `writes`).
+        action: String,
         /// The other one(s).
         other: String,
-        /// What happened.
-        what: String,
+        /// What they did (`wrote`, `read`).
+        did: String,
+        /// The instruction.
+        ins: String,
     },
     /// Processors disagree on the barriers.
     #[error("the script deadlocks: {0}")]
@@ -99,6 +107,18 @@ pub enum VppsError {
         "the vpps executor runs on CUDA only (--device cuda); on the CPU, `engine script --emulate` runs its emulator"
     )]
     CudaOnly,
+    /// The device cannot hold every virtual processor at once.
+    #[error(
+        "the VPPS kernel fits {got} CTA(s) per SM with {smem} B of shared memory, the plan needs {want}: place with fewer CTAs per SM"
+    )]
+    Occupancy {
+        /// CTAs per SM the plan needs.
+        want: u32,
+        /// CTAs per SM the device can hold.
+        got: u32,
+        /// Dynamic shared memory per CTA, bytes.
+        smem: u32,
+    },
     /// Training needs a loss.
     #[error("workload {0} has no loss (no loss.sum node): nothing to train")]
     NoLoss(String),

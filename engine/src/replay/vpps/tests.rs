@@ -280,3 +280,32 @@ fn tree_lstm_h256_fits_an_h100() {
     }
     assert!(plan.summary.load_imbalance < 1.2, "{}", plan.describe());
 }
+
+/// Regression: a reduction's partial-sum buffer was reused by a later
+/// allocation in the same phase once the ring wrapped (the race detector
+/// caught it on Tree-LSTM h = 256 with the depth policy).
+#[test]
+fn partial_ring_reuse_waits_for_the_reductions() {
+    let cells = CellLibrary::builtin().unwrap();
+    let trace = record("tree-lstm", 4, 128);
+    let m = model(&trace, &cells, 7).unwrap();
+    let v = Vpps::new(&m, &VppsOptions::default());
+    let b = schedule(
+        &trace,
+        &mut DepthPolicy::default(),
+        Some(&mut TypewisePolicy),
+    )
+    .unwrap();
+    let c = v.compile(&trace, &m, &b).unwrap();
+    let widest = v
+        .plan()
+        .mats
+        .iter()
+        .map(|p| p.participants.len() * p.mat.l)
+        .max()
+        .unwrap();
+    let rows: usize = b.backward.as_ref().unwrap().iter().map(Vec::len).sum();
+    assert!(c.pool.ring_len < 5 * widest * rows, "the ring must wrap");
+    let run = v.emulate(&trace, &m, &c, true).unwrap();
+    assert!(run.loss.is_finite());
+}
