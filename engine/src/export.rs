@@ -166,7 +166,7 @@ pub struct Header {
     pub workload: String,
     /// Hidden size.
     pub hidden: usize,
-    /// Seed of the weights and per-node data.
+    /// Seed of the weights and of the per-node data the trace does not record.
     pub seed: u64,
     /// Instances (samples) in the mini-batch.
     pub instances: usize,

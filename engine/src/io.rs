@@ -7,12 +7,14 @@ use std::path::Path;
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory
 /// (same file system, so the rename is atomic), flushed and synced, then renamed
-/// over the target.
+/// over the target. A missing parent folder is created first, so every tool's
+/// `--out` behaves alike.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    fs::create_dir_all(dir)?;
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other(format!("{} is not a file path", path.display())))?;
@@ -79,8 +81,11 @@ mod tests {
     }
 
     #[test]
-    fn write_atomic_into_missing_directory_is_an_error() {
-        let path = std::env::temp_dir().join("batchlab-no-such-dir-xyz/out.json");
-        assert!(write_atomic(&path, b"x").is_err());
+    fn write_atomic_creates_a_missing_folder() {
+        let dir = std::env::temp_dir().join(format!("batchlab-io-mkdir-{}", std::process::id()));
+        let path = dir.join("a/b/out.json");
+        write_atomic(&path, b"x").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"x");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

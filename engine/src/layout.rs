@@ -185,6 +185,16 @@ pub enum LayoutFileError {
         /// What the parser expected.
         message: String,
     },
+    /// The file is another batchlab file (a policy, a trace...).
+    #[error(
+        "{path}: this is a {found} file, not a layout: expected the JSON layout file (format {FORMAT}) that `planner layout --out` writes"
+    )]
+    WrongKind {
+        /// The file.
+        path: String,
+        /// The format it declares.
+        found: String,
+    },
     /// `format` or `version` is not ours.
     #[error("{path}: not a {FORMAT} version {VERSION} file (format `{format}`, version {version})")]
     Format {
@@ -218,11 +228,27 @@ impl LayoutFile {
 
     /// Parses `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<LayoutFile, LayoutFileError> {
-        let file: LayoutFile = serde_json::from_str(text).map_err(|e| LayoutFileError::Parse {
-            path: path.to_owned(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
+        let file: LayoutFile = serde_json::from_str(text).map_err(|e| {
+            match crate::fieldpath::declared_format(text) {
+                Some(found) if found != FORMAT => LayoutFileError::WrongKind {
+                    path: path.to_owned(),
+                    found,
+                },
+                _ => {
+                    let json = text.trim_start().starts_with('{');
+                    let hint = if json {
+                        ""
+                    } else {
+                        " (a layout file is a JSON object written by `planner layout --out`)"
+                    };
+                    LayoutFileError::Parse {
+                        path: path.to_owned(),
+                        line: e.line(),
+                        column: e.column(),
+                        message: format!("{}{hint}", crate::fieldpath::json_message(&e, text)),
+                    }
+                }
+            }
         })?;
         if file.format != FORMAT || file.version != VERSION {
             return Err(LayoutFileError::Format {

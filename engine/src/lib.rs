@@ -1,15 +1,68 @@
-//! # engine — batchlab's graph IR, trace format, cells, workloads and recorder
+//! # engine — batchlab's graph IR, traces, cells, workloads, runtime policies and replay
 //!
-//! See the crate README and `docs/` for the full tour.
+//! The bottom of the pipeline (`docs/`, `ARCHITECTURE.md`): everything else
+//! depends on it, and it depends on none of the other crates.
+//!
+//! - [`cells`]: cells (static subgraphs) as YAML data, instantiated at a
+//!   hidden size; [`workloads`]: the zoo (roles, data, the builder that
+//!   unrolls a sample) and the recorder that turns a mini-batch of real
+//!   samples into a [`trace`] (an operator-typed dataflow graph, [`graph`]).
+//! - [`sched`]: the frontier, state encodings and the runtime batching
+//!   policies (heuristics and the FSM lookup); [`layout`]: memory layout
+//!   files, which the engine consumes and `planner` writes.
+//! - [`replay`]: executes a trace with real kernels on the CPU or CUDA
+//!   ([`device`]) with the reference, DyNet, Cavs, policy and ED-Batch
+//!   executors, and measures them; [`memory`] estimates what a record or a
+//!   replay will allocate and refuses what the machine cannot hold.
+//! - [`export`]: a trace's model and program for other frameworks;
+//!   [`dot`]: the one Graphviz writer; [`io`], [`tool`], [`fieldpath`],
+//!   [`yaml`]: what the command-line tools share (atomic writes, exit codes,
+//!   errors that name the field).
+//!
+//! Record a TreeLSTM mini-batch of real SST trees, then replay it with the
+//! Cavs executor and check it against the unbatched reference:
+//!
+//! ```
+//! use engine::cells::CellLibrary;
+//! use engine::graph::stats;
+//! use engine::replay::{self, Executor};
+//! use engine::trace::Level;
+//! use engine::workloads::{self, DataChoice, RecordOptions};
+//!
+//! let cells = CellLibrary::builtin()?;
+//! let trace = workloads::record(
+//!     &RecordOptions {
+//!         workload: workloads::workload("tree-lstm").unwrap(),
+//!         data: DataChoice::Default,
+//!         batch: 4,
+//!         hidden: 16,
+//!         level: Level::Cell,
+//!         seed: 1,
+//!     },
+//!     &cells,
+//! )?;
+//! let s = stats(&trace.graph);
+//! assert!(s.lower_bound <= s.nodes);
+//!
+//! let model = replay::model(&trace, &cells, 7)?;
+//! let (cavs, out) = replay::replay(&trace, &model, &cells, &mut Executor::Cavs)?;
+//! let (one_by_one, reference) = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
+//! assert!(cavs.counters.batches < one_by_one.counters.batches);
+//! assert!(replay::max_rel_error(&trace, &out, &reference) < 1e-4);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod cells;
 pub mod data;
 pub mod device;
+pub mod dot;
 pub mod export;
+pub mod fieldpath;
 pub mod graph;
 pub mod io;
 pub mod layout;
+pub mod memory;
 pub mod replay;
 pub mod sched;
 pub mod tool;

@@ -1,24 +1,8 @@
 //! End-to-end tests of the `engine` binary: exit codes, messages and JSON fields.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn engine(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_engine"))
-        .args(args)
-        .output()
-        .expect("engine runs")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("batchlab-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
+use common::{engine, stderr, tmp};
 
 #[test]
 fn record_then_inspect_reports_the_same_graph() {
@@ -44,6 +28,11 @@ fn record_then_inspect_reports_the_same_graph() {
     assert_eq!(rec["lower_bound"], ins["lower_bound"]);
     assert_eq!(ins["instances"], 32);
     assert_eq!(ins["meta"]["dataset"], "sst-train");
+    // SST is annotated: a word id per leaf lookup, a label per node's loss.
+    assert_eq!(rec["data_ids"], ins["data_ids"]);
+    assert_eq!(rec["data_labels"], ins["data_labels"]);
+    let labels = ins["data_labels"].as_u64().unwrap();
+    assert!(labels > 32 && ins["data_ids"].as_u64().unwrap() * 2 > labels);
     let types = ins["types"].as_array().unwrap();
     let total: u64 = types.iter().map(|t| t["nodes"].as_u64().unwrap()).sum();
     assert_eq!(Some(total), ins["nodes"].as_u64());

@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use engine::data::convert::{
-    self, iwslt_pairs, iwslt_pairs_detailed, sst_trees, sst_trees_detailed, weibo_lattices,
-    weibo_lattices_detailed, wikiner_sentences,
+    self, iwslt_pairs, iwslt_pairs_detailed, sst_trees, sst_trees_detailed, sst_trees_ranked,
+    sst_vocab, weibo_lattices, weibo_lattices_detailed, weibo_lattices_ranked, weibo_vocab,
+    wikiner_sentences,
 };
 use engine::data::{
     Dataset, Lattice, Pair, StructureKind, Structures, Tree, TreeNode, format_fixture,
@@ -16,29 +17,44 @@ fn tree_text(t: &Tree) -> String {
 }
 
 #[test]
-fn sst_keeps_only_the_bracket_shape() {
-    let raw = "(1 (2 I) (0 (0 hate) (2 (2 this) (2 movie))))\n\n(3 (2 An) (2 .))\n";
+fn sst_keeps_shape_labels_and_frequency_ranks() {
+    // "movie" and "." occur twice, "movie" first: ranks 0 and 1; the words seen
+    // once follow in reading order.
+    let raw = "(1 (2 I) (0 (0 hate) (2 (2 this) (2 movie))))\n\n(3 (2 An) (2 .))\n\
+               (2 (2 movie) (2 .))\n";
     let (t, st) = sst_trees_detailed(raw, "raw.txt").unwrap();
-    assert_eq!(t.len(), 2);
-    assert_eq!(tree_text(&t[0]), "(x(x(xx)))");
-    assert_eq!(tree_text(&t[1]), "(xx)");
+    assert_eq!(t.len(), 3);
+    assert_eq!(tree_text(&t[0]), "(1 (2 w2) (0 (0 w3) (2 (2 w4) (2 w0))))");
+    assert_eq!(tree_text(&t[1]), "(3 (2 w5) (2 w1))");
+    assert_eq!(tree_text(&t[2]), "(2 (2 w0) (2 w1))");
+    assert_eq!(t[0].labels, vec![2, 0, 2, 2, 2, 0, 1], "post-order");
     assert_eq!(st.blank_lines, 1);
     assert_eq!(st.unary_collapsed, 0);
+}
+
+#[test]
+fn sst_dev_words_are_ranked_by_train() {
+    let vocab = sst_vocab("(1 (2 a) (2 (2 b) (2 a)))\n", "train.txt").unwrap();
+    assert_eq!((vocab.len(), vocab.unseen()), (2, 2));
+    let (t, _) = sst_trees_ranked("(3 (2 b) (2 (1 zebra) (2 a)))\n", "dev.txt", &vocab).unwrap();
+    assert_eq!(t[0].word_ids, vec![1, 2, 0], "zebra is not in train: id 2");
 }
 
 #[test]
 fn sst_word_with_no_break_space_is_one_leaf() {
     // Regression: "8\u{a0}1\/2" (a film title) must not split into two words.
     let t = sst_trees("(2 (2 and) (2 8\u{a0}1\\/2))", "raw").unwrap();
-    assert_eq!(tree_text(&t[0]), "(xx)");
+    assert_eq!(tree_text(&t[0]), "(2 (2 w0) (2 w1))");
 }
 
 #[test]
 fn sst_collapses_unary_nodes_and_counts_them() {
+    // A collapsed unary node gives way to its child, label included.
     let (t, st) = sst_trees_detailed("(1 (2 (3 a) (3 (4 b))))\n(2 (3 w))\n", "raw").unwrap();
     assert_eq!(st.unary_collapsed, 3);
-    assert_eq!(tree_text(&t[0]), "(xx)");
+    assert_eq!(tree_text(&t[0]), "(2 (3 w0) (4 w1))");
     assert_eq!(t[1].nodes, vec![TreeNode::Leaf]);
+    assert_eq!(tree_text(&t[1]), "(3 w2)");
     assert!(t.iter().all(|t| t.validate().is_ok()));
 }
 
@@ -58,6 +74,12 @@ fn sst_rejects_malformed_lines_with_file_and_line() {
         ("(1)", "no word or subtree"),
         ("word", "expected '(' at column 1"),
         (")", "unmatched ')'"),
+        (
+            "(2 (7 a) (2 b))",
+            "label \"7\" at column 5 is not a sentiment class 0..=4",
+        ),
+        ("(+1 a)", "label \"+1\" at column 2"),
+        ("(pos a)", "label \"pos\" at column 2"),
     ];
     for (raw, want) in cases {
         let e = sst_trees(&format!("(2 x)\n{raw}\n"), "raw.txt")
@@ -77,15 +99,23 @@ fn weibo_lattices_split_char_and_word_arcs() {
     assert_eq!(
         l,
         vec![
+            // Char ids 62, 480, 1, 5 and word ids 3395, 7, 9 each occur
+            // once: ranked in reading order.
             Lattice {
                 nodes: 4,
                 char_arc: vec![false, true, true, true],
                 word_arcs: vec![(0, 2), (0, 3), (1, 3)],
+                tags: vec![0, 1, 2, 3],
+                char_ids: vec![0, 1, 2],
+                word_ids: vec![0, 1, 2],
             },
             Lattice {
                 nodes: 3,
                 char_arc: vec![false, false, true],
                 word_arcs: vec![],
+                tags: vec![1, 1, 1],
+                char_ids: vec![3],
+                word_ids: vec![],
             },
         ]
     );
@@ -100,6 +130,15 @@ fn weibo_merges_duplicate_word_arcs() {
     let (l, st) = weibo_lattices_detailed(raw, "w").unwrap();
     assert_eq!(l[0].word_arcs, vec![(0, 2)]);
     assert_eq!(st.duplicate_arcs, 1);
+    // The first of the duplicates keeps its id: 7, not 8.
+    let vocab = weibo_vocab("1\n3\n0 0 0\n0\n1 0 8\n2 1 6 0 7\n", "train").unwrap();
+    let (l, _) = weibo_lattices_ranked(raw, "w", &vocab).unwrap();
+    assert_eq!(l[0].word_ids, vec![0]);
+    assert_eq!(
+        l[0].char_ids,
+        vec![vocab.chars.unseen(), 1],
+        "5 unseen, 6 second"
+    );
 }
 
 #[test]
@@ -141,6 +180,20 @@ fn wikiner_lengths_and_rare_flags() {
     // "café" has 4 chars, a|b|O is the word "a|b".
     let raw = "the|O the|O The|O\nthe|O café|I-LOC\n\n the|O  the|O a|b|O\n";
     let s = wikiner_sentences(raw, "t").unwrap();
+    // Ranks: the (5 times), then The, café, a|b in reading order. Tags index
+    // WIKINER_TAGS (O = 0, I-LOC = 4).
+    let ids: Vec<_> = s
+        .iter()
+        .map(|s| (s.word_ids.clone(), s.tags.clone()))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            (vec![0, 0, 1], vec![0, 0, 0]),
+            (vec![0, 2], vec![0, 4]),
+            (vec![0, 0, 3], vec![0, 0, 0]),
+        ]
+    );
     let got: Vec<Vec<(u32, bool)>> = s
         .iter()
         .map(|s| s.words.iter().map(|w| (w.chars, w.rare)).collect())
@@ -161,6 +214,10 @@ fn wikiner_rejects_malformed_tokens() {
         ("a|O b\n", "\"b\": expected 'word|TAG'"),
         ("|O\n", "empty word"),
         ("a|\n", "empty tag"),
+        (
+            "a|O b|B-FOO\n",
+            "\"b|B-FOO\": unknown tag \"B-FOO\" (expected one of O, B-PER",
+        ),
     ] {
         let e = wikiner_sentences(&format!("x|O\n{raw}"), "t.txt")
             .unwrap_err()
@@ -237,7 +294,12 @@ fn convert_all_writes_every_fixture_atomically() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     let sst_dev = std::fs::read_to_string(out.join("sst-dev.trees")).unwrap();
-    assert!(sst_dev.ends_with("# samples: 1\n(x(xx))\n"), "{sst_dev}");
+    // Ranked by the train split "(1 (2 a) (2 b))": c is unseen there (id 2).
+    assert!(
+        sst_dev.ends_with("# samples: 1\n(1 (2 w0) (2 (2 w1) (3 w2)))\n"),
+        "{sst_dev}"
+    );
+    assert!(sst_dev.starts_with("# batchlab fixture v2 trees\n"));
     let pairs = std::fs::read_to_string(out.join("iwslt12-en-vi.pairs")).unwrap();
     assert!(pairs.ends_with("\n1 2\n"));
 }

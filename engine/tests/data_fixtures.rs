@@ -80,10 +80,12 @@ fn sentence_and_pair_lines() {
         s,
         Structures::Sentences(vec![
             Sentence {
-                words: vec![w(3, false), w(5, true), w(2, false)]
+                words: vec![w(3, false), w(5, true), w(2, false)],
+                ..Default::default()
             },
             Sentence {
-                words: vec![w(1, false)]
+                words: vec![w(1, false)],
+                ..Default::default()
             },
         ])
     );
@@ -117,16 +119,19 @@ fn lattice_lines() {
                 nodes: 5,
                 char_arc: vec![false, true, true, true, true],
                 word_arcs: vec![(0, 2), (1, 4)],
+                ..Default::default()
             },
             Lattice {
                 nodes: 4,
                 char_arc: vec![false, true, false, true],
                 word_arcs: vec![],
+                ..Default::default()
             },
             Lattice {
                 nodes: 1,
                 char_arc: vec![false],
                 word_arcs: vec![],
+                ..Default::default()
             },
         ])
     );
@@ -207,6 +212,7 @@ fn format_of_invalid_tree_does_not_panic() {
             TreeNode::Internal { left: 0, right: 0 },
             TreeNode::Internal { left: 7, right: 1 },
         ],
+        ..Default::default()
     };
     assert!(bad.validate().is_err());
     let text = format_fixture(&Structures::Trees(vec![bad, Tree::default()]), &[]);
@@ -296,4 +302,268 @@ fn deep_trees_do_not_overflow_the_stack() {
     let raw = format!("{}(1 a){}", "(1 ".repeat(n), " (1 b))".repeat(n));
     let t = engine::data::convert::sst_trees(&raw, "deep").unwrap();
     assert_eq!(t[0].depth(), n + 1);
+}
+
+fn v2(kind: &str, body: &str) -> String {
+    format!("# batchlab fixture v2 {kind}\n{body}")
+}
+
+fn v2_err(kind: StructureKind, body: &str) -> String {
+    match parse_fixture(&v2(kind.name(), body), kind, "t.txt") {
+        Ok(s) => panic!("expected an error for {body:?}, got {s:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn v2_tree_lines_carry_labels_and_word_ids() {
+    let text = v2("trees", "(3 (2 w17) (4 (0 w5) (1 w0)))\n(2 w9)\n");
+    let s = parse_fixture(&text, StructureKind::Trees, "t").unwrap();
+    let Structures::Trees(t) = &s else {
+        panic!("{s:?}")
+    };
+    use TreeNode::*;
+    assert_eq!(
+        t[0].nodes,
+        vec![
+            Leaf,
+            Leaf,
+            Leaf,
+            Internal { left: 1, right: 2 },
+            Internal { left: 0, right: 3 }
+        ]
+    );
+    assert_eq!(t[0].labels, vec![2, 0, 1, 4, 3], "post-order");
+    assert_eq!(t[0].word_ids, vec![17, 5, 0], "leaf order");
+    assert_eq!(
+        (t[1].labels.clone(), t[1].word_ids.clone()),
+        (vec![2], vec![9])
+    );
+    s.validate().unwrap();
+    assert_eq!(format_fixture(&s, &fixture_header(&text)), text);
+}
+
+#[test]
+fn v2_tree_errors_name_line_and_column() {
+    let k = StructureKind::Trees;
+    let cases = [
+        ("(3 (2 w1))\n", "t.txt:2: expected ' ' at column 10"),
+        (
+            "(3 (2 w1) (2 w2)\n",
+            "expected ')' at column 17 (end of line)",
+        ),
+        (
+            "(3 (2 w1) (2 w2)) x\n",
+            "trailing characters after the tree at column 18",
+        ),
+        (
+            "(3  (2 w1) (2 w2))\n",
+            "expected '(' at column 4, found ' '",
+        ),
+        ("(03 (2 w1) (2 w2))\n", "leading zero in label at column 2"),
+        (
+            "(3 (2 w01) (2 w2))\n",
+            "leading zero in word id at column 8",
+        ),
+        (
+            "(x w1)\n",
+            "expected label (a number) at column 2, found 'x'",
+        ),
+        (
+            "(3 (2 w) (2 w2))\n",
+            "expected word id (a number) at column 8, found ')'",
+        ),
+        ("(3 (2 x1) (2 w2))\n", "expected '(' at column 7, found 'x'"),
+        (
+            "((xx)x)\n",
+            "expected label (a number) at column 2, found '('",
+        ),
+        ("(4294967296 w1)\n", "label at column 2 is out of range"),
+        (
+            "(1 wé)\n",
+            "expected word id (a number) at column 5, found 'é'",
+        ),
+        ("\n", "t.txt:2: empty line"),
+    ];
+    for (body, want) in cases {
+        let e = v2_err(k, body);
+        assert!(e.contains(want), "{body:?}: {e}");
+    }
+    // A v1 file does not take v2 lines, and the other way round.
+    assert!(parse_err(k, "(3 (2 w1) (2 w2))\n").contains("unexpected character"));
+}
+
+#[test]
+fn v2_sentences_and_lattices() {
+    let text = v2("sentences", "3:0:0 5*:1520:2 2:7:8\n");
+    let s = parse_fixture(&text, StructureKind::Sentences, "s").unwrap();
+    let Structures::Sentences(v) = &s else {
+        panic!("{s:?}")
+    };
+    assert_eq!(v[0].word_ids, vec![0, 1520, 7]);
+    assert_eq!(v[0].tags, vec![0, 2, 8]);
+    assert!(v[0].words[1].rare);
+    assert_eq!(format_fixture(&s, &[]), text);
+
+    let text = v2(
+        "lattices",
+        "4 0-2:31 | 0 3:12 3:5 7:0\n5 !3 1-4:2 2-4:9 | 0 1:1 2:2 3 4:4\n1 | 5\n",
+    );
+    let s = parse_fixture(&text, StructureKind::Lattices, "l").unwrap();
+    let Structures::Lattices(v) = &s else {
+        panic!("{s:?}")
+    };
+    assert_eq!(v[0].word_ids, vec![31]);
+    assert_eq!(v[0].tags, vec![0, 3, 3, 7]);
+    assert_eq!(v[0].char_ids, vec![12, 5, 0]);
+    assert_eq!(v[1].char_arc, vec![false, true, true, false, true]);
+    assert_eq!(v[1].char_ids, vec![1, 2, 4]);
+    assert_eq!(v[1].word_ids, vec![2, 9]);
+    assert_eq!((v[2].tags.clone(), v[2].char_ids.len()), (vec![5], 0));
+    s.validate().unwrap();
+    assert_eq!(format_fixture(&s, &[]), text);
+
+    let k = StructureKind::Sentences;
+    assert!(v2_err(k, "3:0\n").contains("expected '<length>[*]:<word id>:<tag>' at column 1"));
+    assert!(v2_err(k, "3:0:1 4:x:1\n").contains("word id (a number) at column 9"));
+    assert!(v2_err(k, "3:0:1:2\n").contains("expected tag (a number) at column 5"));
+    assert!(v2_err(k, "3\n").contains("expected '<length>[*]:<word id>:<tag>'"));
+    let k = StructureKind::Lattices;
+    assert!(v2_err(k, "3 0-2:1\n").contains("missing ' |' and the node annotations"));
+    assert!(v2_err(k, "3 0-2 | 0 1:1 2:2\n").contains("'from-to:word id' or '|' at column 3"));
+    assert!(v2_err(k, "3 | 0 1:1\n").contains("2 node annotations for 3 nodes"));
+    assert!(v2_err(k, "2 | 0 1:1 2:2\n").contains("beyond the 2 nodes"));
+    assert!(v2_err(k, "2 | 0:4 1:1\n").contains("node 0 at column 5 has no char arc"));
+    assert!(v2_err(k, "2 | 0 1\n").contains("node 1 at column 7 has a char arc"));
+    assert!(v2_err(k, "2 | 0 1:01\n").contains("leading zero in char id at column 9"));
+    assert!(v2_err(k, "2 |\n").contains("0 node annotations for 2 nodes"));
+}
+
+#[test]
+fn versions_are_checked_and_written_as_needed() {
+    let e = parse_fixture(
+        "# batchlab fixture v3 trees\nx\n",
+        StructureKind::Trees,
+        "a",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("a:1: unsupported fixture version v3 (this build reads v1 and v2)"),
+        "{e}"
+    );
+    let e = parse_fixture(
+        "# batchlab fixture v2 pairs\n1 2\n",
+        StructureKind::Pairs,
+        "a",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("pairs have no version 2"), "{e}");
+    let e = parse_fixture(
+        "# batchlab fixture v2 trees\n",
+        StructureKind::Sentences,
+        "a",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("fixture holds trees but sentences were expected"),
+        "{e}"
+    );
+    // Structure-only data keeps version 1, annotated data gets version 2.
+    let plain = Structures::Trees(vec![Tree::new(vec![TreeNode::Leaf])]);
+    assert!(format_fixture(&plain, &[]).starts_with("# batchlab fixture v1 trees\n"));
+    let labelled = Structures::Trees(vec![Tree {
+        nodes: vec![TreeNode::Leaf],
+        labels: vec![1],
+        word_ids: vec![2],
+    }]);
+    assert_eq!(
+        format_fixture(&labelled, &[]),
+        "# batchlab fixture v2 trees\n(1 w2)\n"
+    );
+    assert_eq!(
+        fixture_header("# batchlab fixture v2 trees\n# a\n(1 w2)\n"),
+        vec!["a"]
+    );
+}
+
+#[test]
+fn annotations_are_validated() {
+    let mut t = Tree {
+        nodes: vec![
+            TreeNode::Leaf,
+            TreeNode::Leaf,
+            TreeNode::Internal { left: 0, right: 1 },
+        ],
+        labels: vec![1, 2],
+        word_ids: vec![3, 4],
+    };
+    let e = t.validate().unwrap_err().0;
+    assert!(e.contains("2 labels for 3 nodes"), "{e}");
+    t.labels.push(0);
+    t.validate().unwrap();
+    t.word_ids.pop();
+    assert!(
+        t.validate()
+            .unwrap_err()
+            .0
+            .contains("1 word ids for 2 leaves")
+    );
+    t.word_ids.push(4);
+    // Every sample annotated, or none.
+    let e = Structures::Trees(vec![t.clone(), Tree::new(t.nodes.clone())])
+        .validate()
+        .unwrap_err()
+        .0;
+    assert!(
+        e.starts_with("sample 1: sample 0 is annotated but this one is not"),
+        "{e}"
+    );
+    let mut l = Lattice::new(3, vec![false, true, true], vec![]);
+    l.tags = vec![0, 1, 2];
+    l.char_ids = vec![5];
+    assert!(
+        l.validate()
+            .unwrap_err()
+            .0
+            .contains("1 char ids for 2 char arcs")
+    );
+    let s = Sentence {
+        words: vec![Word {
+            chars: 1,
+            rare: false,
+        }],
+        word_ids: vec![1],
+        tags: vec![],
+    };
+    assert!(s.validate().unwrap_err().0.contains("0 tags for 1 words"));
+}
+
+#[test]
+fn shipped_annotations_are_in_range() {
+    for ds in [Dataset::SstTrain, Dataset::SstDev, Dataset::SstTest] {
+        assert!(embedded_text(ds).starts_with("# batchlab fixture v2 trees\n"));
+        let Structures::Trees(trees) = load_embedded(ds).unwrap() else {
+            panic!("{ds}")
+        };
+        for t in &trees {
+            assert!(
+                t.labels.iter().all(|&l| l < 5),
+                "{ds}: SST labels are 0..=4"
+            );
+            assert_eq!(t.word_ids.len(), t.leaves());
+        }
+    }
+    let Structures::Sentences(s) = load_embedded(Dataset::WikinerDev).unwrap() else {
+        panic!()
+    };
+    assert!(s.iter().flat_map(|s| &s.tags).all(|&t| t < 9));
+    assert!(s.iter().flat_map(|s| &s.word_ids).any(|&w| w == 0));
+    let Structures::Lattices(l) = load_embedded(Dataset::WeiboDev).unwrap() else {
+        panic!()
+    };
+    assert!(l.iter().all(|l| l.tags[0] == 0), "node 0 is the start tag");
+    assert!(embedded_text(Dataset::Iwslt2012).starts_with("# batchlab fixture v1 pairs\n"));
 }

@@ -8,6 +8,7 @@ use TreeNode::{Internal, Leaf};
 fn tree_validate_requires_strict_post_order_and_one_root() {
     let ok = Tree {
         nodes: vec![Leaf, Leaf, Internal { left: 0, right: 1 }],
+        ..Default::default()
     };
     assert!(ok.validate().is_ok());
     // Children precede parents, but node 1 is not part of the subtree that
@@ -20,10 +21,12 @@ fn tree_validate_requires_strict_post_order_and_one_root() {
             Internal { left: 0, right: 2 },
             Internal { left: 3, right: 1 },
         ],
+        ..Default::default()
     };
     assert!(topo.validate().unwrap_err().0.contains("node 3"));
     let two_roots = Tree {
         nodes: vec![Leaf, Leaf],
+        ..Default::default()
     };
     assert!(
         two_roots
@@ -42,6 +45,7 @@ fn lattice_sentence_pair_validation() {
         nodes: 4,
         char_arc,
         word_arcs,
+        ..Default::default()
     };
     assert!(
         l(vec![false, true, true, true], vec![(0, 2), (1, 3)])
@@ -74,7 +78,14 @@ fn lattice_sentence_pair_validation() {
         chars: 0,
         rare: false,
     };
-    assert!(Sentence { words: vec![w] }.validate().is_err());
+    assert!(
+        Sentence {
+            words: vec![w],
+            ..Default::default()
+        }
+        .validate()
+        .is_err()
+    );
     assert!(Sentence::default().validate().is_err());
     assert!(Pair { src: 1, tgt: 0 }.validate().is_err());
 }
@@ -89,6 +100,7 @@ fn summary_reports_per_kind_measures() {
     );
     let t = Structures::Trees(vec![Tree {
         nodes: vec![Leaf, Leaf, Internal { left: 0, right: 1 }],
+        ..Default::default()
     }]);
     let m = t.summary().measures;
     assert_eq!(m[0].name, "leaves per tree");

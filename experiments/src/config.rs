@@ -51,6 +51,12 @@ pub struct Grid {
     pub devices: Vec<String>,
     /// Check against the reference (kind `replay`).
     pub check: bool,
+    /// Training steps instead of inference (kind `replay`).
+    pub train: bool,
+    /// Lazy weight-gradient settings (kind `replay` with `train`).
+    pub lazy: Vec<bool>,
+    /// CPU fusion settings (kind `replay`).
+    pub fuse: Vec<bool>,
     /// Planner batch of the replay layouts.
     pub layout_batch: usize,
     /// FSM training rule.
@@ -207,6 +213,15 @@ pub enum RunConfig {
         fsm: Option<FsmRule>,
         /// Planner batch of the layouts (`edbatch*`).
         layout_batch: Option<usize>,
+        /// Training steps (forward + backward; absent: inference).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        train: bool,
+        /// Weight gradients per batch instead of lazily (training only).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        eager: bool,
+        /// CPU row work per batch instead of fused per instance.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unfused: bool,
     },
     /// One system (a peer framework or a batchlab executor) on one trace,
     /// timed in its own processes, interleaved with the trace's other systems.

@@ -170,30 +170,40 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
         }
         Kind::Peers => {}
         Kind::Replay => {
+            let lazies: &[bool] = if g.train { &g.lazy } else { &[true] };
             for w in &g.workloads {
                 for &h in &g.hiddens {
                     for &b in &g.batches {
                         for &s in &g.seeds {
                             for d in &g.devices {
                                 for threads in replay_threads(g) {
-                                    for e in &g.executors {
-                                        let ex = parse_executor(e);
-                                        let fsm = ex.is_some_and(ExecutorChoice::needs_fsm);
-                                        let layouts =
-                                            matches!(ex, Some(ExecutorChoice::EdBatch { .. }));
-                                        configs.push(RunConfig::Replay {
-                                            workload: w.clone(),
-                                            batch: b,
-                                            hidden: h,
-                                            seed: s,
-                                            executor: e.clone(),
-                                            device: d.clone(),
-                                            repeats: g.repeats,
-                                            check: g.check,
-                                            threads,
-                                            fsm: fsm.then(|| g.fsm.clone()),
-                                            layout_batch: layouts.then_some(g.layout_batch),
-                                        });
+                                    for &fuse in &g.fuse {
+                                        for &lazy in lazies {
+                                            for e in &g.executors {
+                                                let ex = parse_executor(e);
+                                                let fsm = ex.is_some_and(ExecutorChoice::needs_fsm);
+                                                let layouts = matches!(
+                                                    ex,
+                                                    Some(ExecutorChoice::EdBatch { .. })
+                                                );
+                                                configs.push(RunConfig::Replay {
+                                                    workload: w.clone(),
+                                                    batch: b,
+                                                    hidden: h,
+                                                    seed: s,
+                                                    executor: e.clone(),
+                                                    device: d.clone(),
+                                                    repeats: g.repeats,
+                                                    check: g.check,
+                                                    threads,
+                                                    fsm: fsm.then(|| g.fsm.clone()),
+                                                    layout_batch: layouts.then_some(g.layout_batch),
+                                                    train: g.train,
+                                                    eager: !lazy,
+                                                    unfused: !fuse,
+                                                });
+                                            }
+                                        }
                                     }
                                 }
                             }

@@ -129,26 +129,44 @@ pub fn write_csv(path: &Path, rows: &[Value]) -> Result<(), RunError> {
             .unwrap_or(5)
     };
     columns.sort_by_key(|c| group(c));
-    let mut out = columns
+    let table: Vec<Vec<String>> = flat
         .iter()
-        .map(|c| quote(c))
-        .collect::<Vec<_>>()
-        .join(",");
-    out.push('\n');
-    for cells in &flat {
-        let line: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                cells
-                    .iter()
-                    .find(|(k, _)| k == c)
-                    .map_or(String::new(), |(_, v)| quote(v))
-            })
-            .collect();
-        out.push_str(&line.join(","));
-        out.push('\n');
-    }
+        .map(|cells| {
+            columns
+                .iter()
+                .map(|c| {
+                    cells
+                        .iter()
+                        .find(|(k, _)| k == c)
+                        .map_or(String::new(), |(_, v)| v.clone())
+                })
+                .collect()
+        })
+        .collect();
+    let out = csv_text(&columns, &table).map_err(|e| RunError::Io {
+        path: path.display().to_string(),
+        source: std::io::Error::other(e),
+    })?;
     engine::io::write_atomic(path, out.as_bytes()).map_err(io_err(path))
+}
+
+/// batchlab's one CSV writer (the `csv` crate, RFC 4180 quoting: a cell with
+/// a comma, quote, CR or LF is quoted, quotes doubled; `\n` line ends):
+/// `header` then `rows`, each as long as the header. Used for the row tables
+/// here and for paper-repro's report tables.
+pub fn csv_text<S: AsRef<str>>(header: &[S], rows: &[Vec<S>]) -> Result<String, csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    w.write_record(header.iter().map(AsRef::as_ref))?;
+    for r in rows {
+        w.write_record(r.iter().map(AsRef::as_ref))?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    // Every cell was a &str, so the bytes are UTF-8.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
@@ -177,14 +195,6 @@ fn scalar(v: &Value) -> String {
     }
 }
 
-fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,5 +215,25 @@ mod tests {
             "config.a,metrics.m.x,error,samples\n1,2,,0.5;0.25\n2,,\"bad, \"\"very\"\"\",\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn csv_text_quotes_what_needs_it_and_round_trips() {
+        let rows = vec![
+            vec!["1|2", "", "line\nbreak"],
+            vec!["x, y", "say \"hi\"", "cr\rhere"],
+        ];
+        let t = csv_text(&["a", "b", "c"], &rows).unwrap();
+        assert_eq!(
+            t,
+            "a,b,c\n1|2,,\"line\nbreak\"\n\"x, y\",\"say \"\"hi\"\"\",\"cr\rhere\"\n"
+        );
+        let mut r = csv::Reader::from_reader(t.as_bytes());
+        let back: Vec<Vec<String>> = r
+            .records()
+            .map(|rec| rec.unwrap().iter().map(str::to_string).collect())
+            .collect();
+        assert_eq!(back[1][1], "say \"hi\"");
+        assert_eq!(back[0][2], "line\nbreak");
     }
 }

@@ -287,4 +287,29 @@ pub struct ReplayMetrics {
     /// CPU worker threads the session ran on (null on CUDA).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Training runs: the backward pass's measurements (null for
+    /// inference).
+    #[serde(default)]
+    pub train: Option<TrainMetrics>,
+}
+
+/// The backward half of a training step (kind `replay` with `train`);
+/// `total_s`, `instances_per_s` and the counters of the row cover the whole
+/// step / the forward pass.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct TrainMetrics {
+    /// The mini-batch loss.
+    pub loss: f64,
+    /// Backward batches.
+    pub backward_batches: u64,
+    /// Lower bound of the reversed graph (ED-Batch A.3).
+    pub backward_lower_bound: u64,
+    /// Backward kernels (products, row passes, weight-gradient products).
+    pub backward_kernels: u64,
+    /// Median forward seconds.
+    pub forward_s: f64,
+    /// Median backward seconds.
+    pub backward_s: f64,
+    /// Bytes kept for the backward pass.
+    pub kept_bytes: u64,
 }

@@ -69,6 +69,24 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         );
         let prepared = guarded(|| {
             let trace = record(w, b, h, s, &shared.cells)?;
+            // An error row rather than an abort when the machine cannot hold it.
+            let shape = replay::memory::RunShape {
+                op_level: group.iter().any(|r| {
+                    matches!(&r.config, RunConfig::Replay { executor, .. } if executor == "dynet")
+                }),
+                check: group
+                    .iter()
+                    .any(|r| matches!(&r.config, RunConfig::Replay { check: true, .. })),
+            };
+            let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
+            let budget = engine::memory::Budget::detect(None);
+            engine::memory::check(
+                format!("batch {b}, hidden {h}"),
+                "the replay",
+                est,
+                budget.as_ref(),
+            )
+            .map_err(|e| RunFailure::Message(e.to_string()))?;
             let model = replay::model(&trace, &shared.cells, s)?;
             Ok((trace, model))
         });
@@ -132,6 +150,9 @@ fn one(
         layout_batch,
         hidden,
         threads,
+        train,
+        eager,
+        unfused,
         ..
     } = &run.config
     else {
@@ -196,6 +217,16 @@ fn one(
         warmup: true,
         repeats: (*repeats).max(1),
     };
+    if *train {
+        if DeviceKind::parse(device)? != DeviceKind::Cpu {
+            return Err(RunFailure::Message(format!(
+                "training runs on the CPU (device {device}: no backward pass there yet)"
+            )));
+        }
+        return train_one(
+            trace, model, shared, ex, policy, *threads, !*eager, !*unfused, &opts,
+        );
+    }
     let (m, threads_used) = measure_on_device(
         device,
         *threads,
@@ -252,7 +283,73 @@ fn one(
             cpu_s,
             page_faults,
             threads: threads_used,
+            train: None,
         }),
         samples.iter().map(|t| t.total()).collect(),
+    ))
+}
+
+/// A training run: forward + backward steps on the CPU, the backward in the
+/// forward batches' reverse order (Cavs' task stack, DyNet's backward).
+#[allow(clippy::too_many_arguments)]
+fn train_one(
+    trace: &Trace,
+    model: &Model,
+    shared: &Shared,
+    mut ex: Executor,
+    policy: Option<String>,
+    threads: Option<usize>,
+    lazy: bool,
+    fuse: bool,
+    opts: &MeasureOptions,
+) -> Outcome {
+    let sopts = SessionOptions {
+        cpu: CpuOptions { threads, fuse },
+    };
+    let cells = &shared.cells;
+    let mut session = Session::open_with(DeviceKind::Cpu, trace, model, cells, &ex, &sopts)?;
+    let m = engine::replay::measure::measure_train(
+        &mut session,
+        trace,
+        model,
+        cells,
+        &mut ex,
+        None,
+        &engine::replay::cpu::TrainOptions { lazy },
+        opts,
+    )?;
+    let instances = trace.graph.num_instances();
+    let c = &m.forward;
+    Ok((
+        Metrics::Replay(ReplayMetrics {
+            nodes: trace.graph.len(),
+            instances,
+            batches: c.batches,
+            kernels: c.kernels,
+            bytes_gathered: c.bytes_gathered,
+            bytes_scattered: c.bytes_scattered,
+            construction_s: m.forward_time.construction + m.backward_time.construction,
+            scheduling_s: m.forward_time.scheduling + m.backward_time.scheduling,
+            execution_s: m.forward_time.execution + m.backward_time.execution,
+            total_s: m.total_s,
+            instances_per_s: instances as f64 / m.total_s.max(1e-12),
+            max_rel_error: None,
+            policy_misses: 0,
+            policy,
+            device_s: None,
+            cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
+            page_faults: None,
+            threads: session.cpu().map(|c| c.threads()),
+            train: Some(crate::rows::TrainMetrics {
+                loss: m.loss,
+                backward_batches: m.backward.batches,
+                backward_lower_bound: engine::graph::lower_bound(&trace.graph.reversed()).total,
+                backward_kernels: m.backward.kernels,
+                forward_s: m.forward_time.total(),
+                backward_s: m.backward_time.total(),
+                kept_bytes: m.kept_bytes,
+            }),
+        }),
+        m.samples,
     ))
 }

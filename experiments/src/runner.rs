@@ -14,7 +14,7 @@ use crate::config::Spec;
 use crate::error::{RunError, RunFailure, chain};
 use crate::expand::{Run, expand};
 use crate::output::{JsonlWriter, read_jsonl, write_csv, write_json};
-use crate::progress::{Event, Observer, terminal_bar};
+use crate::progress::{Event, Observer, log_lines, terminal_bar};
 use crate::provenance::{Machine, timestamp, workspace_revision};
 use crate::rows::{Metrics, Provenance, ROW_SCHEMA, Row};
 use crate::spec::Kind;
@@ -26,8 +26,8 @@ pub struct RunOptions {
     pub out_dir: PathBuf,
     /// No progress bar even on a terminal.
     pub quiet: bool,
-    /// Receives progress events; when `None`, an indicatif bar is shown if
-    /// stderr is a terminal and `quiet` is off.
+    /// Receives progress events; when `None` and `quiet` is off, an
+    /// indicatif bar if stderr is a terminal, else a log line every 30 s.
     pub observer: Option<Observer>,
     /// Kind `peers`: the peers' Python environment (`None`: every peer's row
     /// says how to install it).
@@ -35,6 +35,9 @@ pub struct RunOptions {
     /// Kind `peers`: how to start a batchlab worker process (`None`:
     /// batchlab's systems cannot run).
     pub worker: Option<crate::peers::WorkerCommand>,
+    /// Re-measure every run, ignoring earlier rows (they stay in the
+    /// JSON-lines file; the tables hold this sweep's rows only).
+    pub fresh: bool,
 }
 
 impl RunOptions {
@@ -46,6 +49,7 @@ impl RunOptions {
             observer: None,
             peers: None,
             worker: None,
+            fresh: false,
         }
     }
 }
@@ -173,7 +177,12 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
     })?;
     let jsonl = dir.join(format!("{}.jsonl", spec.name));
     let runs = expand(spec);
-    let (old, warnings) = read_jsonl(&jsonl)?;
+    let (mut old, warnings) = read_jsonl(&jsonl)?;
+    // Rows before this sweep: with `fresh`, neither reused nor reported.
+    let earlier = old.len();
+    if opts.fresh {
+        old.clear();
+    }
     let status = |ok: bool| -> HashSet<String> {
         old.iter()
             .filter(|r| r["error"].is_null() == ok)
@@ -186,10 +195,15 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         .filter(|r| !done.contains(&r.hash))
         .cloned()
         .collect();
-    let observer = opts
-        .observer
-        .clone()
-        .or_else(|| (!opts.quiet && std::io::stderr().is_terminal()).then(terminal_bar));
+    let observer = opts.observer.clone().or_else(|| {
+        (!opts.quiet).then(|| {
+            if std::io::stderr().is_terminal() {
+                terminal_bar()
+            } else {
+                log_lines(std::time::Duration::from_secs(30))
+            }
+        })
+    });
     let sink = Sink {
         spec: spec.name.clone(),
         quick: spec.quick,
@@ -219,7 +233,10 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         dir.join(format!("{}.csv", spec.name)),
         dir.join(format!("{}.json", spec.name)),
     );
-    let (all, _) = read_jsonl(&jsonl)?;
+    let (mut all, _) = read_jsonl(&jsonl)?;
+    if opts.fresh {
+        all.drain(..earlier.min(all.len()));
+    }
     let table = current_rows(&runs, all);
     write_csv(&csv, &table)?;
     write_json(&json, &table)?;

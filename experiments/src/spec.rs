@@ -98,6 +98,15 @@ pub struct RawSpec {
     pub systems: Option<List<String>>,
     /// Rounds (kind `peers`): processes per system, order rotated each round.
     pub rounds: Option<Spanned<u64>>,
+    /// Measure training steps (forward + backward) instead of inference
+    /// (kind `replay`; default false).
+    pub train: Option<Spanned<bool>>,
+    /// Lazy batching of the weight gradients to sweep (kind `replay` with
+    /// `train`; default `[true]`).
+    pub lazy: Option<List<bool>>,
+    /// CPU fusion of each cell's row work to sweep (kind `replay`; default
+    /// `[true]`).
+    pub fuse: Option<List<bool>>,
     /// Compare every run's outputs with the reference executor (kind
     /// `replay`; default true).
     pub check: Option<Spanned<bool>>,
@@ -229,6 +238,9 @@ impl RawSpec {
             ("executors".into(), at(&self.executors)),
             ("devices".into(), at(&self.devices)),
             ("threads".into(), at(&self.threads)),
+            ("train".into(), at(&self.train)),
+            ("lazy".into(), at(&self.lazy)),
+            ("fuse".into(), at(&self.fuse)),
             ("systems".into(), at(&self.systems)),
             ("rounds".into(), at(&self.rounds)),
             ("check".into(), at(&self.check)),
@@ -299,7 +311,7 @@ impl RawExclude {
 /// Parses spec YAML; `file` names the source in errors.
 pub fn parse_raw(text: &str, file: &str) -> Result<RawSpec, crate::SpecError> {
     serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column, message) = engine::yaml::error_parts(&e);
+        let (line, column, message) = engine::yaml::error_parts(&e, text);
         crate::SpecError::Yaml {
             file: file.to_string(),
             line,

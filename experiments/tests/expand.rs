@@ -111,6 +111,9 @@ fn config(hidden: usize, executor: &str) -> RunConfig {
         threads: None,
         fsm: None,
         layout_batch: None,
+        train: false,
+        eager: false,
+        unfused: false,
     }
 }
 

@@ -40,8 +40,12 @@ fn resume_after_an_interrupted_sweep_runs_only_the_missing_rows() {
     assert_eq!((first.total, first.ran, first.failed), (10, 10, 0));
     // Cut the row file in the middle of a line, as a kill would.
     let text = std::fs::read_to_string(&first.jsonl).unwrap();
-    let cut = text.len() / 2;
-    assert!(!text[..cut].ends_with('\n'));
+    // (Mid-line: the middle, moved on past a line end; row lengths vary with
+    // the timings, so the exact middle may fall on one.)
+    let mut cut = text.len() / 2;
+    while text[..cut].ends_with('\n') || !text.is_char_boundary(cut) {
+        cut += 1;
+    }
     std::fs::write(&first.jsonl, &text[..cut]).unwrap();
     let kept = text[..cut].matches('\n').count();
     let second = run(POLICIES, &dir);
@@ -234,6 +238,91 @@ fn the_observer_sees_every_run_and_the_warnings() {
     assert_eq!(
         *seen.lock().unwrap(),
         ["warning", "start 2 1", "started", "finished false", "done"]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `fresh` re-measures every run; the tables then hold only the new rows,
+/// and the earlier ones stay in the JSON-lines file (nothing is lost).
+#[test]
+fn fresh_remeasures_everything_and_keeps_the_history() {
+    let dir = tmp("fresh");
+    let yaml = "kind: policies\nname: fr\nworkloads: [tree-lstm]\nbatches: [2]\nhiddens: [8]\nseeds: [3]\npolicies: [depth, agenda]\n";
+    let first = run(yaml, &dir);
+    assert_eq!((first.ran, first.skipped), (2, 0));
+    let again = run(yaml, &dir);
+    assert_eq!((again.ran, again.skipped), (0, 2));
+    let spec = parse_spec(yaml, "t.yaml", false).unwrap();
+    let mut opts = RunOptions::new(&dir);
+    opts.quiet = true;
+    opts.fresh = true;
+    let fresh = run_spec(&spec, &opts).unwrap();
+    assert_eq!((fresh.ran, fresh.skipped), (2, 0));
+    let table = rows(&fresh.json);
+    assert_eq!(table.len(), 2);
+    let lines = std::fs::read_to_string(&fresh.jsonl)
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines, 4, "the first sweep's rows are kept");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Regression: `run_spec --help` printed the usage line and exited 2.
+#[test]
+fn run_spec_help_exits_0() {
+    // Examples are built beside the test binaries (`target/<profile>/examples`).
+    let exe = std::env::current_exe().unwrap();
+    // `cargo test --test runner` alone does not rebuild it: skip (visibly) a
+    // missing or stale one rather than test old code.
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/run_spec.rs");
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(example) = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|p| p.join("examples/run_spec"))
+        .filter(|p| modified(p) >= modified(&source))
+    else {
+        eprintln!(
+            "SKIPPED run_spec_help_exits_0: the run_spec example is not built or older than its source (`cargo test` builds it)"
+        );
+        return;
+    };
+    let o = std::process::Command::new(&example)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("usage: run_spec") && out.contains("--fresh"),
+        "{out}"
+    );
+    let o = std::process::Command::new(&example).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "no arguments is a usage error");
+}
+
+/// Without a terminal (a log, CI) a sweep still shows it is moving: a line
+/// per interval with runs done and failed (fig6's minutes were silent).
+#[test]
+fn a_sweep_logs_progress_lines_without_a_terminal() {
+    let dir = tmp("log-lines");
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let mut opts = RunOptions::new(&dir);
+    opts.observer = Some(experiments::progress::log_lines_to(
+        std::time::Duration::ZERO,
+        std::sync::Arc::new(move |l: String| sink.lock().unwrap().push(l)),
+    ));
+    let yaml = "kind: policies\nname: ll\nworkloads: [tree-lstm]\nbatches: [2]\nhiddens: [8]\nseeds: [3]\npolicies: [depth, agenda]\n";
+    let spec = parse_spec(yaml, "t.yaml", false).unwrap();
+    run_spec(&spec, &opts).unwrap();
+    let lines = lines.lock().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ll: 2/2 runs done (0 failed)")),
+        "{lines:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

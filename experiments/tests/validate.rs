@@ -189,6 +189,20 @@ fn exclude_values_must_be_in_the_grid() {
     );
 }
 
+/// Regression: a wrong-typed value said "invalid u64" without the field.
+#[test]
+fn a_wrong_typed_value_names_its_field() {
+    let e = err(&GOOD.replace("batches: [2]", "batches: [2, x]"));
+    assert!(
+        e.contains("field `batches`") && e.contains("bad.yaml:4:"),
+        "{e}"
+    );
+    let e = err(&format!("{GOOD}repeats: three\n"));
+    assert!(e.contains("field `repeats`"), "{e}");
+    let e = err(&format!("{GOOD}quick:\n  hiddens: [8, big]\n"));
+    assert!(e.contains("field `quick.hiddens`"), "{e}");
+}
+
 #[test]
 fn unreadable_file_and_bad_yaml() {
     let e = experiments::load_spec(std::path::Path::new("/no/such/spec.yaml"), false).unwrap_err();

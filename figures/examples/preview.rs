@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use figures::{
-    BarSeries, Figure, Fsm, FsmEdge, FsmState, GroupedBars, LineChart, LineSeries, Panel, RefLine,
-    Scale, StackComponent, StackedBars, Stamp, fsm_to_dot, render, write_atomic,
+    BarSeries, Figure, GroupedBars, LineChart, LineSeries, Panel, RefLine, Scale, StackComponent,
+    StackedBars, Stamp, render,
 };
 
 const WORKLOADS: [&str; 15] = [
@@ -169,45 +169,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let files = render(fig, &dir.join(name))?;
         println!("{}\n{}", files.png.display(), files.svg.display());
     }
-    let fsm = Fsm {
-        title: "learned policy (tree-lstm)".into(),
-        states: vec![
-            FsmState {
-                id: "s0".into(),
-                label: "{leaf}".into(),
-                initial: true,
-            },
-            FsmState {
-                id: "s1".into(),
-                label: "{leaf, internal}".into(),
-                initial: false,
-            },
-            FsmState {
-                id: "s2".into(),
-                label: "{internal}".into(),
-                initial: false,
-            },
-        ],
-        edges: vec![
-            FsmEdge {
-                from: "s0".into(),
-                to: "s1".into(),
-                label: "batch leaf".into(),
-            },
-            FsmEdge {
-                from: "s1".into(),
-                to: "s2".into(),
-                label: "batch leaf".into(),
-            },
-            FsmEdge {
-                from: "s2".into(),
-                to: "s2".into(),
-                label: "batch internal".into(),
-            },
-        ],
-    };
-    let dot = dir.join("fsm.dot");
-    write_atomic(&dot, fsm_to_dot(&fsm)?.as_bytes())?;
-    println!("{}", dot.display());
     Ok(())
 }

@@ -58,6 +58,23 @@ pub(crate) fn draw_grouped<DB: DrawingBackend>(
             ))
         });
         chart.draw_series(rects).map_err(draw_err)?;
+        // A point without a value (not measured, e.g. left out of the grid)
+        // is marked by a small grey cross at the bar's foot, so an empty
+        // slot is never mistaken for a value too small to see.
+        let foot = base(&y) + 0.02 * (y.hi - y.lo);
+        let crosses = s
+            .values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_none())
+            .map(|(i, _)| {
+                Cross::new(
+                    (left(i, j) + bar_w / 2.0, foot),
+                    5,
+                    style::MUTED.stroke_width(2),
+                )
+            });
+        chart.draw_series(crosses).map_err(draw_err)?;
     }
     plot::draw_ref_lines(&mut chart, &c.reference_lines, &y, x_range)?;
     for (j, s) in c.series.iter().enumerate() {

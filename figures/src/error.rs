@@ -117,16 +117,6 @@ pub enum FigureError {
         /// What is wrong in that panel.
         source: Box<FigureError>,
     },
-    /// An FSM edge names a state that is not declared.
-    #[error("edge `{from}` -> `{to}` names the unknown state `{state}`")]
-    UnknownState {
-        /// Source state of the edge.
-        from: String,
-        /// Target state of the edge.
-        to: String,
-        /// The state that is not declared.
-        state: String,
-    },
     /// The embedded font could not be registered.
     #[error("the embedded font could not be loaded: {0}")]
     Font(String),

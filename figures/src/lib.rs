@@ -1,5 +1,7 @@
 //! Figures for batchlab: grouped bars, lines and stacked bars written as PNG
-//! and SVG in one consistent style, plus FSM diagrams as Graphviz dot text.
+//! and SVG in one consistent style. (FSM diagrams as Graphviz dot text are
+//! `engine::dot`, batchlab's one DOT writer: the FSM is engine's, and
+//! `search` draws it.)
 //!
 //! A figure is plain data ([`Figure`] holding one or more [`Panel`]s, each a
 //! [`Chart`]); every type derives `Serialize`/`Deserialize`, so a caller can
@@ -71,7 +73,6 @@
 mod axis;
 mod bars;
 mod categories;
-mod dot;
 mod error;
 mod frame;
 mod legend;
@@ -83,7 +84,6 @@ pub mod style;
 mod text;
 mod validate;
 
-pub use dot::{Fsm, FsmEdge, FsmState, fsm_to_dot};
 pub use error::FigureError;
 pub use model::{
     BarSeries, Chart, Figure, GroupedBars, LineChart, LineSeries, Panel, RefLine, Scale,

@@ -83,6 +83,8 @@ pub(crate) const TEXT: RGBColor = RGBColor(0x20, 0x20, 0x20);
 pub(crate) const STAMP_TEXT: RGBColor = RGBColor(0x70, 0x70, 0x70);
 /// Colour of the grid lines.
 pub(crate) const GRID: RGBColor = RGBColor(0xDD, 0xDD, 0xDD);
+/// Colour of the marks of points without a value.
+pub(crate) const MUTED: RGBColor = RGBColor(0x90, 0x90, 0x90);
 /// Colour of reference marks ("paper" markers, reference lines).
 pub(crate) const REFERENCE: RGBColor = RGBColor(0x00, 0x00, 0x00);
 

@@ -126,3 +126,20 @@ fn huge_sizes_are_refused() {
     let e = render_png(&fig).unwrap_err();
     assert!(matches!(e, figures::FigureError::TooLarge { .. }), "{e}");
 }
+
+/// A grid point without a value is marked (a grey cross at the bar's foot),
+/// so an empty slot does not read as a value too small to see.
+#[test]
+fn a_missing_bar_is_marked() {
+    let with = |v: Option<f64>| {
+        render_svg(&Figure::new(
+            "gap",
+            bars(&["a", "b"], &[Some(3.0), v], Scale::Log10),
+            stamp(),
+        ))
+        .unwrap()
+    };
+    let grey = "#909090";
+    assert_eq!(with(Some(2.0)).matches(grey).count(), 0);
+    assert!(with(None).matches(grey).count() >= 2, "{}", with(None));
+}

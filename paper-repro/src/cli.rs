@@ -20,7 +20,7 @@ use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
 #[command(
     name = "paper-repro",
     version,
-    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, vpps, peers.\n\
+    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, peers.\n\
                   Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
                   CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
 )]
@@ -46,6 +46,10 @@ pub struct Cli {
     /// Device of the replay specs: cpu, cuda or cuda:N (the vpps item needs cuda).
     #[arg(long, global = true, default_value = "cpu", value_name = "DEVICE")]
     pub device: String,
+    /// Re-measure every run instead of reusing the rows already in the rows
+    /// folder (a rerun resumes by default and says how many rows it reused).
+    #[arg(long, global = true)]
+    pub fresh: bool,
     /// Print a JSON summary on stdout and no progress on stderr.
     #[arg(long, global = true)]
     pub json: bool,
@@ -202,6 +206,7 @@ pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
             quick: cli.quick,
             peers,
             worker: Some(worker),
+            fresh: cli.fresh,
         };
         log = Some(measure(&selected, &specs, &opts)?);
         measure_seconds = Some(t.elapsed().as_secs_f64());
@@ -230,18 +235,27 @@ pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
         return Ok(summary);
     }
     let t = Instant::now();
+    // REPORT.md covers every item with rows, so an `--only` run updates its
+    // sections and keeps the others (redrawn from their rows).
     let rep = report(&ReportOptions {
         rows: rows.clone(),
         out: out.clone(),
-        items: selected,
-        explicit: cli.only.is_some(),
+        items: items::ITEMS.iter().collect(),
+        required: if cli.only.is_some() {
+            selected.iter().map(|i| i.name).collect()
+        } else {
+            Vec::new()
+        },
         command: command.to_string(),
     })?;
     summary.report_seconds = Some(t.elapsed().as_secs_f64());
     summary.report = Some(rep.report.display().to_string());
     summary.revision = rep.revision.clone();
     summary.quick = rep.quick;
-    summary.items = from_report(&rep, log.as_ref());
+    summary.items = from_report(&rep, log.as_ref())
+        .into_iter()
+        .filter(|i| selected.iter().any(|s| s.name == i.name))
+        .collect();
     write(
         &out.join("summary.json"),
         serde_json::to_string_pretty(&summary)?.as_bytes(),
@@ -258,14 +272,37 @@ pub fn print(summary: &Summary, json: bool) -> Result<()> {
     for i in &summary.items {
         let rows = i
             .rows
-            .map(|r| format!(", {}/{} rows", r.ok, r.total))
+            .filter(|r| r.total > 0)
+            .map(|r| {
+                let failed = if r.failed > 0 {
+                    format!(", {} failed", r.failed)
+                } else {
+                    String::new()
+                };
+                format!(", {}/{} rows ok{failed}", r.ok, r.total)
+            })
+            .unwrap_or_default();
+        let sweep = i
+            .measure
+            .as_ref()
+            .map(|m| {
+                let reused = if m.skipped > 0 {
+                    format!(", {} reused", m.skipped)
+                } else {
+                    String::new()
+                };
+                format!(
+                    " (this run: {} measured, {} failed{reused})",
+                    m.ran, m.failed
+                )
+            })
             .unwrap_or_default();
         let why = i
             .reason
             .as_deref()
             .map(|r| format!(" — {r}"))
             .unwrap_or_default();
-        println!("{:<10} {}{rows}{why}", i.name, i.status);
+        println!("{:<10} {}{rows}{sweep}{why}", i.name, i.status);
     }
     if let Some(r) = &summary.report {
         println!("report: {r}");

@@ -21,12 +21,20 @@ fn main() -> ExitCode {
         }
         let summary = execute(&cli, &command_line())?;
         print(&summary, cli.json)?;
+        let failed = summary.failed_steps();
+        if !failed.is_empty() {
+            anyhow::bail!(
+                "a measuring step failed in full (the report says so): {}",
+                failed.join("; ")
+            );
+        }
         Ok(())
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("paper-repro: error: {e:#}");
+            // Each cause once: library errors often embed their source.
+            eprintln!("paper-repro: error: {}", engine::tool::error_chain(&e));
             ExitCode::FAILURE
         }
     }

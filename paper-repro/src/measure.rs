@@ -32,8 +32,31 @@ pub struct SpecLog {
     pub skipped: usize,
     /// Runs that failed now.
     pub failed: usize,
-    /// Wall seconds of the sweep.
+    /// Wall seconds of the sweep (this invocation).
     pub seconds: f64,
+    /// Wall seconds of every sweep whose rows are in the folder: this one
+    /// plus the earlier invocations it resumed (reset by `--fresh`).
+    #[serde(default)]
+    pub total_seconds: f64,
+    /// Invocations that measured this item's rows (1 after `--fresh`).
+    #[serde(default)]
+    pub invocations: u32,
+}
+
+impl SpecLog {
+    /// [`SpecLog::total_seconds`], for logs written before it existed.
+    pub fn all_seconds(&self) -> f64 {
+        if self.invocations == 0 {
+            self.seconds
+        } else {
+            self.total_seconds
+        }
+    }
+
+    /// Whether this invocation ran runs and every one of them failed.
+    pub fn all_failed(&self) -> bool {
+        self.ran > 0 && self.failed == self.ran
+    }
 }
 
 /// An item that was not measured, and why.
@@ -103,9 +126,13 @@ pub struct MeasureOptions {
     pub peers: std::result::Result<experiments::peers::PeersEnv, String>,
     /// How to start batchlab worker processes (item `peers`).
     pub worker: Option<experiments::peers::WorkerCommand>,
+    /// Re-measure every run instead of reusing the rows already there.
+    pub fresh: bool,
 }
 
-/// Why a CUDA-only item is not measured on `device`.
+/// Why a CUDA-only item is not measured on `device`, with what the
+/// measuring machine says about CUDA (recorded in `measure.json`, so a later
+/// redraw elsewhere repeats the measuring machine's state, not its own).
 pub fn cuda_skip_reason(device: &str) -> String {
     let cuda = engine::device::probe()
         .into_iter()
@@ -120,7 +147,8 @@ pub fn cuda_skip_reason(device: &str) -> String {
         .unwrap_or_else(|| "no CUDA device".into());
     format!(
         "Needs a CUDA device and was not requested (`--device {device}`; run with `--device cuda`). \
-         This machine: {cuda}."
+         The measuring machine ({}): {cuda}.",
+        experiments::provenance::Machine::probe().hostname
     )
 }
 
@@ -183,14 +211,23 @@ pub fn measure(
             observer: None,
             peers: opts.peers.clone().ok(),
             worker: opts.worker.clone(),
+            fresh: opts.fresh,
         };
         let r = experiments::run_spec(&spec, &run_opts)?;
         let seconds = t.elapsed().as_secs_f64();
         if !opts.quiet {
             eprintln!(
-                "paper-repro: {}: {} ran, {} skipped, {} failed in {seconds:.1} s",
-                item.name, r.ran, r.skipped, r.failed
+                "paper-repro: {}: {} ran, {} failed in {seconds:.1} s",
+                item.name, r.ran, r.failed
             );
+            if r.skipped > 0 {
+                eprintln!(
+                    "paper-repro: {}: {} rows reused from {}; --fresh to re-measure",
+                    item.name,
+                    r.skipped,
+                    opts.rows.display()
+                );
+            }
             for w in &r.warnings {
                 eprintln!("paper-repro: {}: warning: {w}", item.name);
             }
@@ -209,11 +246,22 @@ pub fn measure(
             skipped: r.skipped,
             failed: r.failed,
             seconds,
+            total_seconds: seconds,
+            invocations: 1,
         });
     }
     log.seconds = start.elapsed().as_secs_f64();
-    // Keep earlier entries of items not measured now (e.g. `--only` runs).
+    // Keep earlier entries of items not measured now (e.g. `--only` runs),
+    // and add the earlier sweeps' time to the items resumed now.
     if let Some(old) = MeasureLog::read(&opts.rows)? {
+        if !opts.fresh {
+            for s in &mut log.specs {
+                if let Some(o) = old.specs.iter().find(|o| o.item == s.item) {
+                    s.total_seconds += o.all_seconds();
+                    s.invocations += o.invocations.max(1);
+                }
+            }
+        }
         let measured = |n: &str| {
             log.specs.iter().any(|s| s.item == n) || log.skipped.iter().any(|s| s.item == n)
         };

@@ -98,6 +98,11 @@ impl Published {
         Ok(Published { papers })
     }
 
+    /// The title of `paper`, as the report cites it.
+    pub fn title(&self, paper: Paper) -> Option<&str> {
+        self.paper(paper).map(|p| p.title.as_str())
+    }
+
     fn paper(&self, paper: Paper) -> Option<&PaperData> {
         self.papers.iter().find(|p| p.paper == paper.name())
     }
@@ -129,7 +134,7 @@ impl Published {
 /// Parses and checks one file; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<PaperData> {
     let data: PaperData = serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column, message) = engine::yaml::error_parts(&e);
+        let (line, column, message) = engine::yaml::error_parts(&e, text);
         ReproError::Published {
             file: file.to_string(),
             message: format!("{line}:{column}: {message}"),
@@ -203,9 +208,37 @@ pub fn normalise(text: &str) -> String {
         .collect()
 }
 
+/// A source as the report cites it: the paper's table or figure and section
+/// (`Table 2 (§5.3, batch 8, model size 64), GRUCell row`), without the line
+/// of our text copy (`, ed-batch.txt:796`), which only the tests read (a
+/// reader has the paper, not that copy).
+pub fn cite(source: &str) -> &str {
+    match source.rfind(", ") {
+        Some(i) if is_text_line(&source[i + 2..]) => &source[..i],
+        _ if is_text_line(source) => "",
+        _ => source,
+    }
+}
+
+/// `name.txt:123`.
+fn is_text_line(s: &str) -> bool {
+    s.split_once(".txt:")
+        .is_some_and(|(name, line)| !name.contains(' ') && line.chars().all(|c| c.is_ascii_digit()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn citations_drop_the_text_copy_line() {
+        assert_eq!(
+            cite("Table 2 (§5.3, batch 8), GRUCell row, ed-batch.txt:796"),
+            "Table 2 (§5.3, batch 8), GRUCell row"
+        );
+        assert_eq!(cite("Abstract, ed-batch.txt:19"), "Abstract");
+        assert_eq!(cite("Fig. 8 text"), "Fig. 8 text");
+    }
 
     #[test]
     fn embedded_files_parse_and_every_value_has_a_source() {

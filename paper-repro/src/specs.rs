@@ -34,7 +34,7 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 11] = [
+pub const EMBEDDED: [Embedded; 12] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
@@ -44,6 +44,7 @@ pub const EMBEDDED: [Embedded; 11] = [
     embedded!("fig9", "experiments/specs"),
     embedded!("table6", "experiments/specs"),
     embedded!("cavs-fig8", "experiments/specs"),
+    embedded!("cavs-fig10", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
     embedded!("peers", "experiments/specs"),
 ];
@@ -147,6 +148,23 @@ mod tests {
             for l in &all {
                 assert_eq!(l.spec.name, l.item.spec, "{}", l.origin);
                 assert_eq!(l.spec.quick, quick);
+            }
+        }
+    }
+
+    /// Regression (issue 15): quick mode timed one run, so a ratio had no
+    /// spread to judge it by (tree-lstm edbatch/cavs 3.51 at h64, 0.41 at h128).
+    #[test]
+    fn every_timed_spec_times_at_least_three_runs_in_quick_mode_too() {
+        for quick in [false, true] {
+            for l in load_all(None, quick).unwrap() {
+                let timed = matches!(
+                    l.spec.kind,
+                    Kind::Replay | Kind::Training | Kind::PlannerCompile | Kind::Peers
+                );
+                if timed {
+                    assert!(l.spec.grid.repeats >= 3, "{} (quick {quick})", l.origin);
+                }
             }
         }
     }

@@ -39,6 +39,26 @@ pub struct Summary {
     pub items: Vec<ItemSummary>,
 }
 
+impl Summary {
+    /// Items whose measuring step ran runs in this invocation and saw every
+    /// one fail (`vpps on --device cuda` without CUDA): the invocation then
+    /// exits non-zero, after writing what it could.
+    pub fn failed_steps(&self) -> Vec<String> {
+        self.items
+            .iter()
+            .filter_map(|i| {
+                let m = i.measure.as_ref().filter(|m| m.all_failed())?;
+                let why = i
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default();
+                Some(format!("{}: all {} runs failed{why}", i.name, m.ran))
+            })
+            .collect()
+    }
+}
+
 /// One item.
 #[derive(Clone, Debug, Serialize)]
 pub struct ItemSummary {

@@ -70,7 +70,14 @@ fn report_from_fixture_rows_writes_every_file_and_section() {
     assert_eq!(report.matches("**Reading.**").count(), ITEMS.len() - 1);
     // Every item reproducing a paper quotes it; `peers` compares with the real systems.
     let papers = ITEMS.iter().filter(|i| i.paper != Paper::Workbench).count();
-    assert_eq!(report.matches("**The paper says:**").count(), papers);
+    assert_eq!(report.matches("**The paper says** (*").count(), papers);
+    // Cited by title and section, not by our text copy's file and line.
+    assert!(
+        report.contains("(*ED-Batch: Efficient Automatic Batching"),
+        "{report}"
+    );
+    assert!(!report.contains(".txt:"), "{report}");
+    assert!(!report.contains("shared/papers"), "{report}");
     // Fixture rows are quick-mode rows.
     assert!(report.contains("**Quick mode**"));
     check_file(&out.join("summary.json"));
@@ -120,7 +127,9 @@ fn report_of_an_item_without_rows_fails_when_asked_for_by_name() {
 }
 
 /// The fixture rows of `specs`, with every row's device set to `device`
-/// (`config.device` and `provenance.device`), in a fresh rows folder.
+/// (`config.device` and `provenance.device`), and table6's rows relabelled
+/// as the paper's batch 256, hidden 512 (a like-with-like comparison), in a
+/// fresh rows folder.
 fn fixture_on(device: &str, specs: &[&str]) -> PathBuf {
     let dir = tmp(&format!("report-rows-{device}"));
     for spec in specs {
@@ -129,6 +138,10 @@ fn fixture_on(device: &str, specs: &[&str]) -> PathBuf {
         for r in &mut rows {
             r["config"]["device"] = device.into();
             r["provenance"]["device"] = device.into();
+            if *spec == "table6" {
+                r["config"]["batch"] = 256.into();
+                r["config"]["hidden"] = 512.into();
+            }
         }
         std::fs::write(
             dir.join(format!("{spec}.json")),
@@ -153,19 +166,29 @@ fn fig6_table6_report(rows: &std::path::Path, name: &str) -> (String, String, St
     ]);
     assert!(o.status.success(), "{}", texts(&o).1);
     let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
-    let readings: Vec<String> = report
-        .lines()
-        .filter(|l| l.starts_with("**Reading.**"))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(readings.len(), 2, "{report}");
-    (report, readings[0].clone(), readings[1].clone())
+    let reading = |title: &str| -> String {
+        let at = report.find(&format!("## {title}")).expect("section");
+        report[at..]
+            .lines()
+            .find(|l| l.starts_with("**Reading.**"))
+            .expect("reading")
+            .to_string()
+    };
+    let (fig6, table6) = (reading("ED-Batch Fig. 6:"), reading("ED-Batch Table 6:"));
+    (report, fig6, table6)
 }
 
 #[test]
 fn readings_compare_with_the_papers_numbers_on_the_rows_device() {
+    // Quick rows (batch 64, hidden 128): Table 6 is not compared with the
+    // paper's batch 256, hidden 512 (issue 15: compare like with like).
+    let (_, _, quick) = fig6_table6_report(&fixture(), "report-device-quick");
+    assert!(quick.contains("Not compared with the paper"), "{quick}");
+    assert!(!quick.contains("paper, CPU"), "{quick}");
+
     // CPU rows: the paper's CPU numbers.
-    let (report, fig6, table6) = fig6_table6_report(&fixture(), "report-device-cpu");
+    let cpu = fixture_on("cpu", &["fig6", "table6"]);
+    let (report, fig6, table6) = fig6_table6_report(&cpu, "report-device-cpu");
     assert!(fig6.contains("on our CPU"), "{fig6}");
     assert!(fig6.contains("(paper, CPU: 1.20×, 1.11×)"), "{fig6}");
     assert!(fig6.contains("(paper, CPU: 1.32–2.97×)"), "{fig6}");
@@ -195,7 +218,10 @@ fn readings_compare_with_the_papers_numbers_on_the_rows_device() {
     assert!(report.contains("| 6736 | 80.19 |"), "{report}");
     assert!(report.contains("| 84 | 1.00 | 26 |"), "{report}");
     assert!(report.contains("paper, GPU: edbatch / cavs"));
-    assert!(report.contains("| tree-lstm | TreeLSTM | trees | 0.72 | 0.586–0.855 | 1.23 |"));
+    assert!(
+        report.contains("| tree-lstm | TreeLSTM | trees | 0.72 (1 run) | 0.586–0.855 | 1.23 |"),
+        "{report}"
+    );
     assert!(report.contains("GPU rows on `cuda`"), "{report}");
     assert!(!report.contains("paper, CPU"), "{report}");
 }

@@ -45,6 +45,28 @@ fn the_planned_file_passes() {
     assert_eq!(r.copies, 0);
 }
 
+/// Regression: `planner check` printed "of 11 batched operands 19
+/// contiguous" (single-op operands were counted as contiguous).
+#[test]
+fn check_counts_add_up_to_the_batched_operands() {
+    let lib = CellLibrary::builtin().unwrap();
+    for name in ["lstm", "gru", "tree_lstm.internal", "mv.internal"] {
+        let cell = lib.instantiate(name, 16).unwrap();
+        let plan = plan_cell(&cell, 4, &PlanOptions::default()).unwrap();
+        for file in [
+            planner::layout_file::planned_file(&cell, &plan),
+            planner::layout_file::baseline_file(&cell, &plan),
+        ] {
+            let r = check_layout(&file, &cell).unwrap();
+            assert_eq!(
+                r.contiguous + r.broadcasts + r.copies,
+                r.operands,
+                "{name}: {r:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_contiguous_claim_broken_by_reordering_names_batch_and_operand() {
     let (cell, mut file) = lstm();

@@ -95,6 +95,38 @@ fn layout_all_lists_every_builtin_cell() {
     assert!(String::from_utf8_lossy(&text.stdout).contains("all removed"));
 }
 
+/// Regression: `planner layout --out` into a missing folder failed with
+/// ENOENT while every other tool creates the folder; `planner check` on a
+/// policy file said "expected ident at line 1 column 2".
+#[test]
+fn layout_out_creates_its_folder_and_check_names_a_foreign_file() {
+    let _ = std::fs::remove_dir_all(tmp("new"));
+    let out = tmp("new/deeper/lstm.json").display().to_string();
+    let line = format!("layout --cell lstm --hidden 16 --batch 4 --out {out}");
+    let o = planner(&line.split_whitespace().collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(json(&planner(&["check", &out, "--json"]))["ok"], true);
+    let cases = [
+        (
+            "policy.yaml",
+            "format: batchlab-policy\nversion: 2\n",
+            "batchlab-policy file, not a layout",
+        ),
+        ("notes.txt", "hello\n", "a layout file is a JSON object"),
+    ];
+    for (name, text, want) in cases {
+        let f = tmp(name);
+        std::fs::write(&f, text).unwrap();
+        let o = planner(&["check", f.to_str().unwrap()]);
+        let e = stderr(&o);
+        assert!(o.status.code() == Some(1) && e.contains(want), "{e}");
+        assert!(
+            e.contains("planner layout --out") && !e.contains("line 1"),
+            "{e}"
+        );
+    }
+}
+
 #[test]
 fn unknown_cell_lists_the_known_ones() {
     let o = planner(&["layout", "--cell", "nope", "--hidden", "64", "--batch", "8"]);

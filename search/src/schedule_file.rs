@@ -109,7 +109,7 @@ impl ScheduleFile {
             file: file.into(),
             line: e.line(),
             column: e.column(),
-            message: e.to_string(),
+            message: engine::fieldpath::json_message(&e, text),
         })?;
         let invalid = |message: String| ScheduleFileError::Invalid {
             file: file.into(),

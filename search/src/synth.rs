@@ -138,11 +138,7 @@ pub fn random_dag(p: &DagParams) -> Result<Trace, DagError> {
     };
     let params = serde_json::to_value(p).unwrap_or(serde_json::Value::Null);
     meta.extra.insert("random_dag".into(), params);
-    Ok(Trace {
-        workload: WORKLOAD.into(),
-        meta,
-        graph,
-    })
+    Ok(Trace::new(WORKLOAD, meta, graph))
 }
 
 #[cfg(test)]

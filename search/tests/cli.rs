@@ -94,11 +94,7 @@ fn fig1_trace() -> String {
         add(2, &[src]);
     }
     add(3, &(7..14).collect::<Vec<_>>());
-    let t = Trace {
-        workload: "fig1".into(),
-        meta: TraceMeta::default(),
-        graph: b.finish().unwrap(),
-    };
+    let t = Trace::new("fig1", TraceMeta::default(), b.finish().unwrap());
     let p = path("fig1.json");
     t.write(Path::new(&p)).unwrap();
     p
@@ -333,8 +329,8 @@ fn show_prints_states_and_dot_edges_from_the_training_trace() {
     let dot = String::from_utf8(o.stdout).unwrap();
     assert!(dot.contains("// edges: transitions observed"), "{dot}");
     assert!(dot.contains("digraph fsm {"));
-    assert!(dot.contains("start -> "));
-    assert!(dot.contains("S0 [label=\"S0: [phase:0"), "{dot}");
+    assert!(dot.contains("\"start\" -> "));
+    assert!(dot.contains("\"S0\" [label=\"S0: [phase:0"), "{dot}");
     // Without the training trace, states only (and says so).
     let text = std::fs::read_to_string(&pol)
         .unwrap()

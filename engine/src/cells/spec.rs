@@ -97,7 +97,7 @@ impl CellSpec {
     /// Only the format is checked here; [`CellSpec::instantiate`] validates.
     pub fn parse(text: &str, source: &str) -> Result<CellSpec, CellError> {
         let mut spec: CellSpec =
-            serde_saphyr::from_str(text).map_err(|e| parse_error(&e, source))?;
+            serde_saphyr::from_str(text).map_err(|e| parse_error(&e, text, source))?;
         spec.source = source.to_owned();
         Ok(spec)
     }
@@ -119,8 +119,8 @@ impl CellSpec {
 }
 
 /// Converts a serde-saphyr error into [`CellError::Parse`] (see [`crate::yaml`]).
-fn parse_error(err: &serde_saphyr::Error, source: &str) -> CellError {
-    let (line, column, message) = crate::yaml::error_parts(err);
+fn parse_error(err: &serde_saphyr::Error, text: &str, source: &str) -> CellError {
+    let (line, column, message) = crate::yaml::error_parts(err, text);
     CellError::Parse {
         file: source.to_owned(),
         line,

@@ -25,7 +25,8 @@ pub struct Args {
     /// Hidden size when recording on the fly.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
-    /// Seed of the weights and per-node data (as `engine replay --seed`; also
+    /// Seed of the weights and of the per-node data the trace does not record
+    /// (as `engine replay --seed`; also
     /// the record seed when recording on the fly).
     #[arg(long, default_value_t = 7)]
     seed: u64,

@@ -1,4 +1,5 @@
-//! `engine fixtures`: regenerate the shipped structure-only data.
+//! `engine fixtures`: regenerate the shipped fixtures (shapes and integer
+//! annotations) from the raw ED-Batch data.
 
 use std::path::PathBuf;
 

@@ -22,16 +22,21 @@ struct Report<'a> {
     file: String,
     workload: &'a str,
     meta: &'a TraceMeta,
+    data_ids: u64,
+    data_labels: u64,
     #[serde(flatten)]
     stats: GraphStats,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let trace = Trace::read(&a.trace)?;
+    let (data_ids, data_labels) = trace.data_counts();
     let report = Report {
         file: a.trace.display().to_string(),
         workload: &trace.workload,
         meta: &trace.meta,
+        data_ids,
+        data_labels,
         stats: stats(&trace.graph),
     };
     if a.json {
@@ -58,6 +63,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         s.depth,
         s.lower_bound
     );
+    if data_ids + data_labels > 0 {
+        engine::outln!(
+            "recorded data: token ids on {data_ids} nodes, labels on {data_labels} nodes"
+        );
+    }
     let width = s
         .types
         .iter()

@@ -11,6 +11,7 @@ mod inspect;
 mod record;
 mod replay;
 mod script;
+mod train;
 mod workloads;
 
 use clap::{Parser, Subcommand};
@@ -38,11 +39,13 @@ enum Command {
     Replay(replay::Args),
     /// Show the VPPS placement and per-batch script of a trace (docs/vpps.md); optionally emulate it.
     Script(script::Args),
+    /// Train a workload's model on its real data: forward and backward by any executor, SGD or Adam, dev accuracy per epoch, checkpoints.
+    Train(train::Args),
     /// Write the seeded model and bound program of a trace for another framework (docs/model-export.md).
     ExportModel(export_model::Args),
     /// List the devices (CPU, CUDA) and whether they can be used, and why not.
     Devices(devices::Args),
-    /// Convert the raw ED-Batch data sets into the structure-only fixtures under data/.
+    /// Convert the raw ED-Batch data sets into the fixtures under data/ (shapes and integer annotations).
     Fixtures(fixtures::Args),
     /// Measure record, write and read throughput on a large trace.
     Bench(bench::Args),
@@ -57,6 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Script(a) => script::run(a),
+        Command::Train(a) => train::run(a),
         Command::ExportModel(a) => export_model::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Fixtures(a) => fixtures::run(a),

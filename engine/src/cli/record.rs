@@ -35,12 +35,20 @@ pub struct Args {
     /// Extra cell definition files (YAML) to load besides the built-ins.
     #[arg(long = "cells")]
     cell_files: Vec<PathBuf>,
-    /// Output trace file (written atomically).
+    /// Output trace file (written atomically; its folder is created).
     #[arg(long)]
     out: PathBuf,
+    /// Memory the recording may use (e.g. 4G, 512MiB) [default: what this
+    /// machine has available]; a larger trace is refused before it is built.
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_memory)]
+    max_memory: Option<u64>,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     json: bool,
+}
+
+pub(crate) fn parse_max_memory(s: &str) -> Result<u64, String> {
+    engine::memory::parse_size(s)
 }
 
 pub(crate) fn parse_level(s: &str) -> Result<Level, String> {
@@ -65,7 +73,13 @@ struct Summary {
     edges: u64,
     types: usize,
     lower_bound: u64,
+    data_ids: u64,
+    data_labels: u64,
     seconds: f64,
+    /// Samples in the data set (null for synthetic data).
+    dataset_samples: Option<usize>,
+    /// Whether the batch is larger than the data set, so samples repeat.
+    repeats_samples: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -83,24 +97,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         cells.load_file(f)?;
     }
     let start = Instant::now();
-    let trace = workloads::record(
-        &RecordOptions {
-            workload: w,
-            data,
-            batch: a.batch,
-            hidden: a.hidden,
-            level: a.level,
-            seed: a.seed,
-        },
-        &cells,
-    )?;
-    if let Some(dir) = a.out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating output folder {}", dir.display()))?;
-    }
+    let opts = RecordOptions {
+        workload: w,
+        data,
+        batch: a.batch,
+        hidden: a.hidden,
+        level: a.level,
+        seed: a.seed,
+    };
+    let available = workloads::samples_available(&opts)?;
+    let budget = engine::memory::Budget::detect(a.max_memory);
+    let trace = workloads::record_within(&opts, &cells, budget.as_ref())?;
     trace.write(&a.out)?;
     let seconds = start.elapsed().as_secs_f64();
     let s = stats(&trace.graph);
+    let (data_ids, data_labels) = trace.data_counts();
     let summary = Summary {
         out: a.out.display().to_string(),
         workload: w.name.to_string(),
@@ -113,13 +124,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         edges: s.edges,
         types: s.types.len(),
         lower_bound: s.lower_bound,
+        data_ids,
+        data_labels,
         seconds,
+        dataset_samples: available,
+        repeats_samples: available.is_some_and(|n| a.batch > n),
     };
+    if let Some(n) = available.filter(|n| a.batch > *n) {
+        // Said on stderr (also with --json, whose stdout stays one object).
+        eprintln!(
+            "note: --batch {} is more than the {n} samples of {}: each sample is used {} or {} times (every pass over the data set a fresh shuffle)",
+            a.batch,
+            summary.dataset,
+            a.batch / n,
+            a.batch.div_ceil(n)
+        );
+    }
     if a.json {
         return crate::cli::print_json(&summary);
     }
+    let data = if data_ids + data_labels > 0 {
+        format!(", real data on {data_ids} lookups and {data_labels} losses")
+    } else {
+        String::new()
+    };
     engine::outln!(
-        "recorded {} ({} level, {} samples of {}, hidden {}, seed {}): {} nodes, {} edges, {} types, lower bound {} batches -> {} in {:.3} s",
+        "recorded {} ({} level, {} samples of {}, hidden {}, seed {}): {} nodes, {} edges, {} types, lower bound {} batches{} -> {} in {:.3} s",
         summary.workload,
         summary.level,
         summary.batch,
@@ -130,6 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         summary.edges,
         summary.types,
         summary.lower_bound,
+        data,
         summary.out,
         summary.seconds
     );

@@ -67,15 +67,64 @@ pub struct Args {
     /// the run comes to doing only its GEMMs (`roofline` in --json).
     #[arg(long)]
     roofline: bool,
-    /// Seed of the weights and per-node data (and of on-the-fly recording).
+    /// Seed of the weights and of the per-node data the trace does not record
+    /// (and of on-the-fly recording).
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Skip the comparison with the reference executor.
     #[arg(long)]
     no_check: bool,
+    /// Measure training steps instead: forward, then backward (batched on the
+    /// reversed graph by --backward-policy), no optimiser update.
+    #[arg(long)]
+    train: bool,
+    /// With --train: the backward batches — `reverse` (the forward batches in
+    /// reverse order, as Cavs and DyNet do), a heuristic on the reversed
+    /// graph, or an FSM from `search train --pass backward`.
+    #[arg(long, requires = "train", default_value = "reverse")]
+    backward_policy: String,
+    /// With --train: weight-gradient products per batch, not lazily once per
+    /// parameter (Cavs §3.5 ablation).
+    #[arg(long, requires = "train")]
+    eager: bool,
+    /// Memory the run may use (e.g. 4G, 512MiB) [default: what this machine
+    /// has available]; a run estimated larger is refused before allocating.
+    #[arg(long, value_name = "SIZE", value_parser = super::record::parse_max_memory)]
+    max_memory: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+impl Args {
+    /// The flags [`executor`] reads, for `engine train`.
+    pub(super) fn for_training(
+        executor: &str,
+        policy: Option<String>,
+        layouts: Option<PathBuf>,
+    ) -> Args {
+        Args {
+            trace: None,
+            workload: None,
+            batch: 32,
+            hidden: 64,
+            executor: executor.to_string(),
+            policy,
+            layouts,
+            device: "cpu".into(),
+            repeat: 1,
+            threads: None,
+            no_fuse: false,
+            roofline: false,
+            seed: 7,
+            no_check: true,
+            train: false,
+            backward_policy: "reverse".into(),
+            eager: false,
+            max_memory: None,
+            json: false,
+        }
+    }
 }
 
 /// `engine replay --json` output.
@@ -123,7 +172,7 @@ struct RooflineReport {
 
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
 /// `<cell>.baseline.json` for the DyNet order).
-fn layouts(
+pub(super) fn layouts(
     model: &replay::Model,
     dir: &std::path::Path,
     baseline: bool,
@@ -155,7 +204,7 @@ fn layouts(
     Ok(files)
 }
 
-fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
+pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
         let arg = PolicyArg::parse(name)?;
@@ -210,6 +259,37 @@ fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
     })
 }
 
+/// Refuses a run whose session would not fit in `budget`, naming the flag
+/// whose value makes it large: `--hidden` where the weights dominate, else
+/// `--batch` (or the trace file, whose size is fixed).
+fn check_memory(
+    a: &Args,
+    trace: &Trace,
+    cells: &CellLibrary,
+    budget: Option<&engine::memory::Budget>,
+) -> anyhow::Result<()> {
+    let shape = replay::memory::RunShape {
+        op_level: a.executor == "dynet",
+        check: !a.no_check,
+    };
+    let est = replay::memory::estimate(trace, cells, shape)?;
+    let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
+    // Weights grow with hidden², everything else with the nodes × hidden.
+    let by_weights = 2 * (part("weights") + part("packed weights")) >= est.total();
+    let hidden = trace.meta.hidden.map_or(a.hidden, |h| h as usize);
+    let flag = match (&a.trace, by_weights) {
+        (None, true) => format!("--hidden {hidden}"),
+        (None, false) => format!("--batch {}", a.batch),
+        (Some(p), _) => format!(
+            "--trace {} (hidden {hidden}, {} nodes)",
+            p.display(),
+            trace.graph.len()
+        ),
+    };
+    engine::memory::check(flag, "the replay", est, budget)?;
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     if a.threads == Some(0) {
         bail!("--threads must be at least 1");
@@ -221,13 +301,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bail!("--repeat must be at least 1");
     }
     let cells = CellLibrary::builtin()?;
+    let budget = engine::memory::Budget::detect(a.max_memory);
     let trace = match (&a.trace, &a.workload) {
         (Some(p), _) => Trace::read(p)?,
         (None, Some(w)) => {
             let Some(spec) = workloads::workload(w) else {
                 bail!("unknown workload {w:?} (see `engine workloads`)");
             };
-            workloads::record(
+            workloads::record_within(
                 &RecordOptions {
                     workload: spec,
                     data: DataChoice::Default,
@@ -237,6 +318,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     seed: a.seed,
                 },
                 &cells,
+                budget.as_ref(),
             )?
         }
         (None, None) => bail!("give --trace T.json or --workload W"),
@@ -246,6 +328,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
         );
     }
+    check_memory(&a, &trace, &cells, budget.as_ref())?;
     let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
     let mut ex = executor(&a, &model)?;
     let cpu = replay::cpu::CpuOptions {
@@ -268,6 +351,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         warmup: true,
         repeats: a.repeat,
     };
+    if a.train {
+        return run_train(
+            &a,
+            &trace,
+            &model,
+            &cells,
+            &mut session,
+            &mut ex,
+            &opts,
+            cpu,
+        );
+    }
     let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
     let gemm_flops = match session.cpu() {
         Some(c) => c.gemm_flops(&trace, &model),
@@ -372,5 +467,128 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))
         );
     }
+    Ok(())
+}
+
+/// `--backward-policy NAME`: `None` for `reverse`, else the policy (a
+/// backward-pass FSM or a heuristic; a forward FSM is refused).
+pub(super) fn backward_policy(name: &str) -> anyhow::Result<Option<PolicyArg>> {
+    if name == "reverse" {
+        return Ok(None);
+    }
+    let arg = PolicyArg::parse(name).with_context(|| format!("--backward-policy {name}"))?;
+    if arg.trained_pass() == "forward" {
+        bail!(
+            "--backward-policy {name}: a forward-pass policy; train one for the backward pass with `search train --pass backward`"
+        );
+    }
+    Ok(Some(arg))
+}
+
+/// `engine replay --train --json` output.
+#[derive(Serialize)]
+struct TrainReport {
+    workload: String,
+    executor: String,
+    policy: Option<String>,
+    backward_policy: String,
+    threads: usize,
+    fused: bool,
+    lazy: bool,
+    nodes: usize,
+    instances: usize,
+    hidden: usize,
+    repeat: usize,
+    loss: f64,
+    forward: Counters,
+    backward: Counters,
+    /// Lower bound of the reversed graph (ED-Batch A.3).
+    backward_lower_bound: u64,
+    forward_time: TimeSplit,
+    backward_time: TimeSplit,
+    total_s: f64,
+    cpu_s: Option<f64>,
+    /// Training instances per second (forward + backward).
+    instances_per_s: f64,
+    kept_bytes: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_train(
+    a: &Args,
+    trace: &Trace,
+    model: &replay::Model,
+    cells: &CellLibrary,
+    session: &mut replay::Session,
+    ex: &mut Executor,
+    opts: &replay::measure::MeasureOptions,
+    cpu: replay::cpu::CpuOptions,
+) -> anyhow::Result<()> {
+    let name = a.backward_policy.clone();
+    let mut back = match backward_policy(&name)? {
+        Some(arg) => Some(arg.instantiate()?),
+        None => None,
+    };
+    let train = replay::cpu::TrainOptions { lazy: !a.eager };
+    let back_ref: Option<&mut dyn engine::sched::BatchPolicy> = match back.as_mut() {
+        Some(b) => Some(b.as_mut()),
+        None => None,
+    };
+    let m =
+        replay::measure::measure_train(session, trace, model, cells, ex, back_ref, &train, opts)?;
+    let instances = trace.graph.num_instances();
+    let report = TrainReport {
+        workload: trace.workload.clone(),
+        executor: a.executor.clone(),
+        policy: a.policy.clone(),
+        backward_policy: name,
+        threads: cpu.thread_count(),
+        fused: cpu.fuse,
+        lazy: train.lazy,
+        nodes: trace.graph.len(),
+        instances,
+        hidden: model.hidden,
+        repeat: a.repeat,
+        loss: m.loss,
+        forward: m.forward,
+        backward: m.backward,
+        backward_lower_bound: engine::graph::lower_bound(&trace.graph.reversed()).total,
+        forward_time: m.forward_time,
+        backward_time: m.backward_time,
+        total_s: m.total_s,
+        cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
+        instances_per_s: instances as f64 / m.total_s.max(1e-12),
+        kept_bytes: m.kept_bytes,
+    };
+    if a.json {
+        return crate::cli::print_json(&report);
+    }
+    engine::outln!(
+        "{} {} training step ({} nodes, {} instances, h={}): loss {:.4}; forward {} batches, backward {} batches (reversed-graph lower bound {})",
+        report.workload,
+        report.executor,
+        report.nodes,
+        report.instances,
+        report.hidden,
+        report.loss,
+        report.forward.batches,
+        report.backward.batches,
+        report.backward_lower_bound
+    );
+    engine::outln!(
+        "  time {:.3} ms (forward {:.3}, backward {:.3}); {:.0} training instances/s; {} thread(s){}{}; kept {:.1} MB",
+        report.total_s * 1e3,
+        report.forward_time.total() * 1e3,
+        report.backward_time.total() * 1e3,
+        report.instances_per_s,
+        report.threads,
+        if report.fused { "" } else { ", unfused" },
+        if report.lazy {
+            ", lazy weight gradients"
+        } else {
+            ", eager weight gradients"
+        },
+        report.kept_bytes as f64 / 1e6
+    );
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
+use engine::replay::cpu::BackwardSchedule;
 use engine::replay::{self, Executor, Session, vpps};
 use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};
@@ -32,9 +33,11 @@ pub struct Args {
     /// agenda-updated, cavs, typewise, or a policy file from `search train`.
     #[arg(long, default_value = "depth")]
     policy: String,
-    /// Backward batching policy on the reversed graph (a heuristic, or a
-    /// policy file from `search train --pass backward`).
-    #[arg(long, default_value = "typewise")]
+    /// The backward batches: `reverse` (the forward batches in reverse
+    /// order, as Cavs and DyNet do), a heuristic on the reversed graph, or a
+    /// policy file from `search train --pass backward` (as `engine replay
+    /// --train`).
+    #[arg(long, default_value = "reverse")]
     backward_policy: String,
     /// Forward pass only (what `engine replay` runs); default: forward and
     /// backward (training).
@@ -115,12 +118,12 @@ struct Emulation {
     race_checked: bool,
 }
 
-fn policy(name: &str, pass: &str) -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
-    let arg = PolicyArg::parse(name)?;
-    if arg.trained_pass() != pass && arg.trained_pass() != "any" {
+/// `--policy NAME`: a heuristic or a forward-pass policy file.
+fn policy(name: &str) -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
+    let arg = PolicyArg::parse(name).with_context(|| format!("--policy {name}"))?;
+    if arg.trained_pass() == "backward" {
         bail!(
-            "{name}: a policy trained for the {} pass, given for the {pass} pass",
-            arg.trained_pass()
+            "--policy {name}: a backward-pass policy (search train --pass backward); give it as --backward-policy"
         );
     }
     Ok(arg.instantiate()?)
@@ -176,17 +179,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     };
     let v = vpps::Vpps::new(&model, &opts);
-    let mut fwd = policy(&a.policy, "forward")?;
-    let mut bwd = policy(&a.backward_policy, "backward")?;
-    let batches = vpps::schedule(
-        &trace,
-        fwd.as_mut(),
-        if a.forward_only {
-            None
-        } else {
-            Some(bwd.as_mut())
-        },
-    )?;
+    let mut fwd = policy(&a.policy)?;
+    let mut bwd = match super::replay::backward_policy(&a.backward_policy)? {
+        Some(arg) => Some(arg.instantiate()?),
+        None => None,
+    };
+    let backward = match (a.forward_only, bwd.as_mut()) {
+        (true, _) => None,
+        (false, Some(p)) => Some(BackwardSchedule::Policy(p.as_mut())),
+        (false, None) => Some(BackwardSchedule::ReverseForward),
+    };
+    let batches = vpps::schedule(&trace, fwd.as_mut(), backward)?;
     let c = v.compile(&trace, &model, &batches)?;
     if let Some(p) = &a.out {
         let bytes: Vec<u8> = c
@@ -211,7 +214,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &model,
                 &cells,
                 &mut ex,
-                &mut engine::sched::TypewisePolicy,
+                BackwardSchedule::ReverseForward,
                 &Default::default(),
             )?;
             (r.loss, s.gradients(&model))
@@ -220,7 +223,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             (loss_of(&trace, &model, s.outputs()), None)
         };
         let max_rel_error_gradients = match (&run.gradients, &grads) {
-            (Some(got), Some(want)) => Some(grad_error(got, want)),
+            (Some(got), Some(want)) => Some(replay::max_rel_error_gradients(got, want)),
             _ => None,
         };
         Some(Emulation {
@@ -272,8 +275,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         },
     };
     if a.json {
-        return crate::cli::print_json(&report);
+        crate::cli::print_json(&report)?;
+    } else {
+        print_text(&report, &v);
     }
+    // The emulator is the kernel's specification: a disagreement with the
+    // reference is a failure, not a number to overlook.
+    if let Some(e) = &report.emulation {
+        let worst = e
+            .max_rel_error_outputs
+            .max(e.max_rel_error_gradients.unwrap_or(0.0));
+        if worst >= TOLERANCE {
+            bail!(
+                "--emulate: the emulated script differs from the reference executor by {worst:.2e} (tolerance {TOLERANCE:.0e})"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Largest relative difference `--emulate` accepts (outputs and gradients).
+const TOLERANCE: f64 = 1e-4;
+
+fn print_text(report: &Report, v: &vpps::Vpps) {
     engine::outln!(
         "{} (h={}, {} nodes): {} script, forward policy {}{}",
         report.workload,
@@ -332,7 +356,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
 }
 
 fn loss_of(trace: &Trace, model: &replay::Model, out: &replay::Store) -> f64 {
@@ -341,18 +364,4 @@ fn loss_of(trace: &Trace, model: &replay::Model, out: &replay::Store) -> f64 {
         .filter(|&v| model.role_of(g, v).role.role == "loss.sum")
         .map(|v| out.node(v).iter().map(|&x| f64::from(x)).sum::<f64>())
         .sum()
-}
-
-/// Largest per-tensor normwise relative difference.
-fn grad_error(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> f64 {
-    let mut worst = 0.0f64;
-    for (gr, wr) in got.iter().zip(want) {
-        for (g, w) in gr.iter().zip(wr) {
-            let norm = w.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-6);
-            for (x, y) in g.iter().zip(w) {
-                worst = worst.max(f64::from((x - y).abs() / norm));
-            }
-        }
-    }
-    worst
 }

@@ -36,7 +36,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             name: w.name,
             description: w.description,
             paper: w.paper,
-            structure: format!("{:?}", w.structure).to_lowercase(),
+            structure: format!("{:?}", w.structure()).to_lowercase(),
             default_data: match w.default_data {
                 DefaultData::Real(d) => d.name().to_string(),
                 DefaultData::Synthetic => "synthetic".to_string(),

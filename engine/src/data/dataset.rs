@@ -88,31 +88,31 @@ impl Dataset {
     pub fn description(self) -> &'static str {
         match self {
             Dataset::SstTrain => {
-                "Stanford Sentiment Treebank train split, binary parse trees \
+                "Stanford Sentiment Treebank train split, binary parse trees with labels \
                  (TreeLSTM, TreeGRU, MV-RNN, TreeLSTM-2Type)"
             }
             Dataset::SstDev => {
-                "Stanford Sentiment Treebank dev split, binary parse trees \
+                "Stanford Sentiment Treebank dev split, binary parse trees with labels \
                  (TreeLSTM, TreeGRU, MV-RNN, TreeLSTM-2Type)"
             }
             Dataset::SstTest => {
-                "Stanford Sentiment Treebank test split, binary parse trees \
+                "Stanford Sentiment Treebank test split, binary parse trees with labels \
                  (TreeLSTM, TreeGRU, MV-RNN, TreeLSTM-2Type)"
             }
             Dataset::WeiboTrain => {
-                "character/word lattices over the Chinese Weibo NER train split \
+                "character/word lattices with tags over the Chinese Weibo NER train split \
                  (LatticeLSTM, LatticeGRU)"
             }
             Dataset::WeiboDev => {
-                "character/word lattices over the Chinese Weibo NER dev split \
+                "character/word lattices with tags over the Chinese Weibo NER dev split \
                  (LatticeLSTM, LatticeGRU)"
             }
             Dataset::WeiboTest => {
-                "character/word lattices over the Chinese Weibo NER test split \
+                "character/word lattices with tags over the Chinese Weibo NER test split \
                  (LatticeLSTM, LatticeGRU)"
             }
             Dataset::WikinerDev => {
-                "WikiNER English sentences: word lengths and rare-word flags \
+                "WikiNER English sentences: word lengths, rare-word flags, word ids and tags \
                  (BiLSTM tagger, BiLSTMwChar)"
             }
             Dataset::Iwslt2012 => {

@@ -1,9 +1,14 @@
-//! The structure-only shapes of the benchmark inputs.
+//! The shapes of the benchmark inputs, optionally annotated.
 //!
 //! Dynamic networks only care about the *shape* of an input (which cells
-//! exist and how they depend on each other), never about the words. These
-//! types keep exactly that: tree shapes, word lengths, sequence lengths and
-//! lattice arcs. Indices are `u32` to keep large corpora compact.
+//! exist and how they depend on each other) for batching; training also needs
+//! the data the cells read: a word id per lookup and a gold label per loss.
+//! These types keep the shapes (tree shapes, word lengths, sequence lengths,
+//! lattice arcs) and, where the corpus has them, those annotations as
+//! integers: labels, tags and frequency-rank ids, never the text. An
+//! annotation is a vector parallel to the shape (one entry per tree node, per
+//! leaf, per word...); an empty vector means "not annotated" (synthetic data,
+//! v1 fixtures). Indices are `u32` to keep large corpora compact.
 //!
 //! Each type has a `validate` method stating its invariants; the fixture
 //! parsers, the converters and the synthetic generators only ever produce
@@ -30,13 +35,38 @@ pub enum TreeNode {
 /// A binary tree stored in post-order: each node's subtrees come right
 /// before it (left subtree, then right subtree, then the node), so the root
 /// is the last node and every child index is smaller than its parent's.
+///
+/// Annotated trees (SST) also carry a label per node and a word id per leaf;
+/// both vectors are empty for a structure-only tree.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Tree {
     /// The nodes in post-order.
     pub nodes: Vec<TreeNode>,
+    /// Label of every node, parallel to `nodes` (SST: sentiment 0..=4), or
+    /// empty.
+    #[serde(default)]
+    pub labels: Vec<u32>,
+    /// Word id of every leaf, in leaf order (left to right, which is also the
+    /// leaves' order in `nodes`), or empty. Ids are frequency ranks, see
+    /// `data/README.md`.
+    #[serde(default)]
+    pub word_ids: Vec<u32>,
 }
 
 impl Tree {
+    /// A structure-only tree.
+    pub fn new(nodes: Vec<TreeNode>) -> Tree {
+        Tree {
+            nodes,
+            ..Tree::default()
+        }
+    }
+
+    /// True when the tree carries labels and word ids.
+    pub fn is_annotated(&self) -> bool {
+        !self.labels.is_empty() || !self.word_ids.is_empty()
+    }
+
     /// Number of leaves.
     pub fn leaves(&self) -> usize {
         self.nodes
@@ -114,7 +144,23 @@ impl Tree {
                 pending.len()
             )));
         }
+        if self.is_annotated() {
+            annotation_len("labels", self.labels.len(), "nodes", self.nodes.len())?;
+            annotation_len("word ids", self.word_ids.len(), "leaves", self.leaves())?;
+        }
         Ok(())
+    }
+}
+
+/// An annotation vector of an annotated structure must have one entry per
+/// element it annotates (`per` names the elements, plural).
+fn annotation_len(what: &str, got: usize, per: &str, want: usize) -> Result<(), StructureError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(StructureError(format!(
+            "{got} {what} for {want} {per}: an annotated sample needs exactly one each"
+        )))
     }
 }
 
@@ -129,14 +175,39 @@ pub struct Word {
 }
 
 /// A tagged sentence.
+///
+/// Annotated sentences (WikiNER) also carry a word id and a tag id per word;
+/// both vectors are empty for a structure-only sentence.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Sentence {
     /// The words, in order; at least one.
     pub words: Vec<Word>,
+    /// Word id of every word (a frequency rank, see `data/README.md`), or
+    /// empty.
+    #[serde(default)]
+    pub word_ids: Vec<u32>,
+    /// Tag id of every word (WikiNER: see `data/README.md` for the table), or
+    /// empty.
+    #[serde(default)]
+    pub tags: Vec<u32>,
 }
 
 impl Sentence {
-    /// Checks: at least one word, every word at least one character long.
+    /// A structure-only sentence.
+    pub fn new(words: Vec<Word>) -> Sentence {
+        Sentence {
+            words,
+            ..Sentence::default()
+        }
+    }
+
+    /// True when the sentence carries word ids and tags.
+    pub fn is_annotated(&self) -> bool {
+        !self.word_ids.is_empty() || !self.tags.is_empty()
+    }
+
+    /// Checks: at least one word, every word at least one character long;
+    /// when annotated, one word id and one tag per word.
     pub fn validate(&self) -> Result<(), StructureError> {
         if self.words.is_empty() {
             return Err(StructureError("empty sentence".into()));
@@ -146,6 +217,10 @@ impl Sentence {
                 "word {} has zero characters",
                 i + 1
             )));
+        }
+        if self.is_annotated() {
+            annotation_len("word ids", self.word_ids.len(), "words", self.words.len())?;
+            annotation_len("tags", self.tags.len(), "words", self.words.len())?;
         }
         Ok(())
     }
@@ -179,6 +254,10 @@ impl Pair {
 /// node, fed by the char cell of node `i - 1` when `char_arc[i]`, and one word
 /// cell per word arc `(from, to)`, fed by the char cell at `from` and feeding
 /// the char cell at `to`.
+///
+/// Annotated lattices (Weibo) also carry a tag id per node, a character id per
+/// char arc and a word id per word arc; all three vectors are empty for a
+/// structure-only lattice.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Lattice {
     /// Number of nodes; at least 1.
@@ -189,9 +268,37 @@ pub struct Lattice {
     /// Word arcs `(from, to)` with `from + 1 < to < nodes`, strictly sorted by
     /// `(to, from)` (so no duplicates).
     pub word_arcs: Vec<(u32, u32)>,
+    /// Tag id of every node, or empty.
+    #[serde(default)]
+    pub tags: Vec<u32>,
+    /// Character id (a frequency rank) of every char arc, in node order: the
+    /// `k`-th entry belongs to the `k`-th node `i` with `char_arc[i]`. Empty
+    /// when not annotated.
+    #[serde(default)]
+    pub char_ids: Vec<u32>,
+    /// Word id (a frequency rank) of every word arc, parallel to `word_arcs`;
+    /// empty when not annotated.
+    #[serde(default)]
+    pub word_ids: Vec<u32>,
 }
 
 impl Lattice {
+    /// A structure-only lattice.
+    pub fn new(nodes: u32, char_arc: Vec<bool>, word_arcs: Vec<(u32, u32)>) -> Lattice {
+        Lattice {
+            nodes,
+            char_arc,
+            word_arcs,
+            ..Lattice::default()
+        }
+    }
+
+    /// True when the lattice carries tags and ids. A valid annotated lattice
+    /// has a tag per node, so the tags alone decide.
+    pub fn is_annotated(&self) -> bool {
+        !self.tags.is_empty() || !self.char_ids.is_empty() || !self.word_ids.is_empty()
+    }
+
     /// Checks the invariants documented on the fields.
     pub fn validate(&self) -> Result<(), StructureError> {
         if self.nodes == 0 {
@@ -223,6 +330,17 @@ impl Lattice {
                 )));
             }
             prev = Some((from, to));
+        }
+        if self.is_annotated() {
+            annotation_len("tags", self.tags.len(), "nodes", self.nodes as usize)?;
+            let arcs = self.char_arc.iter().filter(|&&c| c).count();
+            annotation_len("char ids", self.char_ids.len(), "char arcs", arcs)?;
+            annotation_len(
+                "word ids",
+                self.word_ids.len(),
+                "word arcs",
+                self.word_arcs.len(),
+            )?;
         }
         Ok(())
     }
@@ -303,6 +421,19 @@ impl Structures {
         }
     }
 
+    /// The samples at `indices`, in that order.
+    pub fn subset(&self, indices: &[usize]) -> Structures {
+        fn pick<T: Clone>(v: &[T], idx: &[usize]) -> Vec<T> {
+            idx.iter().filter_map(|&i| v.get(i).cloned()).collect()
+        }
+        match self {
+            Structures::Trees(v) => Structures::Trees(pick(v, indices)),
+            Structures::Sentences(v) => Structures::Sentences(pick(v, indices)),
+            Structures::Pairs(v) => Structures::Pairs(pick(v, indices)),
+            Structures::Lattices(v) => Structures::Lattices(pick(v, indices)),
+        }
+    }
+
     /// True when there is no sample.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -318,7 +449,25 @@ impl Structures {
         }
     }
 
-    /// Validates every sample; the error names the 0-based sample index.
+    /// True when the first sample carries annotations (labels, tags, ids);
+    /// [`Structures::validate`] checks that all samples agree. Pairs are never
+    /// annotated.
+    pub fn is_annotated(&self) -> bool {
+        self.sample_annotated(0)
+    }
+
+    /// Whether sample `i` carries annotations (false when out of range).
+    fn sample_annotated(&self, i: usize) -> bool {
+        match self {
+            Structures::Trees(v) => v.get(i).is_some_and(Tree::is_annotated),
+            Structures::Sentences(v) => v.get(i).is_some_and(Sentence::is_annotated),
+            Structures::Pairs(_) => false,
+            Structures::Lattices(v) => v.get(i).is_some_and(Lattice::is_annotated),
+        }
+    }
+
+    /// Validates every sample, and that either every sample or none is
+    /// annotated; the error names the 0-based sample index.
     pub fn validate(&self) -> Result<(), StructureError> {
         fn all<T>(
             items: &[T],
@@ -334,6 +483,19 @@ impl Structures {
             Structures::Sentences(v) => all(v, Sentence::validate),
             Structures::Pairs(v) => all(v, Pair::validate),
             Structures::Lattices(v) => all(v, Lattice::validate),
+        }?;
+        let first = self.is_annotated();
+        if let Some(i) = (1..self.len()).find(|&i| self.sample_annotated(i) != first) {
+            let (a, b) = if first {
+                ("is", "is not")
+            } else {
+                ("is not", "is")
+            };
+            return Err(StructureError(format!(
+                "sample {i}: sample 0 {a} annotated but this one {b}; \
+                 annotations come with every sample or none"
+            )));
         }
+        Ok(())
     }
 }

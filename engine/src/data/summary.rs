@@ -155,3 +155,122 @@ impl fmt::Display for Summary {
         Ok(())
     }
 }
+
+/// Distribution of the annotations of a data set: how often each label
+/// occurs, and how many token ids fall below a vocabulary cut-off.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct AnnotationSummary {
+    /// Per label value, the number of annotated elements carrying it: every
+    /// tree node, every word's tag, every lattice node's tag.
+    pub labels: Vec<u64>,
+    /// Trees only: per label value, the number of roots carrying it.
+    pub root_labels: Vec<u64>,
+    /// Number of token ids (tree leaves, words, lattice char and word arcs).
+    pub ids: u64,
+    /// Of those, ids below the cut-off given to
+    /// [`Structures::annotation_summary`].
+    pub ids_below: u64,
+    /// The cut-off.
+    pub cutoff: u32,
+}
+
+impl AnnotationSummary {
+    /// The most frequent label (ties: the smallest) and its share of `counts`,
+    /// i.e. the accuracy of always predicting it; `None` without labels.
+    pub fn majority(counts: &[u64]) -> Option<(usize, f64)> {
+        let total: u64 = counts.iter().sum();
+        let (best, &n) = counts
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &n)| (n, std::cmp::Reverse(i)))?;
+        (total > 0).then(|| (best, n as f64 / total as f64))
+    }
+}
+
+impl Structures {
+    /// The label distribution and the share of token ids below `cutoff`
+    /// (e.g. the rows a lookup table keeps apart); all zero for structure-only
+    /// data.
+    pub fn annotation_summary(&self, cutoff: u32) -> AnnotationSummary {
+        fn count(into: &mut Vec<u64>, label: u32) {
+            let i = label as usize;
+            if into.len() <= i {
+                into.resize(i + 1, 0);
+            }
+            into[i] += 1;
+        }
+        let mut s = AnnotationSummary {
+            cutoff,
+            ..AnnotationSummary::default()
+        };
+        let mut ids = |list: &[u32]| {
+            s.ids += list.len() as u64;
+            s.ids_below += list.iter().filter(|&&id| id < cutoff).count() as u64;
+        };
+        let mut labels = Vec::new();
+        let mut roots = Vec::new();
+        match self {
+            Structures::Trees(v) => {
+                for t in v {
+                    ids(&t.word_ids);
+                    t.labels.iter().for_each(|&l| count(&mut labels, l));
+                    if let Some(&root) = t.labels.last() {
+                        count(&mut roots, root);
+                    }
+                }
+            }
+            Structures::Sentences(v) => {
+                for x in v {
+                    ids(&x.word_ids);
+                    x.tags.iter().for_each(|&l| count(&mut labels, l));
+                }
+            }
+            Structures::Pairs(_) => {}
+            Structures::Lattices(v) => {
+                for l in v {
+                    ids(&l.char_ids);
+                    ids(&l.word_ids);
+                    l.tags.iter().for_each(|&t| count(&mut labels, t));
+                }
+            }
+        }
+        s.labels = labels;
+        s.root_labels = roots;
+        s
+    }
+}
+
+impl fmt::Display for AnnotationSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dist = |f: &mut fmt::Formatter<'_>, what: &str, counts: &[u64]| -> fmt::Result {
+            let total: u64 = counts.iter().sum();
+            write!(f, "{what} (label: count):")?;
+            for (i, n) in counts.iter().enumerate() {
+                write!(f, " {i}: {n}")?;
+            }
+            if let Some((best, share)) = AnnotationSummary::majority(counts) {
+                write!(
+                    f,
+                    "; majority label {best} = {:.2} % of {total}",
+                    100.0 * share
+                )?;
+            }
+            Ok(())
+        };
+        dist(f, "labels", &self.labels)?;
+        if !self.root_labels.is_empty() {
+            f.write_str("; ")?;
+            dist(f, "root labels", &self.root_labels)?;
+        }
+        let share = if self.ids == 0 {
+            0.0
+        } else {
+            100.0 * self.ids_below as f64 / self.ids as f64
+        };
+        write!(
+            f,
+            "; token ids below {}: {} of {} ({share:.2} %)",
+            self.cutoff, self.ids_below, self.ids
+        )
+    }
+}

@@ -75,7 +75,7 @@ pub fn sentences(
                     Word { chars, rare }
                 })
                 .collect();
-            Sentence { words }
+            Sentence::new(words)
         })
         .collect()
 }
@@ -160,7 +160,7 @@ fn build(leaves: u32, mut split: impl FnMut(u32) -> u32) -> Tree {
             }
         }
     }
-    Tree { nodes }
+    Tree::new(nodes)
 }
 
 /// A random lattice with `nodes` nodes (clamped to
@@ -187,9 +187,5 @@ pub fn random_lattice(
             }
         }
     }
-    Lattice {
-        nodes,
-        char_arc,
-        word_arcs,
-    }
+    Lattice::new(nodes, char_arc, word_arcs)
 }

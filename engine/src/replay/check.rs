@@ -71,6 +71,49 @@ pub fn loss_f64(trace: &Trace, model: &Model, params: &Params64) -> f64 {
     loss
 }
 
+/// Value `value` of node `v`'s cell, computed in f64 from its producers'
+/// outputs in `store` (e.g. the logits behind a loss, for predictions).
+pub fn cell_value(
+    trace: &Trace,
+    model: &Model,
+    store: &crate::replay::Store,
+    v: crate::graph::NodeId,
+    value: usize,
+) -> Vec<f64> {
+    let g = &trace.graph;
+    let role = model.type_role[g.node_type(v).index()];
+    let rm = &model.roles[role];
+    let cell = &rm.cell;
+    let mut vals: Vec<Vec<f64>> = cell
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, info)| match info.kind {
+            ValueKind::Param => rm.params[i].iter().map(|&x| f64::from(x)).collect(),
+            _ => vec![0.0; info.numel()],
+        })
+        .collect();
+    for (p, port) in cell.ports.iter().enumerate() {
+        for &pos in &model.bindings[v.index()][p] {
+            let u = g.args(v)[pos as usize];
+            let ur = model.type_role[g.node_type(u).index()];
+            for (j, input) in port.inputs.iter().enumerate() {
+                for (d, &s) in vals[input.index()].iter_mut().zip(store.output(u, ur, j)) {
+                    *d += f64::from(s);
+                }
+            }
+        }
+    }
+    let data = model.node_data(v);
+    for op in &cell.ops {
+        vals[op.out.index()] = eval(cell, op, &vals, data);
+        if op.out.index() == value {
+            break;
+        }
+    }
+    std::mem::take(&mut vals[value])
+}
+
 /// `y = a·b` for `a` `[m, n]` and `b` `[n, p]`, row major.
 fn matmul(m: usize, n: usize, p: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
     let mut y = vec![0.0; m * p];

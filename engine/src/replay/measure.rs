@@ -173,6 +173,91 @@ pub fn measure_on(
     })
 }
 
+/// What [`measure_train`] found.
+pub struct MeasuredTrain {
+    /// The mini-batch loss (every run computes the same).
+    pub loss: f64,
+    /// Forward counters of the first timed run.
+    pub forward: Counters,
+    /// Backward counters of the first timed run.
+    pub backward: Counters,
+    /// Median forward split.
+    pub forward_time: TimeSplit,
+    /// Median backward split.
+    pub backward_time: TimeSplit,
+    /// Median of the per-run totals (forward + backward).
+    pub total_s: f64,
+    /// Every timed run's total.
+    pub samples: Vec<f64>,
+    /// Every timed run's process CPU time (all threads), where known.
+    pub cpu_samples: Vec<f64>,
+    /// Bytes kept for and by the backward pass.
+    pub kept_bytes: u64,
+}
+
+/// Training steps (forward + backward, no optimiser update: the weights of
+/// a step do not change its cost) on `session`: an optional warm-up step,
+/// then `opts.repeats` timed ones. `backward`: a policy on the reversed
+/// graph, or `None` for the forward batches reversed.
+#[allow(clippy::too_many_arguments)]
+pub fn measure_train(
+    session: &mut Session,
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    executor: &mut Executor,
+    mut backward: Option<&mut dyn crate::sched::BatchPolicy>,
+    train: &super::cpu::TrainOptions,
+    opts: &MeasureOptions,
+) -> Result<MeasuredTrain, ReplayError> {
+    macro_rules! order {
+        () => {
+            match backward.as_deref_mut() {
+                Some(p) => super::cpu::BackwardSchedule::Policy(p),
+                None => super::cpu::BackwardSchedule::ReverseForward,
+            }
+        };
+    }
+    if opts.warmup {
+        session.train(trace, model, cells, executor, order!(), train)?;
+    }
+    let mut runs = Vec::with_capacity(opts.repeats.max(1));
+    let mut cpu = Vec::new();
+    for _ in 0..opts.repeats.max(1) {
+        let u0 = super::usage::now();
+        let r = session.train(trace, model, cells, executor, order!(), train)?;
+        if let Some(u) = super::usage::since(u0, super::usage::now()) {
+            cpu.push(u.cpu_s);
+        }
+        runs.push(r);
+    }
+    let split = |f: fn(&super::cpu::TrainRun) -> &TimeSplit| {
+        let part =
+            |g: fn(&TimeSplit) -> f64| median(&runs.iter().map(|r| g(f(r))).collect::<Vec<_>>());
+        TimeSplit {
+            construction: part(|t| t.construction),
+            scheduling: part(|t| t.scheduling),
+            execution: part(|t| t.execution),
+        }
+    };
+    let samples: Vec<f64> = runs
+        .iter()
+        .map(|r| r.forward.time.total() + r.backward.time.total())
+        .collect();
+    let first = &runs[0];
+    Ok(MeasuredTrain {
+        loss: first.loss,
+        forward: first.forward.counters.clone(),
+        backward: first.backward.counters.clone(),
+        forward_time: split(|r| &r.forward.time),
+        backward_time: split(|r| &r.backward.time),
+        total_s: median(&samples),
+        samples,
+        cpu_samples: cpu,
+        kept_bytes: first.kept_bytes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::median;

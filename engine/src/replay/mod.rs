@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod gpu;
 mod incell;
 pub mod measure;
+pub mod memory;
 mod model;
 mod session;
 mod store;
@@ -73,6 +74,14 @@ pub enum ReplayError {
         node: u32,
         /// Cause.
         source: BindError,
+    },
+    /// A node's recorded data (trace `data` field) does not fit its cell.
+    #[error("node {node}: field `data`: {message}")]
+    NodeData {
+        /// Node.
+        node: u32,
+        /// What is wrong.
+        message: String,
     },
     /// The batching policy failed.
     #[error(transparent)]
@@ -230,22 +239,36 @@ pub fn replay(
     Ok((r, s.into_outputs()))
 }
 
+/// Normwise relative difference of two tensors: ‖a − b‖∞ / max(‖b‖∞, 1e-6)
+/// (`b` is the reference).
+pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0f32, f32::max);
+    let norm = b.iter().map(|q| q.abs()).fold(0.0f32, f32::max).max(1e-6);
+    f64::from(diff / norm)
+}
+
 /// Largest normwise relative difference between two runs' node outputs:
-/// max over nodes of ‖a − b‖∞ / max(‖b‖∞, 1e-6).
+/// max over nodes of [`rel_error`].
 pub fn max_rel_error(trace: &Trace, a: &Store, b: &Store) -> f64 {
     trace
         .graph
         .nodes()
-        .map(|v| {
-            let (x, y) = (a.node(v), b.node(v));
-            let diff = x
-                .iter()
-                .zip(y)
-                .map(|(p, q)| (p - q).abs())
-                .fold(0.0f32, f32::max);
-            let norm = y.iter().map(|q| q.abs()).fold(0.0f32, f32::max).max(1e-6);
-            f64::from(diff / norm)
-        })
+        .map(|v| rel_error(a.node(v), b.node(v)))
+        .fold(0.0, f64::max)
+}
+
+/// Largest normwise relative difference between two sets of parameter
+/// gradients (per role, per cell value, as [`Session::gradients`] returns
+/// them): max over tensors of [`rel_error`].
+pub fn max_rel_error_gradients(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> f64 {
+    got.iter()
+        .flatten()
+        .zip(want.iter().flatten())
+        .map(|(g, w)| rel_error(g, w))
         .fold(0.0, f64::max)
 }
 

@@ -1,9 +1,10 @@
 //! The model behind a trace: for each role of its workload, the cell and its
 //! seeded parameters; for each node, the per-node data a cell needs at run time
-//! (the lookup row and the loss label), derived from the seed and the node id so
-//! every executor sees the same numbers.
+//! (the lookup row and the loss label): the trace's recorded values where it has
+//! them, otherwise derived from the seed and the node id, so every executor sees
+//! the same numbers.
 
-use crate::cells::{Cell, CellLibrary, ValueKind};
+use crate::cells::{Cell, CellLibrary, PrimOp, ValueKind};
 use crate::graph::{Graph, NodeId};
 use crate::trace::Trace;
 use crate::workloads::{BindError, RoleSpec, WorkloadSpec, bind_ports, role_of, workload};
@@ -34,6 +35,9 @@ pub struct Model {
     /// Per node, per port of its cell, the argument positions bound to it.
     pub bindings: Vec<Vec<Vec<u32>>>,
     seed: u64,
+    /// `(row, label)` of every node when the trace has recorded data (the
+    /// recorded values, the seeded ones where a node has none); empty otherwise.
+    data: Vec<(u32, u32)>,
 }
 
 /// SplitMix64: a fixed, well-mixed hash for seeded per-node data.
@@ -109,14 +113,74 @@ impl Model {
                     .collect(),
             );
         }
-        Ok(Model {
+        let mut model = Model {
             workload: w,
             hidden,
             roles,
             type_role,
             bindings,
             seed,
-        })
+            data: Vec::new(),
+        };
+        if trace.has_data() {
+            model.data = g
+                .nodes()
+                .map(|v| model.recorded_data(trace, v))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(model)
+    }
+
+    /// Node `v`'s `(row, label)` from the trace's recorded data, checked against
+    /// its cell: a token id needs a lookup and becomes the row `min(id, rows -
+    /// 1)` (ids are frequency ranks, so every id past the table shares its last
+    /// row, the unknown-word row); a label needs a loss and must be one of its
+    /// classes. Values not recorded are the seeded ones.
+    fn recorded_data(&self, trace: &Trace, v: NodeId) -> Result<(u32, u32), ReplayError> {
+        let (seeded_row, seeded_label) = self.seeded_data(v);
+        let d = trace.node_data(v);
+        let cell = &self.role_of(&trace.graph, v).cell;
+        // First dimension of the first operand of the cell's `kind` ops
+        // (lookup: table rows, pick_loss: classes); the smallest if several.
+        let dim = |kind: PrimOp| {
+            cell.ops
+                .iter()
+                .filter(|op| op.kind == kind)
+                .filter_map(|op| cell.values[op.args.first()?.index()].shape.first().copied())
+                .min()
+        };
+        let err = |message: String| ReplayError::NodeData { node: v.0, message };
+        let row = match d.id {
+            None => seeded_row,
+            Some(id) => {
+                let rows = dim(PrimOp::Lookup).ok_or_else(|| {
+                    err(format!(
+                        "has a token id ({id}) but its cell {} has no lookup",
+                        cell.name
+                    ))
+                })?;
+                id.min(u32::try_from(rows.max(1) - 1).unwrap_or(u32::MAX))
+            }
+        };
+        let label = match d.label {
+            None => seeded_label,
+            Some(label) => {
+                let classes = dim(PrimOp::PickLoss).ok_or_else(|| {
+                    err(format!(
+                        "has a label ({label}) but its cell {} has no loss",
+                        cell.name
+                    ))
+                })?;
+                if label as usize >= classes {
+                    return Err(err(format!(
+                        "label {label} is not a class of its cell {} ({classes} classes)",
+                        cell.name
+                    )));
+                }
+                label
+            }
+        };
+        Ok((row, label))
     }
 
     /// Role of node `v`.
@@ -124,14 +188,25 @@ impl Model {
         &self.roles[self.type_role[g.node_type(v).index()]]
     }
 
-    /// The lookup row and loss label of node `v`.
+    /// The lookup row and loss label of node `v`: the trace's recorded values
+    /// (the row as `min(id, rows - 1)`), else derived from the seed. The
+    /// kernels take the row modulo the table's rows and the label modulo the
+    /// classes.
     pub fn node_data(&self, v: NodeId) -> (u32, u32) {
+        match self.data.get(v.index()) {
+            Some(&d) => d,
+            None => self.seeded_data(v),
+        }
+    }
+
+    /// The seeded lookup row and loss label of node `v`.
+    fn seeded_data(&self, v: NodeId) -> (u32, u32) {
         let h = mix(self.seed ^ mix(u64::from(v.0) + 1));
         ((h & 0xFFFF_FFFF) as u32, (h >> 32) as u32)
     }
 }
 
-fn hidden_from_names(g: &Graph) -> Option<usize> {
+pub(super) fn hidden_from_names(g: &Graph) -> Option<usize> {
     g.types().iter().find_map(|(_, op)| {
         let rest = op.name.split("[h=").nth(1)?;
         rest.strip_suffix(']')?.parse().ok()

@@ -147,16 +147,16 @@ impl Session {
         })
     }
 
-    /// One training step's passes: forward, then backward with `backward`
-    /// batching the reversed graph (CPU; the CUDA backend has no backward
-    /// pass: a typed error).
+    /// One training step's passes: forward, then backward in the order
+    /// `backward` says (CPU; the CUDA backend has no backward pass: a typed
+    /// error).
     pub fn train(
         &mut self,
         trace: &Trace,
         model: &Model,
         cells: &CellLibrary,
         executor: &mut Executor,
-        backward: &mut dyn crate::sched::BatchPolicy,
+        backward: super::cpu::BackwardSchedule<'_>,
         opts: &super::cpu::TrainOptions,
     ) -> Result<super::cpu::TrainRun, ReplayError> {
         self.check_executor(executor)?;

@@ -215,7 +215,7 @@ impl PolicyFile {
     /// Parses policy YAML; `file` names the source in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<PolicyFile, PolicyFileError> {
         let p: PolicyFile = serde_saphyr::from_str(text).map_err(|e| {
-            let (line, column, message) = crate::yaml::error_parts(&e);
+            let (line, column, message) = crate::yaml::error_parts(&e, text);
             PolicyFileError::Yaml {
                 file: file.to_string(),
                 line,

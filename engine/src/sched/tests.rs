@@ -289,13 +289,19 @@ fn fallback_names_a_heuristic_and_is_used_on_misses() {
 #[test]
 fn policy_file_errors_name_file_and_field() {
     let text = fig1_policy().to_yaml().unwrap();
-    let e = PolicyFile::from_yaml(&text.replace("workload:", "colour: 1\nworkload:"), "p.yaml")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.starts_with("p.yaml:") && e.contains("unknown field `colour`"),
-        "{e}"
-    );
+    // (Regression: `version: x` said "invalid u32" without the field.)
+    for (from, to, want) in [
+        (
+            "workload:",
+            "colour: 1\nworkload:",
+            "unknown field `colour`",
+        ),
+        ("version: 2", "version: x", "p.yaml:2:10: field `version`"),
+    ] {
+        let e = PolicyFile::from_yaml(&text.replace(from, to), "p.yaml").unwrap_err();
+        let e = e.to_string();
+        assert!(e.starts_with("p.yaml:") && e.contains(want), "{e}");
+    }
     let e = PolicyFile::from_yaml(&text.replace("action: I", "action: Q"), "p.yaml")
         .unwrap_err()
         .to_string();

@@ -1,18 +1,21 @@
-//! Trace file format v1: the operator-typed dataflow graph of one mini-batch.
+//! Trace file format v2: the operator-typed dataflow graph of one mini-batch.
 //!
 //! ```json
-//! {"format": "batchlab-trace", "version": 1,
+//! {"format": "batchlab-trace", "version": 2,
 //!  "workload": "tree-lstm",
 //!  "meta": {"batch_size": 32, "hidden": 64, "dataset": "sst-train", "seed": 7, "level": "cell"},
-//!  "types": [{"name": "tree_lstm.leaf[h=64]", "batchable": true}],
-//!  "nodes": [{"type": 0, "args": []}, {"type": 0, "args": [0], "instance": 0}]}
+//!  "types": [{"name": "embed.word[h=64]", "batchable": true}],
+//!  "nodes": [{"type": 0, "args": [], "instance": 0, "data": {"id": 17}}]}
 //! ```
 //!
-//! Type id = index in `types`, node id = index in `nodes`. `meta`, `instance` and
-//! `batchable` (default true) are optional so traces made by other tools are
-//! accepted; unknown fields anywhere else are rejected. The full specification is
-//! `docs/trace-format.md`. The writer is canonical (fixed key order, one node per
-//! line), so write → read → write reproduces the bytes.
+//! Type id = index in `types`, node id = index in `nodes`. `meta`, `instance`,
+//! `batchable` (default true) and `data` (version 2: the token id a lookup
+//! reads, the label a loss reads) are optional so traces made by other tools
+//! are accepted; unknown fields anywhere else are rejected. Version 1 (no
+//! `data`) is still read, and the writer emits version 1 when no node has data,
+//! so such traces keep their bytes. The full specification is
+//! `docs/trace-format.md`. The writer is canonical (fixed key order, one node
+//! per line), so write → read → write reproduces the bytes.
 
 mod read;
 mod write;
@@ -27,8 +30,9 @@ use crate::graph::{Graph, GraphError};
 
 /// The value of the `format` field.
 pub const FORMAT: &str = "batchlab-trace";
-/// The only version this build reads and writes.
-pub const VERSION: u32 = 1;
+/// The newest version this build reads and writes (it reads every version
+/// from 1); traces without node data are written as version 1.
+pub const VERSION: u32 = 2;
 
 /// Granularity of a trace's nodes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +78,26 @@ pub struct TraceMeta {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// A trace: workload name, provenance and the graph.
+/// The run-time data of one node as recorded from real inputs (the `data`
+/// field of version 2): what its cell reads besides its arguments. Absent
+/// values are derived from the replay seed instead (`replay::Model::node_data`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NodeData {
+    /// Token id (word or character) read by the node's lookups: a frequency
+    /// rank, see `data/README.md`.
+    pub id: Option<u32>,
+    /// Gold class read by the node's loss.
+    pub label: Option<u32>,
+}
+
+impl NodeData {
+    /// True when neither value is present.
+    pub fn is_empty(&self) -> bool {
+        self.id.is_none() && self.label.is_none()
+    }
+}
+
+/// A trace: workload name, provenance, the graph and the nodes' recorded data.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trace {
     /// Workload that produced it (the engine knows the cells of its own workloads).
@@ -83,6 +106,9 @@ pub struct Trace {
     pub meta: TraceMeta,
     /// The dataflow graph.
     pub graph: Graph,
+    /// Recorded data per node, indexed by node id; empty when no node has any
+    /// (synthetic data, version-1 traces), otherwise one entry per node.
+    pub data: Vec<NodeData>,
 }
 
 /// Errors reading or writing a trace. Every variant names the file.
@@ -118,7 +144,7 @@ pub enum TraceError {
     },
     /// `version` is not one this build reads.
     #[error(
-        "{file}: field `version`: unsupported version {found} (this build reads version {VERSION})"
+        "{file}: field `version`: unsupported version {found} (this build reads versions 1 to {VERSION})"
     )]
     Version {
         /// File name.
@@ -134,9 +160,49 @@ pub enum TraceError {
         /// Cause.
         source: GraphError,
     },
+    /// A node's `data` field is not allowed or malformed.
+    #[error("{file}: node {node}: field `data`: {message}")]
+    Data {
+        /// File name.
+        file: String,
+        /// The node.
+        node: u32,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl Trace {
+    /// A trace without recorded node data.
+    pub fn new(workload: impl Into<String>, meta: TraceMeta, graph: Graph) -> Trace {
+        Trace {
+            workload: workload.into(),
+            meta,
+            graph,
+            data: Vec::new(),
+        }
+    }
+
+    /// The recorded data of node `v` (empty when it has none).
+    pub fn node_data(&self, v: crate::graph::NodeId) -> NodeData {
+        self.data.get(v.index()).copied().unwrap_or_default()
+    }
+
+    /// Numbers of nodes with a recorded token id and with a recorded label.
+    pub fn data_counts(&self) -> (u64, u64) {
+        let ids = self.data.iter().filter(|d| d.id.is_some()).count();
+        let labels = self.data.iter().filter(|d| d.label.is_some()).count();
+        (ids as u64, labels as u64)
+    }
+
+    /// True when some node has recorded data.
+    pub fn has_data(&self) -> bool {
+        self.data
+            .iter()
+            .take(self.graph.len())
+            .any(|d| !d.is_empty())
+    }
+
     /// Parses a trace from JSON text; `file` names the source in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Trace, TraceError> {
         read::parse(text, file)

@@ -59,11 +59,11 @@ fn write_read_write_is_byte_identical() {
 
 #[test]
 fn empty_graph_round_trips() {
-    let t = Trace {
-        workload: "w".into(),
-        meta: TraceMeta::default(),
-        graph: GraphBuilder::new().finish().unwrap(),
-    };
+    let t = Trace::new(
+        "w",
+        TraceMeta::default(),
+        GraphBuilder::new().finish().unwrap(),
+    );
     let text = t.to_json();
     assert_eq!(parse(&text).unwrap(), t);
 }
@@ -79,11 +79,13 @@ fn unknown_format_is_rejected() {
 #[test]
 fn unknown_version_is_rejected_even_when_fields_differ() {
     // A future version may add fields; the version error must win.
-    let text = mutate("\"version\": 1,", "\"version\": 2, \"edges\": [],");
+    let text = mutate("\"version\": 1,", "\"version\": 3, \"edges\": [],");
     assert_eq!(
         err(&text),
-        "t.json: field `version`: unsupported version 2 (this build reads version 1)"
+        "t.json: field `version`: unsupported version 3 (this build reads versions 1 to 2)"
     );
+    let e = err(&mutate("\"version\": 1,", "\"version\": 0,"));
+    assert!(e.contains("unsupported version 0"), "{e}");
 }
 
 #[test]
@@ -197,11 +199,14 @@ mod fuzz {
         /// round-trips through the canonical writer.
         #[test]
         fn mutated_traces_error_or_round_trip(
-            pos in 0usize..SMALL.len(),
+            v2 in any::<bool>(),
+            pos in 0usize..700,
             len in 0usize..6,
             insert in "[0-9\\[\\]{},:\"a-z ]{0,6}",
         ) {
-            let mut text = SMALL.to_string();
+            // Half the cases mutate a version-2 trace with node data.
+            let mut text = if v2 { with_data() } else { SMALL.to_string() };
+            let pos = pos.min(text.len());
             let start = (0..=pos).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
             let end = (start + len..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
             text.replace_range(start..end, &insert);
@@ -212,4 +217,125 @@ mod fuzz {
             }
         }
     }
+}
+
+/// SMALL as version 2 with node data on nodes 0 and 3.
+fn with_data() -> String {
+    mutate("\"version\": 1,", "\"version\": 2,")
+        .replacen(
+            "{\"type\": 0, \"args\": [], \"instance\": 0}",
+            "{\"type\": 0, \"args\": [], \"instance\": 0, \"data\": {\"id\": 17}}",
+            1,
+        )
+        .replacen(
+            "{\"type\": 2, \"args\": [2]}",
+            "{\"data\": {\"label\": 3, \"id\": 4}, \"type\": 2, \"args\": [2]}",
+            1,
+        )
+}
+
+#[test]
+fn version_2_node_data_is_read_and_written_canonically() {
+    let t = parse(&with_data()).unwrap();
+    assert_eq!(t.data.len(), 4, "one entry per node once any node has data");
+    assert_eq!(
+        t.node_data(NodeId(0)),
+        NodeData {
+            id: Some(17),
+            label: None
+        }
+    );
+    assert!(t.node_data(NodeId(1)).is_empty());
+    assert_eq!(
+        t.node_data(NodeId(3)),
+        NodeData {
+            id: Some(4),
+            label: Some(3)
+        }
+    );
+    assert_eq!(t.data_counts(), (2, 1));
+    let text = t.to_json();
+    assert!(text.starts_with("{\n  \"format\": \"batchlab-trace\",\n  \"version\": 2,"));
+    assert!(
+        text.contains(
+            "\n    {\"type\": 0, \"args\": [], \"instance\": 0, \"data\": {\"id\": 17}},\n"
+        )
+    );
+    assert!(
+        text.contains("\n    {\"type\": 2, \"args\": [2], \"data\": {\"id\": 4, \"label\": 3}}\n")
+    );
+    assert_eq!(parse(&text).unwrap(), t);
+    assert_eq!(parse(&text).unwrap().to_json(), text);
+    // Without data the trace is written as version 1, as before.
+    let mut bare = t;
+    bare.data.clear();
+    assert!(bare.to_json().contains("\"version\": 1,"));
+    // A version-2 trace may have no data at all.
+    let t = parse(&mutate("\"version\": 1,", "\"version\": 2,")).unwrap();
+    assert!(t.data.is_empty());
+}
+
+#[test]
+fn node_data_in_a_version_1_trace_is_an_error_naming_the_node() {
+    let text = with_data().replacen("\"version\": 2,", "\"version\": 1,", 1);
+    assert_eq!(
+        err(&text),
+        "t.json: node 0: field `data`: not part of version 1 (node data needs version 2)"
+    );
+}
+
+#[test]
+fn malformed_node_data_is_an_error_naming_the_node() {
+    let node3 = "{\"type\": 2, \"args\": [2]}";
+    let v2 = mutate("\"version\": 1,", "\"version\": 2,");
+    let bad = |data: &str| {
+        let text = v2.replacen(
+            node3,
+            &format!("{{\"type\": 2, \"args\": [2], \"data\": {data}}}"),
+            1,
+        );
+        err(&text)
+    };
+    for (data, want) in [
+        (
+            "{\"label\": -1}",
+            "node 3: field `data`: invalid value: integer `-1`, expected u32",
+        ),
+        (
+            "{\"label\": 1.5}",
+            "node 3: field `data`: invalid type: floating point `1.5`, expected u32",
+        ),
+        (
+            "{\"label\": 4294967296}",
+            "node 3: field `data`: invalid value: integer `4294967296`, expected u32",
+        ),
+        (
+            "{\"word\": 1}",
+            "node 3: field `data`: unknown field `word`, expected `id` or `label`",
+        ),
+        (
+            "{\"id\": 1, \"id\": 2}",
+            "node 3: field `data`: duplicate field `id`",
+        ),
+        (
+            "{}",
+            "node 3: field `data` is empty (give `id`, `label` or both)",
+        ),
+        ("[1, 2]", "node 3: field `data`: invalid type: sequence"),
+        ("7", "node 3: field `data`: invalid type: integer `7`"),
+    ] {
+        let e = bad(data);
+        assert!(e.starts_with("t.json:"), "{data}: {e}");
+        assert!(e.contains(want), "{data}: {e}");
+        assert!(
+            !e.contains(" at line "),
+            "position reported once, up front: {e}"
+        );
+    }
+    let twice = v2.replacen(
+        node3,
+        "{\"type\": 2, \"args\": [2], \"data\": {\"id\": 1}, \"data\": {\"id\": 1}}",
+        1,
+    );
+    assert!(err(&twice).contains("duplicate field `data`"));
 }

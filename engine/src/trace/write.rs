@@ -1,7 +1,8 @@
 //! Canonical trace writer: fixed key order, two-space indent, one type and one
 //! node per line. Hand-written rather than serde-derived so the layout is stable
 //! (diff-friendly, byte-identical round trips) and integers are formatted
-//! without the `fmt` machinery on the hot path.
+//! without the `fmt` machinery on the hot path. The version written is the
+//! lowest that holds the trace: 1 without node data, else 2.
 
 use super::{FORMAT, Trace, VERSION};
 use crate::graph::NodeId;
@@ -12,7 +13,7 @@ pub(super) fn to_json(t: &Trace) -> String {
     out.push_str("{\n  \"format\": ");
     push_json_str(&mut out, FORMAT);
     out.push_str(",\n  \"version\": ");
-    push_u64(&mut out, u64::from(VERSION));
+    push_u64(&mut out, if t.has_data() { u64::from(VERSION) } else { 1 });
     out.push_str(",\n  \"workload\": ");
     push_json_str(&mut out, &t.workload);
     out.push_str(",\n  \"meta\": ");
@@ -46,6 +47,23 @@ pub(super) fn to_json(t: &Trace) -> String {
         if let Some(i) = g.instance(v) {
             out.push_str(", \"instance\": ");
             push_u64(&mut out, u64::from(i));
+        }
+        let d = t.node_data(v);
+        if !d.is_empty() {
+            out.push_str(", \"data\": {");
+            if let Some(id) = d.id {
+                out.push_str("\"id\": ");
+                push_u64(&mut out, u64::from(id));
+            }
+            if let Some(label) = d.label {
+                out.push_str(if d.id.is_some() {
+                    ", \"label\": "
+                } else {
+                    "\"label\": "
+                });
+                push_u64(&mut out, u64::from(label));
+            }
+            out.push('}');
         }
         out.push('}');
     }

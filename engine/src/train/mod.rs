@@ -4,3 +4,4 @@
 
 pub mod checkpoint;
 pub mod optim;
+pub mod run;

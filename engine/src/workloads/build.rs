@@ -1,9 +1,21 @@
 //! Per-structure graph builders: how one input sample (a sentence, a sentence
-//! pair, a parse tree, a lattice) unrolls into cell invocations.
+//! pair, a parse tree, a lattice) unrolls into cell invocations, and, for an
+//! annotated sample, which node reads which annotation:
+//!
+//! * trees: a leaf's lookup (`embed.word`, or the MV-RNN leaf cell) reads the
+//!   leaf's word id; the loss of tree node `i` reads node `i`'s label, the
+//!   root loss (and the time-delay apex) the root's label;
+//! * sentences: `embed.word` of word `i` reads its word id, the tagger loss of
+//!   word `i` its tag; character lookups and language-model losses have no
+//!   recorded value;
+//! * lattices: the `embed.char` of a node with a char arc reads the arc's
+//!   char id, the `embed.word` of a word arc its word id. Node tags are not
+//!   recorded: `ner.loss` has 9 classes and the Weibo tag ids run to 17.
 
 use rand::RngExt;
 
 use super::record::Rec;
+use super::spec::{TreeInternal, TreeLeaf as Leaf, TreeLoss};
 use crate::data::{Lattice, Pair, Sentence, Tree, TreeNode};
 use crate::graph::NodeId;
 
@@ -41,7 +53,7 @@ fn lookups(rec: &mut Rec, role: &str, n: usize) -> Vec<NodeId> {
 /// BiLSTM tagger; with `chars`, rare words are embedded by a character BiLSTM.
 pub(super) fn tagger(rec: &mut Rec, s: &Sentence, chars: bool) {
     let mut embeds = Vec::with_capacity(s.words.len());
-    for w in &s.words {
+    for (i, w) in s.words.iter().enumerate() {
         if chars && w.rare && w.chars > 0 {
             let cs = lookups(rec, "embed.char", w.chars as usize);
             let f = chain(rec, "lstm.char_fwd", &cs, false, None);
@@ -49,20 +61,26 @@ pub(super) fn tagger(rec: &mut Rec, s: &Sentence, chars: bool) {
             let (last, first) = (f[f.len() - 1], b[0]);
             embeds.push(rec.node("tagger.char_word", &[last, first]));
         } else {
-            embeds.push(rec.node("embed.word", &[]));
+            let e = rec.node("embed.word", &[]);
+            rec.set_id(e, s.word_ids.get(i).copied());
+            embeds.push(e);
         }
     }
     let f = chain(rec, "lstm.fwd", &embeds, false, None);
     let b = chain(rec, "lstm.bwd", &embeds, true, None);
     for i in 0..embeds.len() {
         let m = rec.node("tagger.mlp", &[f[i], b[i]]);
-        rec.loss("tagger.loss", m);
+        let l = rec.loss("tagger.loss", m);
+        rec.set_label(l, s.tags.get(i).copied());
     }
 }
 
 /// LSTM language model: a loss per step.
 pub(super) fn language_model(rec: &mut Rec, s: &Sentence) {
     let e = lookups(rec, "embed.word", s.words.len());
+    for (i, &v) in e.iter().enumerate() {
+        rec.set_id(v, s.word_ids.get(i).copied());
+    }
     for h in chain(rec, "lstm.lm", &e, false, None) {
         rec.loss("lm.loss", h);
     }
@@ -78,47 +96,44 @@ pub(super) fn nmt(rec: &mut Rec, p: &Pair) {
     }
 }
 
-/// Which tree nodes get a loss.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum TreeLoss {
-    /// Every node (sentiment at every phrase, as in SST training).
-    EveryNode,
-    /// The root only.
-    Root,
-}
-
-/// How a tree model turns a leaf into a state.
-#[derive(Clone, Copy)]
-pub(super) enum Leaf {
-    /// A word lookup fed into a leaf cell.
-    EmbedThenCell(&'static str),
-    /// A leaf cell that does its own lookups (MV-RNN).
-    Cell(&'static str),
-    /// The word lookup itself is the state (Tree-FC).
-    Embed,
-}
-
-/// A bottom-up tree model; `internal` picks the internal role per node.
-pub(super) fn tree(
-    rec: &mut Rec,
-    t: &Tree,
-    leaf: Leaf,
-    internal: &mut dyn FnMut(&mut Rec) -> &'static str,
-    loss: TreeLoss,
-) {
+/// A bottom-up tree model; `internal` gives the internal role per node.
+pub(super) fn tree(rec: &mut Rec, t: &Tree, leaf: Leaf, internal: TreeInternal, loss: TreeLoss) {
     let mut out = Vec::with_capacity(t.nodes.len());
+    let mut leaves = 0;
     for node in &t.nodes {
         let v = match *node {
-            TreeNode::Leaf => match leaf {
-                Leaf::EmbedThenCell(cell) => {
-                    let e = rec.node("embed.word", &[]);
-                    rec.node(cell, &[e])
+            TreeNode::Leaf => {
+                let word = t.word_ids.get(leaves).copied();
+                leaves += 1;
+                match leaf {
+                    Leaf::EmbedThenCell(cell) => {
+                        let e = rec.node("embed.word", &[]);
+                        rec.set_id(e, word);
+                        rec.node(cell, &[e])
+                    }
+                    Leaf::Cell(cell) => {
+                        let c = rec.node(cell, &[]);
+                        rec.set_id(c, word);
+                        c
+                    }
+                    Leaf::Embed => {
+                        let e = rec.node("embed.word", &[]);
+                        rec.set_id(e, word);
+                        e
+                    }
                 }
-                Leaf::Cell(cell) => rec.node(cell, &[]),
-                Leaf::Embed => rec.node("embed.word", &[]),
-            },
+            }
             TreeNode::Internal { left, right } => {
-                let role = internal(rec);
+                let role = match internal {
+                    TreeInternal::One(r) => r,
+                    TreeInternal::Coin(a, b) => {
+                        if rec.rng.random_bool(0.5) {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                };
                 rec.node(role, &[out[left as usize], out[right as usize]])
             }
         };
@@ -126,31 +141,28 @@ pub(super) fn tree(
     }
     match loss {
         TreeLoss::EveryNode => {
-            for &v in &out {
-                rec.loss("sentiment.loss", v);
+            for (i, &v) in out.iter().enumerate() {
+                let l = rec.loss("sentiment.loss", v);
+                rec.set_label(l, t.labels.get(i).copied());
             }
         }
         TreeLoss::Root => {
             if let Some(&root) = out.last() {
-                rec.loss("sentiment.loss", root);
+                let l = rec.loss("sentiment.loss", root);
+                rec.set_label(l, t.labels.last().copied());
             }
         }
     }
 }
 
-/// Draws the internal role of TreeLSTM-2Type: 50/50 from the trace's seeded stream.
-pub(super) fn two_type_internal(rec: &mut Rec) -> &'static str {
-    if rec.rng.random_bool(0.5) {
-        "tree_lstm.internal_a"
-    } else {
-        "tree_lstm.internal_b"
+/// Time-delay triangle over the words (leaves) of tree `t`: layer k combines
+/// adjacent states of layer k-1 until one remains; the apex's loss reads the
+/// sentence label (the root's).
+pub(super) fn time_delay(rec: &mut Rec, t: &Tree, leaf_cell: Option<&str>, combine: &str) {
+    let mut layer: Vec<NodeId> = lookups(rec, "embed.word", t.leaves());
+    for (i, &v) in layer.iter().enumerate() {
+        rec.set_id(v, t.word_ids.get(i).copied());
     }
-}
-
-/// Time-delay triangle over a sentence of `n` words: layer k combines adjacent
-/// states of layer k-1 until one remains.
-pub(super) fn time_delay(rec: &mut Rec, n: usize, leaf_cell: Option<&str>, combine: &str) {
-    let mut layer: Vec<NodeId> = lookups(rec, "embed.word", n);
     if let Some(cell) = leaf_cell {
         layer = layer.iter().map(|&e| rec.node(cell, &[e])).collect();
     }
@@ -161,7 +173,8 @@ pub(super) fn time_delay(rec: &mut Rec, n: usize, leaf_cell: Option<&str>, combi
             .collect();
     }
     if let Some(&apex) = layer.first() {
-        rec.loss("sentiment.loss", apex);
+        let l = rec.loss("sentiment.loss", apex);
+        rec.set_label(l, t.labels.last().copied());
     }
 }
 
@@ -171,14 +184,19 @@ pub(super) fn lattice(rec: &mut Rec, l: &Lattice) {
     let n = l.nodes as usize;
     let mut chars: Vec<NodeId> = Vec::with_capacity(n);
     let mut arc = 0;
+    let mut char_arcs = 0;
     for i in 0..n {
-        let mut args = vec![rec.node("embed.char", &[])];
+        let embed = rec.node("embed.char", &[]);
+        let mut args = vec![embed];
         if l.char_arc.get(i).copied().unwrap_or(false) && i > 0 {
+            rec.set_id(embed, l.char_ids.get(char_arcs).copied());
+            char_arcs += 1;
             args.push(chars[i - 1]);
         }
         while arc < l.word_arcs.len() && l.word_arcs[arc].1 as usize == i {
             let from = l.word_arcs[arc].0 as usize;
             let e = rec.node("embed.word", &[]);
+            rec.set_id(e, l.word_ids.get(arc).copied());
             args.push(rec.node("lattice.word", &[e, chars[from]]));
             arc += 1;
         }

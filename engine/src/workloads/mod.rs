@@ -14,8 +14,14 @@ mod spec;
 
 pub use binding::{BindError, bind_ports};
 pub use expand::{ArgSrc, ExpandError, OpOrigin, OpProgram, expand, to_op_level};
-pub use record::{DataChoice, RecordError, RecordOptions, record, record_samples};
-pub use spec::{DefaultData, RoleSpec, WORKLOADS, WorkloadSpec, role_of, type_name, workload};
+pub use record::{
+    DataChoice, RecordError, RecordOptions, estimate, record, record_samples, record_within,
+    samples_available,
+};
+pub use spec::{
+    Builder, DefaultData, RoleSpec, Synthetic, TreeInternal, TreeLeaf, TreeLoss, WORKLOADS,
+    WorkloadSpec, role_of, type_name, workload,
+};
 
 #[cfg(test)]
 mod tests;

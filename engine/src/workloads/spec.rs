@@ -30,7 +30,97 @@ pub enum DefaultData {
     Synthetic,
 }
 
-/// A workload: roles plus an input-structure source.
+/// How one input sample unrolls into nodes: the recorder's builder for the
+/// workload (the functions of `build.rs`), named here so that a workload is
+/// one entry of [`WORKLOADS`] and nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builder {
+    /// BiLSTM tagger over a sentence; with `chars`, rare words are embedded by
+    /// a character BiLSTM.
+    Tagger {
+        /// Rare words through the character BiLSTM.
+        chars: bool,
+    },
+    /// LSTM language model over a sentence, a loss per step.
+    LanguageModel,
+    /// Encoder-decoder over a sentence pair, a loss per target word.
+    Nmt,
+    /// Lattice model: word cells per lexicon arc, a char cell per node.
+    Lattice,
+    /// A bottom-up model over a parse tree.
+    Tree {
+        /// How a leaf becomes a state.
+        leaf: TreeLeaf,
+        /// The internal role of each internal node.
+        internal: TreeInternal,
+        /// Which nodes get a loss.
+        loss: TreeLoss,
+    },
+    /// Time-delay triangle over a tree's leaves (the sentence's words).
+    TimeDelay {
+        /// A leaf cell run on every word's embedding first, if any.
+        leaf: Option<&'static str>,
+        /// The combining role.
+        combine: &'static str,
+    },
+}
+
+impl Builder {
+    /// The structure the builder consumes.
+    pub fn structure(&self) -> StructureKind {
+        match self {
+            Builder::Tagger { .. } | Builder::LanguageModel => StructureKind::Sentences,
+            Builder::Nmt => StructureKind::Pairs,
+            Builder::Lattice => StructureKind::Lattices,
+            Builder::Tree { .. } | Builder::TimeDelay { .. } => StructureKind::Trees,
+        }
+    }
+}
+
+/// How a tree model turns a leaf into a state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeLeaf {
+    /// A word lookup fed into this leaf role.
+    EmbedThenCell(&'static str),
+    /// A leaf role that does its own lookups (MV-RNN).
+    Cell(&'static str),
+    /// The word lookup itself is the state (Tree-FC).
+    Embed,
+}
+
+/// The role of a tree's internal nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeInternal {
+    /// One role for every internal node.
+    One(&'static str),
+    /// Either role, drawn 50/50 per node from the trace's seeded stream
+    /// (TreeLSTM-2Type).
+    Coin(&'static str, &'static str),
+}
+
+/// Which tree nodes get a loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeLoss {
+    /// Every node (sentiment at every phrase, as in SST training).
+    EveryNode,
+    /// The root only.
+    Root,
+}
+
+/// What `--data synthetic` draws for a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synthetic {
+    /// SST/WikiNER-like sizes: sentences of 5-40 words, trees of 2-40
+    /// leaves, lattices of 5-60 nodes.
+    Natural,
+    /// Sentences of exactly this many words (Cavs' Fixed-LSTM: 64).
+    FixedLength(u32),
+    /// Complete binary trees of this many leaves (Tree-FC: 256).
+    CompleteTrees(u32),
+}
+
+/// A workload: roles plus an input-structure source and the builder that
+/// unrolls one sample.
 #[derive(Clone, Copy, Debug)]
 pub struct WorkloadSpec {
     /// CLI name, e.g. `tree-lstm`.
@@ -39,8 +129,10 @@ pub struct WorkloadSpec {
     pub description: &'static str,
     /// The paper(s) that evaluate it.
     pub paper: &'static str,
-    /// Kind of structure it consumes.
-    pub structure: StructureKind,
+    /// How one sample unrolls (and so the structure it consumes).
+    pub builder: Builder,
+    /// What `--data synthetic` draws.
+    pub synthetic: Synthetic,
     /// Default data when `--data` is not given.
     pub default_data: DefaultData,
     /// Its roles, in a fixed order.
@@ -51,6 +143,11 @@ impl WorkloadSpec {
     /// The role named `role`.
     pub fn role(&self, role: &str) -> Option<&RoleSpec> {
         self.roles.iter().find(|r| r.role == role)
+    }
+
+    /// Kind of structure it consumes.
+    pub fn structure(&self) -> StructureKind {
+        self.builder.structure()
     }
 }
 
@@ -92,7 +189,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "bilstm-tagger",
         description: "bidirectional LSTM named-entity tagger: word lookups, forward and backward LSTM chains, MLP and loss per word",
         paper: "ED-Batch Table 1; VPPS BiLSTM",
-        structure: StructureKind::Sentences,
+        builder: Builder::Tagger { chars: false },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::WikinerDev),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -107,7 +205,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "bilstm-tagger-char",
         description: "BiLSTM tagger whose rare words (frequency < 5) get their embedding from a character BiLSTM",
         paper: "ED-Batch Table 4 (BiLSTM-tagger-withchar); VPPS BiLSTMwChar",
-        structure: StructureKind::Sentences,
+        builder: Builder::Tagger { chars: true },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::WikinerDev),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -146,7 +245,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "lstm-nmt",
         description: "LSTM encoder-decoder for translation: source chain, target chain seeded by the encoder state, a softmax loss per target word",
         paper: "ED-Batch Table 1 (LSTM-NMT)",
-        structure: StructureKind::Pairs,
+        builder: Builder::Nmt,
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::Iwslt2012),
         roles: &[
             role("embed.src", "lookup", &[]),
@@ -165,7 +265,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "tree-lstm",
         description: "binary N-ary TreeLSTM over parse trees, a sentiment loss at every tree node",
         paper: "ED-Batch Table 1; Cavs Tree-LSTM; VPPS Tree-LSTM",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::EmbedThenCell("tree_lstm.leaf"),
+            internal: TreeInternal::One("tree_lstm.internal"),
+            loss: TreeLoss::EveryNode,
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -190,7 +295,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "tree-gru",
         description: "binary TreeGRU over parse trees, a sentiment loss at every tree node",
         paper: "ED-Batch Table 1 (TreeGRU)",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::EmbedThenCell("tree_gru.leaf"),
+            internal: TreeInternal::One("tree_gru.internal"),
+            loss: TreeLoss::EveryNode,
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -215,7 +325,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "mv-rnn",
         description: "matrix-vector RNN: every tree node carries a vector and a matrix, a sentiment loss at every node",
         paper: "ED-Batch Table 1 (MV-RNN)",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::Cell("mv.leaf"),
+            internal: TreeInternal::One("mv.internal"),
+            loss: TreeLoss::EveryNode,
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("mv.leaf", "mv.leaf", &[]),
@@ -236,7 +351,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "tree-lstm-2type",
         description: "TreeLSTM with two internal cell types (own parameters), each internal node drawn 50/50 with the trace seed",
         paper: "ED-Batch Table 1 (TreeLSTM-2Type)",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::EmbedThenCell("tree_lstm.leaf"),
+            internal: TreeInternal::Coin("tree_lstm.internal_a", "tree_lstm.internal_b"),
+            loss: TreeLoss::EveryNode,
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -259,7 +379,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "lattice-lstm",
         description: "lattice LSTM for Chinese NER: a character cell per lattice node, a word cell per lexicon arc, a tag loss per character",
         paper: "ED-Batch Table 1 (LatticeLSTM, Zhang & Yang 2018)",
-        structure: StructureKind::Lattices,
+        builder: Builder::Lattice,
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::WeiboTrain),
         roles: &[
             role("embed.char", "lookup", &[]),
@@ -282,7 +403,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "lattice-gru",
         description: "lattice GRU: a character cell per lattice node, a word cell per lexicon arc, a tag loss per character",
         paper: "ED-Batch Table 1 (LatticeGRU, Su et al. 2017)",
-        structure: StructureKind::Lattices,
+        builder: Builder::Lattice,
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::WeiboTrain),
         roles: &[
             role("embed.char", "lookup", &[]),
@@ -305,7 +427,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "fixed-lstm",
         description: "LSTM language model over fixed 64-step chains, a next-word loss per step",
         paper: "Cavs Fig. 8(a) (Fixed-LSTM)",
-        structure: StructureKind::Sentences,
+        builder: Builder::LanguageModel,
+        synthetic: Synthetic::FixedLength(64),
         default_data: DefaultData::Synthetic,
         roles: &LM_ROLES,
     },
@@ -313,7 +436,8 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "var-lstm",
         description: "LSTM language model over variable-length real sentences, a next-word loss per step",
         paper: "Cavs Fig. 8(b) (Var-LSTM; sentence lengths from WikiNER instead of PTB)",
-        structure: StructureKind::Sentences,
+        builder: Builder::LanguageModel,
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::WikinerDev),
         roles: &LM_ROLES,
     },
@@ -321,7 +445,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "tree-fc",
         description: "Tree-FC benchmark: complete binary trees of 256 leaves, one fully connected layer per internal node, a loss at the root",
         paper: "Cavs Fig. 8(c); TF Fold",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::Embed,
+            internal: TreeInternal::One("tree_fc"),
+            loss: TreeLoss::Root,
+        },
+        synthetic: Synthetic::CompleteTrees(256),
         default_data: DefaultData::Synthetic,
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -338,7 +467,11 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "td-rnn",
         description: "time-delay RNN: adjacent embeddings combined layer by layer (a triangle) by one reused composition, a loss at the apex",
         paper: "VPPS TD-RNN",
-        structure: StructureKind::Trees,
+        builder: Builder::TimeDelay {
+            leaf: None,
+            combine: "td_rnn.combine",
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -362,7 +495,11 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "td-lstm",
         description: "TD-RNN with LSTM compositions: leaf LSTM per word, then a triangle of LSTM combines, a loss at the apex",
         paper: "VPPS TD-LSTM",
-        structure: StructureKind::Trees,
+        builder: Builder::TimeDelay {
+            leaf: Some("td_lstm.leaf"),
+            combine: "td_lstm.combine",
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),
@@ -380,7 +517,12 @@ pub const WORKLOADS: &[WorkloadSpec] = &[
         name: "rvnn",
         description: "recursive neural net over parse trees with untied leaf and internal weights, a loss at the root",
         paper: "VPPS RvNN",
-        structure: StructureKind::Trees,
+        builder: Builder::Tree {
+            leaf: TreeLeaf::EmbedThenCell("rvnn.leaf"),
+            internal: TreeInternal::One("rvnn.internal"),
+            loss: TreeLoss::Root,
+        },
+        synthetic: Synthetic::Natural,
         default_data: DefaultData::Real(Dataset::SstTrain),
         roles: &[
             role("embed.word", "lookup", &[]),

@@ -41,6 +41,7 @@ fn small_tree() -> Tree {
             TreeNode::Leaf,
             TreeNode::Internal { left: 2, right: 3 },
         ],
+        ..Default::default()
     }
 }
 
@@ -50,6 +51,7 @@ fn words(spec: &[(u32, bool)]) -> Sentence {
             .iter()
             .map(|&(chars, rare)| Word { chars, rare })
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -169,6 +171,7 @@ fn lattice_char_cells_take_previous_char_and_words_ending_there() {
         nodes: 4,
         char_arc: vec![false, true, true, true],
         word_arcs: vec![(0, 2), (1, 3)],
+        ..Default::default()
     };
     let t = given("lattice-lstm", Structures::Lattices(vec![l]));
     assert_eq!(t.graph.len(), 4 + 4 + 2 + 2 + 4 + 1);
@@ -203,6 +206,7 @@ fn time_delay_builds_a_triangle() {
             TreeNode::Internal { left: 3, right: 4 },
             TreeNode::Internal { left: 2, right: 5 },
         ],
+        ..Default::default()
     };
     let t = given("td-rnn", Structures::Trees(vec![leaves4.clone()]));
     // 4 lookups, 3 + 2 + 1 combines, 1 loss, 1 sum.
@@ -241,6 +245,7 @@ fn op_level_has_one_node_per_cell_op_plus_port_sums() {
         nodes: 4,
         char_arc: vec![false, true, true, true],
         word_arcs: vec![(0, 3), (1, 3)],
+        ..Default::default()
     };
     let samples = Structures::Lattices(vec![l]);
     let cell_t = record_samples(&opts("lattice-gru", 1, Level::Cell, 1), &lib, &samples).unwrap();
@@ -369,4 +374,86 @@ fn batch_larger_than_data_set_reuses_every_sample_before_repeating() {
     first.sort_unstable();
     assert_eq!(first, vec![0, 1, 2, 3, 4]);
     assert_eq!(picks.len(), 12);
+}
+
+/// A workload whose builder names a role its table lacks: an error naming
+/// it, never a panic (the builder is part of the table entry).
+static BROKEN: WorkloadSpec = WorkloadSpec {
+    name: "broken-tree",
+    description: "test only",
+    paper: "none",
+    builder: Builder::Tree {
+        leaf: TreeLeaf::EmbedThenCell("tree_lstm.leaf"),
+        internal: TreeInternal::One("tree_lstm.missing"),
+        loss: TreeLoss::Root,
+    },
+    synthetic: Synthetic::Natural,
+    default_data: DefaultData::Synthetic,
+    roles: &[
+        RoleSpec {
+            role: "embed.word",
+            cell: "lookup",
+            batchable: true,
+            ports: &[],
+        },
+        RoleSpec {
+            role: "tree_lstm.leaf",
+            cell: "tree_lstm.leaf",
+            batchable: true,
+            ports: &[&["embed.word"]],
+        },
+    ],
+};
+
+#[test]
+fn a_builder_role_missing_from_the_table_is_an_error_not_a_panic() {
+    let o = RecordOptions {
+        workload: &BROKEN,
+        data: DataChoice::Synthetic,
+        batch: 2,
+        hidden: 8,
+        level: Level::Cell,
+        seed: 1,
+    };
+    let e = record(&o, &lib()).unwrap_err().to_string();
+    assert!(
+        e.contains("broken-tree") && e.contains("tree_lstm.missing"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_workload_structure_comes_from_its_builder_and_synthetic_data_records() {
+    for w in WORKLOADS {
+        let o = RecordOptions {
+            workload: w,
+            data: DataChoice::Synthetic,
+            batch: 2,
+            hidden: 8,
+            level: Level::Cell,
+            seed: 3,
+        };
+        let t = record(&o, &lib()).unwrap_or_else(|e| panic!("{}: {e}", w.name));
+        assert_eq!(t.graph.num_instances(), 2, "{}", w.name);
+        assert_eq!(w.structure(), w.builder.structure());
+    }
+}
+
+#[test]
+fn the_record_estimate_is_near_the_recorded_size() {
+    let o = opts("tree-lstm", 200, Level::Cell, 5);
+    let (est, nodes) = estimate(&o, &lib()).unwrap();
+    let t = record(&o, &lib()).unwrap();
+    let real = t.graph.len() as f64;
+    assert!(
+        (nodes as f64) > 0.5 * real && (nodes as f64) < 2.0 * real,
+        "{nodes} vs {real}"
+    );
+    assert!(est.total() > 0);
+    let tiny = crate::memory::Budget {
+        bytes: 1000,
+        source: "--max-memory".into(),
+    };
+    let e = record_within(&o, &lib(), Some(&tiny)).unwrap_err();
+    assert!(matches!(e, RecordError::TooLarge(_)), "{e}");
 }

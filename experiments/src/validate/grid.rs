@@ -134,6 +134,15 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         executors: names(&r.executors, q.map(|q| &q.executors), "executors")?,
         devices,
         check: r.check.as_ref().is_none_or(|c| c.value),
+        train: r.train.as_ref().is_some_and(|t| t.value),
+        lazy: match &r.lazy {
+            Some(l) => cx.list(l, "lazy", |_| Ok(()))?,
+            None => vec![true],
+        },
+        fuse: match &r.fuse {
+            Some(l) => cx.list(l, "fuse", |_| Ok(()))?,
+            None => vec![true],
+        },
         layout_batch,
         fsm,
         optimise,

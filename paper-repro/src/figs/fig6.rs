@@ -4,11 +4,13 @@
 //! for the rows' device (`fig6.cpu.*` or `fig6.gpu.*`).
 
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
+use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
 use crate::report::ctx::Ctx;
-use crate::report::fmt::{mean, range, ratio, sig, span, times};
+use crate::report::fmt::{range, ratio, sig, span, times};
+use crate::report::noise::{self, Noisy, mean_of};
 use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, field_string, num, text};
@@ -17,21 +19,28 @@ use super::{Device, class, list, paper_workload, quick_note};
 
 const EXECUTORS: [&str; 4] = ["dynet", "cavs", "edbatch-nolayout", "edbatch"];
 
-/// Best throughput over batch sizes and the batch size giving it.
-pub fn best(rows: &RowSet, w: &str, h: &str, e: &str) -> Option<(f64, String)> {
+/// The row of the best throughput over batch sizes.
+pub fn best_row<'a>(rows: &'a RowSet, w: &str, h: &str, e: &str) -> Option<&'a Value> {
     rows.ok()
         .filter(|r| {
             text(r, "config.workload") == Some(w)
                 && field_string(r, "config.hidden").as_deref() == Some(h)
                 && text(r, "config.executor") == Some(e)
         })
-        .filter_map(|r| {
-            Some((
-                num(r, "metrics.instances_per_s")?,
-                field_string(r, "config.batch")?,
-            ))
+        .filter(|r| num(r, "metrics.instances_per_s").is_some())
+        .max_by(|a, b| {
+            let t = |r: &Value| num(r, "metrics.instances_per_s").unwrap_or(0.0);
+            t(a).total_cmp(&t(b))
         })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// Best throughput over batch sizes and the batch size giving it.
+pub fn best(rows: &RowSet, w: &str, h: &str, e: &str) -> Option<(f64, String)> {
+    let r = best_row(rows, w, h, e)?;
+    Some((
+        num(r, "metrics.instances_per_s")?,
+        field_string(r, "config.batch")?,
+    ))
 }
 
 fn cell(b: Option<(f64, String)>) -> String {
@@ -78,7 +87,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .filter(|e| rows.find(&[("config.executor", e)]).is_some())
         .collect();
     let tput = |w: &str, h: &str, e: &str| best(rows, w, h, e).map(|b| b.0);
-    let ratio_of = |w: &str, h: &str, a: &str, b: &str| Some(tput(w, h, a)? / tput(w, h, b)?);
+    // Each best-throughput ratio with the noise of the two rows behind it.
+    let ratio_of = |w: &str, h: &str, a: &str, b: &str| -> Option<Noisy> {
+        noise::ratio_of(
+            best_row(rows, w, h, a)?,
+            best_row(rows, w, h, b)?,
+            "metrics.instances_per_s",
+        )
+    };
 
     let panels: Vec<Panel> = hiddens
         .iter()
@@ -100,7 +116,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 format!("hidden = {h}"),
                 GroupedBars {
                     x_label: "workload".into(),
-                    y_label: "instances / s at the best batch size".into(),
+                    y_label: "instances / s at the best batch size (log scale)".into(),
                     y_scale: Scale::Log10,
                     categories: workloads.clone(),
                     series,
@@ -126,7 +142,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 
     let mut t = Table::new(
         "fig6",
-        "Instances per second at the best batch size (bN), and ED-Batch's ratios at those bests.",
+        "Instances per second at the best batch size (bN), and ED-Batch's ratios at those bests \
+         (± the relative spread of the two rows' timed runs).",
         &[
             "workload",
             "hidden",
@@ -149,7 +166,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             for other in ["cavs", "dynet", "edbatch-nolayout"] {
                 row.push(
                     ratio_of(w, h, "edbatch", other)
-                        .map(ratio)
+                        .map(|r| r.cell())
                         .unwrap_or_default(),
                 );
             }
@@ -158,12 +175,15 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     }
 
     // Ratios per workload (mean over hidden sizes) against the paper's averages on our device.
-    let mean_ratio = |w: &str, other: &str| -> Vec<f64> {
+    let ratios = |w: &str, other: &str| -> Vec<Noisy> {
         hiddens
             .iter()
             .filter_map(|h| ratio_of(w, h, "edbatch", other))
             .collect()
     };
+    let values = |v: &[Noisy]| v.iter().map(|r| r.value).collect::<Vec<f64>>();
+    let mean_cell = |v: &[Noisy]| mean_of(v).map(|(m, _)| m.cell()).unwrap_or_default();
+    let mut disagree: Vec<String> = Vec::new();
     let lattices = || {
         let lo = ctx.num(
             EdBatch,
@@ -202,43 +222,57 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             &paper_col,
             "edbatch / dynet (mean)",
             "edbatch / nolayout (mean)",
+            "noise note",
         ],
     );
-    let mut by_class: Vec<(&str, Vec<f64>)> =
+    let mut by_class: Vec<(&str, Vec<Noisy>)> =
         vec![("chains", vec![]), ("trees", vec![]), ("lattices", vec![])];
     for w in &workloads {
-        let c = mean_ratio(w, "cavs");
-        if let (Some(m), Some(k)) = (mean(&c), class(w))
+        let c = ratios(w, "cavs");
+        let m = mean_of(&c);
+        if let (Some((m, _)), Some(k)) = (m.as_ref(), class(w))
             && let Some(entry) = by_class.iter_mut().find(|(n, _)| *n == k)
         {
-            entry.1.push(m);
+            entry.1.push(*m);
+        }
+        let warn = m.and_then(|(_, w)| w);
+        if warn.is_some() {
+            disagree.push(format!("{w} over hidden sizes"));
         }
         rt.push(vec![
             w.clone(),
             paper_workload(w).unwrap_or("").into(),
             class(w).unwrap_or("").into(),
-            mean(&c).map(ratio).unwrap_or_default(),
-            range(&c).map(|(a, b)| span(a, b, 3)).unwrap_or_default(),
-            paper_ratio(w),
-            mean(&mean_ratio(w, "dynet")).map(ratio).unwrap_or_default(),
-            mean(&mean_ratio(w, "edbatch-nolayout"))
-                .map(ratio)
+            mean_cell(&c),
+            range(&values(&c))
+                .map(|(a, b)| span(a, b, 3))
                 .unwrap_or_default(),
+            paper_ratio(w),
+            mean_cell(&ratios(w, "dynet")),
+            mean_cell(&ratios(w, "edbatch-nolayout")),
+            warn.unwrap_or_default(),
         ]);
     }
     for (k, v) in &by_class {
         let paper = ctx.num(EdBatch, &format!("abstract.speedup.{k}"));
+        let warn = mean_of(v).and_then(|(_, w)| w);
+        if warn.is_some() {
+            disagree.push(format!("the {k} class"));
+        }
         rt.push(vec![
             format!("all {k}"),
             String::new(),
             k.to_string(),
-            mean(v).map(ratio).unwrap_or_default(),
-            range(v).map(|(a, b)| span(a, b, 3)).unwrap_or_default(),
+            mean_cell(v),
+            range(&values(v))
+                .map(|(a, b)| span(a, b, 3))
+                .unwrap_or_default(),
             paper
                 .map(|p| format!("{} (CPU+GPU)", ratio(p)))
                 .unwrap_or_default(),
             String::new(),
             String::new(),
+            warn.unwrap_or_default(),
         ]);
     }
     ctx.table(sec, t)?;
@@ -260,10 +294,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         by_class
             .iter()
             .find(|(n, _)| *n == k)
-            .and_then(|(_, v)| mean(v))
+            .and_then(|(_, v)| mean_of(v))
+            .map(|(m, _)| m)
     };
     let fmt_class = |k: &str, paper: String| {
-        class_mean(k).map(|m| format!("{k} {} (paper, {pw}: {paper})", times(m)))
+        class_mean(k).map(|m| format!("{k} {} (paper, {pw}: {paper})", m.times()))
     };
     let pair = |a: &str, b: &str| {
         [a, b]
@@ -288,13 +323,13 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         for h in &hiddens {
             if let Some(r) = ratio_of(w, h, "edbatch", "dynet") {
                 points += 1;
-                wins += usize::from(r > 1.0);
+                wins += usize::from(r.value > 1.0);
             }
         }
     }
     let layout: Vec<f64> = workloads
         .iter()
-        .filter_map(|w| mean(&mean_ratio(w, "edbatch-nolayout")))
+        .filter_map(|w| mean_of(&ratios(w, "edbatch-nolayout")).map(|(m, _)| m.value))
         .collect();
     sec.reading = format!(
         "ED-Batch over Cavs on our {}, mean over hidden sizes: {}. ED-Batch beats DyNet at \
@@ -308,6 +343,18 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ctx.num(EdBatch, "fig6.lstmcell.layout_speedup")
             .map_or_else(|| "?".into(), times),
     );
+    sec.reading += &if disagree.is_empty() {
+        " Every average above is of ratios that agree within their noise.".to_string()
+    } else {
+        format!(
+            " Averages of ratios that disagree by more than their noise (see the noise note \
+             column; read the per-hidden rows instead): {}.",
+            disagree.join(", ")
+        )
+    };
+    if let Some(n) = noise::cpu_note(rows.ok()) {
+        sec.notes.push(n);
+    }
     let missing: Vec<String> = workloads
         .iter()
         .filter_map(|w| {
@@ -320,8 +367,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .collect();
     if !missing.is_empty() {
         sec.notes.push(format!(
-            "No bars where the spec has no run: {} (left out of the grid; see the spec's \
-             description).",
+            "No bars where the spec has no run (a grey cross in the figure): {} (left out of \
+             the grid; see the spec's description).",
             missing.join("; ")
         ));
     }

@@ -2,6 +2,7 @@
 //! CSV tables and returns its REPORT.md section with the paper's numbers and
 //! a reading computed from the data.
 
+mod cavs_fig10;
 mod cavs_fig8;
 mod device;
 mod fig6;
@@ -36,6 +37,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
         "fig9" => fig9::build(ctx, rows, &mut sec)?,
         "table6" => table6::build(ctx, rows, &mut sec)?,
         "cavs-fig8" => cavs_fig8::build(ctx, rows, &mut sec)?,
+        "cavs-fig10" => cavs_fig10::build(ctx, rows, &mut sec)?,
         "vpps" => vpps::build(ctx, rows, &mut sec)?,
         "peers" => peers::build(ctx, rows, &mut sec)?,
         other => unreachable!("item {other} has no builder"),
@@ -56,6 +58,7 @@ pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
         "fig9" => fig9::paper(ctx),
         "table6" => table6::paper(ctx),
         "cavs-fig8" => cavs_fig8::paper(ctx),
+        "cavs-fig10" => cavs_fig10::paper(ctx),
         "vpps" => vpps::paper(ctx),
         "peers" => peers::paper(ctx),
         other => unreachable!("item {other} has no builder"),

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::report::ctx::Ctx;
 use crate::report::fmt::{ms, ratio, sig, span};
+use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, at, field_string, num, uint};
@@ -168,7 +169,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "peers",
         "Instances per second of every system on the same trace and weights (medians of all \
          timed runs over all rounds; each system in its own processes, interleaved). Ratios: \
-         above 1, batchlab is faster.",
+         above 1, batchlab is faster; ± the spread of the two systems' timed runs.",
         &head_refs,
     );
     let mut r_ed = Vec::new();
@@ -178,15 +179,27 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         for (s, _) in SYSTEMS {
             row.push(tput(m, s).map_or_else(|| missing(m, s), |v| sig(v, 4)));
         }
-        let q = |a: &str, b: &str| Some(tput(m, a)? / tput(m, b)?);
+        // Ratios with the noise of both systems' timed runs (all rounds).
+        let q = |a: &str, b: &str| {
+            let (x, y) = (m.get(a).filter(|r| ok(r))?, m.get(b).filter(|r| ok(r))?);
+            noise::ratio_of(x, y, "metrics.instances_per_s")
+        };
         if let Some(x) = q("edbatch", "dynet-agenda") {
-            r_ed.push(x);
+            r_ed.push(x.value);
         }
         if let Some(x) = q("reference", "dynet-none") {
-            r_ref.push(x);
+            r_ref.push(x.value);
         }
-        row.push(q("edbatch", "dynet-agenda").map(ratio).unwrap_or_default());
-        row.push(q("reference", "dynet-none").map(ratio).unwrap_or_default());
+        row.push(
+            q("edbatch", "dynet-agenda")
+                .map(|r| r.cell())
+                .unwrap_or_default(),
+        );
+        row.push(
+            q("reference", "dynet-none")
+                .map(|r| r.cell())
+                .unwrap_or_default(),
+        );
         t.push(row);
     }
 

@@ -7,7 +7,7 @@ use figures::{Figure, Stamp};
 
 use crate::error::{ReproError, Result};
 use crate::items::Paper;
-use crate::published::{PubValue, Published};
+use crate::published::{PubValue, Published, cite};
 use crate::report::section::Section;
 use crate::report::table::Table;
 
@@ -57,7 +57,7 @@ impl Ctx<'_> {
     /// A statement as a Markdown bullet: the quote and its source.
     pub fn say(&self, paper: Paper, id: &str) -> Result<String> {
         let s = self.published.statement(paper, id)?;
-        Ok(format!("“{}” ({})", s.quote, s.source))
+        Ok(format!("“{}” ({})", s.quote, cite(&s.source)))
     }
 
     /// A value's quote as a Markdown bullet.
@@ -68,7 +68,7 @@ impl Ctx<'_> {
             .as_deref()
             .map(|d| format!("; read as {} = {d}", v.value))
             .unwrap_or_default();
-        Ok(format!("“{}” ({}{derived})", v.quote, v.source))
+        Ok(format!("“{}” ({}{derived})", v.quote, cite(&v.source)))
     }
 }
 

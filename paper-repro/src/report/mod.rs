@@ -4,6 +4,7 @@
 
 pub mod ctx;
 pub mod fmt;
+pub mod noise;
 pub mod section;
 pub mod table;
 
@@ -14,7 +15,7 @@ use figures::Stamp;
 
 use crate::error::{ReproError, Result};
 use crate::items::Item;
-use crate::measure::{MeasureLog, cuda_skip_reason};
+use crate::measure::MeasureLog;
 use crate::published::Published;
 use crate::rows::{RowSet, text, uint};
 use ctx::{Ctx, write};
@@ -29,9 +30,9 @@ pub struct ReportOptions {
     pub out: PathBuf,
     /// Items, in report order.
     pub items: Vec<&'static Item>,
-    /// Whether the items were named with `--only` (then missing rows are an
-    /// error rather than a "not measured" section).
-    pub explicit: bool,
+    /// Items named with `--only`: missing rows of one of these are an error
+    /// rather than a "not measured" section.
+    pub required: Vec<&'static str>,
     /// The command line, printed on figures and in the report.
     pub command: String,
 }
@@ -60,7 +61,8 @@ pub fn report(opts: &ReportOptions) -> Result<Reported> {
     let mut sets = Vec::new();
     for item in &opts.items {
         let set = RowSet::load(&opts.rows, item.spec)?;
-        if set.is_none() && opts.explicit && !item.cuda_only && !skipped(item.name) {
+        let required = opts.required.contains(&item.name);
+        if set.is_none() && required && !item.cuda_only && !skipped(item.name) {
             return Err(ReproError::Rows {
                 path: opts.rows.join(format!("{}.json", item.spec)),
                 message: "no rows for this item: measure it first (`paper-repro measure`)".into(),
@@ -68,7 +70,9 @@ pub fn report(opts: &ReportOptions) -> Result<Reported> {
         }
         sets.push(set);
     }
-    if sets.iter().all(Option::is_none)
+    // (Items named with --only were checked above, one by one.)
+    if opts.required.is_empty()
+        && sets.iter().all(Option::is_none)
         && opts.items.iter().any(|i| !i.cuda_only && !skipped(i.name))
     {
         return Err(ReproError::Rows {
@@ -115,6 +119,7 @@ fn section(
     if s.figure.is_none() {
         s.paper = crate::figs::paper(item, ctx)?;
     }
+    s.paper_title = ctx.published.title(item.paper).map(str::to_string);
     Ok(s)
 }
 
@@ -133,10 +138,12 @@ fn bare_section(
             ));
         }
         if item.cuda_only {
-            let reason = log
-                .and_then(|l| l.skipped.iter().find(|s| s.item == item.name))
-                .map(|s| s.reason.clone())
-                .unwrap_or_else(|| cuda_skip_reason("cpu"));
+            // Nothing about the machine drawing the report: it did not measure.
+            let reason = format!(
+                "Not measured: needs a CUDA device (`paper-repro --device cuda --only {}`); \
+                 no `{}.json` in the rows folder.",
+                item.name, item.spec
+            );
             return Ok(Section::without_data(item, Status::Skipped, reason));
         }
         return Ok(Section::without_data(
@@ -240,24 +247,15 @@ fn markdown(
                 `paper-repro` without `--quick`.\n\n";
     }
     if let Some(l) = log {
-        let total: f64 = l.specs.iter().map(|s| s.seconds).sum();
-        let parts: Vec<String> = l
-            .specs
-            .iter()
-            .map(|s| format!("{} {:.1} s", s.item, s.seconds))
-            .collect();
-        out += &format!(
-            "Measuring took {total:.0} s ({}); replay device `{}`; measured by `{}`.\n\n",
-            parts.join(", "),
-            l.device,
-            l.command
-        );
+        out += &timing_line(l);
     }
     out += "Published numbers come from `paper-repro/published/{ed-batch,cavs,vpps}.yaml`: every \
-            value carries its source (table or figure, section, line of \
-            `shared/papers/<paper>.txt`) and the quote it was read from. Where a paper gives a \
-            figure without numbers, only what its text states is compared, and the section \
-            says so. In figures, black diamonds are the papers' values.\n\n";
+            value carries its source (the paper, its table or figure and section) and the \
+            verbatim quote it was read from, so the paper's own text search finds it. Where a \
+            paper gives a figure without numbers, only what its text states is compared, and \
+            the section says so. In figures, black diamonds are the papers' values. Every \
+            timing ratio carries its noise (± the relative spread of the timed runs behind \
+            it); an average of ratios that disagree by more than that says so.\n\n";
     out += "| item | status | rows (ok / all) | figure |\n|---|---|---|---|\n";
     for s in sections {
         let status = match s.status {
@@ -285,6 +283,53 @@ fn markdown(
         out.push('\n');
     }
     out
+}
+
+/// The header's account of the measuring: every invocation whose rows the
+/// folder holds (a resumed run's earlier sweeps included), and what the
+/// latest one did.
+fn timing_line(l: &MeasureLog) -> String {
+    let total: f64 = l.specs.iter().map(|s| s.all_seconds()).sum();
+    let invocations = l
+        .specs
+        .iter()
+        .map(|s| s.invocations.max(1))
+        .max()
+        .unwrap_or(1);
+    let parts: Vec<String> = l
+        .specs
+        .iter()
+        .map(|s| {
+            let n = s.invocations.max(1);
+            let over = if n > 1 {
+                format!(" over {n} invocations")
+            } else {
+                String::new()
+            };
+            format!("{} {:.1} s{over}", s.item, s.all_seconds())
+        })
+        .collect();
+    let reused: usize = l.specs.iter().map(|s| s.skipped).sum();
+    let ran: usize = l.specs.iter().map(|s| s.ran).sum();
+    let latest = if reused > 0 {
+        format!(
+            " The latest invocation (`{}`, {:.0} s) measured {ran} runs and reused {reused} rows \
+             of earlier ones (`--fresh` re-measures).",
+            l.command, l.seconds
+        )
+    } else {
+        format!(" Measured by `{}`.", l.command)
+    };
+    format!(
+        "Measuring these rows took {total:.0} s in {} ({}); replay device `{}`.{latest}\n\n",
+        if invocations > 1 {
+            format!("up to {invocations} invocations")
+        } else {
+            "one invocation".to_string()
+        },
+        parts.join(", "),
+        l.device,
+    )
 }
 
 /// GitHub's heading anchor.

@@ -37,6 +37,8 @@ pub struct Section {
     pub tables: Vec<Table>,
     /// The paper's statements, as Markdown bullet text.
     pub paper: Vec<String>,
+    /// The title of the paper they quote.
+    pub paper_title: Option<String>,
     /// The one-line reading of the difference.
     pub reading: String,
     /// Caveats.
@@ -60,6 +62,7 @@ impl Section {
             setup: String::new(),
             tables: Vec::new(),
             paper: Vec::new(),
+            paper_title: None,
             reading: String::new(),
             notes: Vec::new(),
             files: Vec::new(),
@@ -113,7 +116,10 @@ impl Section {
             out.push('\n');
         }
         if !self.paper.is_empty() {
-            out += "**The paper says:**\n\n";
+            match &self.paper_title {
+                Some(t) => out += &format!("**The paper says** (*{t}*):\n\n"),
+                None => out += "**The paper says:**\n\n",
+            }
             for p in &self.paper {
                 out += &format!("- {p}\n");
             }

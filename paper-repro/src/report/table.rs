@@ -52,21 +52,11 @@ impl Table {
         out
     }
 
-    /// The table as CSV (RFC 4180 quoting), header first.
+    /// The table as CSV, header first (batchlab's one CSV writer,
+    /// [`experiments::output::csv_text`]).
     pub fn csv(&self) -> String {
-        let cell = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
-        let mut out = String::new();
-        for r in std::iter::once(&self.headers).chain(&self.rows) {
-            out += &r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(",");
-            out.push('\n');
-        }
-        out
+        // Rows are padded to the header's length, which is all the writer checks.
+        experiments::output::csv_text(&self.headers, &self.rows).unwrap_or_default()
     }
 }
 

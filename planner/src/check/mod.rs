@@ -88,9 +88,10 @@ pub struct CheckReport {
     pub operands: usize,
     /// Of these, verified contiguous and aligned.
     pub contiguous: usize,
-    /// Broadcasts.
+    /// Of these, broadcasts.
     pub broadcasts: usize,
-    /// Gathers plus scatters.
+    /// Of these, gathers plus scatters (`contiguous + broadcasts + copies ==
+    /// operands`).
     pub copies: usize,
 }
 

@@ -104,11 +104,14 @@ impl OperandCtx<'_> {
                 o.bytes, o.broadcast_bytes, o.op_stride
             )));
         }
+        // The report counts batched operands (two or more ops) only, so its
+        // contiguous, broadcast and copied counts add up to `operands`; a
+        // single op's operand is trivially contiguous and not counted.
         if k >= 2 {
             report.operands += 1;
         }
         match o.plan {
-            PlanKind::Contiguous => report.contiguous += 1,
+            PlanKind::Contiguous => report.contiguous += usize::from(k >= 2),
             PlanKind::Broadcast => {
                 report.broadcasts += 1;
                 totals.broadcasts += u64::from(bcast > 0);

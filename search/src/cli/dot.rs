@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use engine::dot::{Fsm, FsmEdge, FsmState, fsm_to_dot};
 use engine::graph::Graph;
 use engine::sched::{
     BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, PolicyError, PolicyFile, SameTypeDag,
@@ -25,19 +26,19 @@ pub(crate) fn state_label(file: &PolicyFile, tokens: &[String]) -> String {
     }
 }
 
-/// The dot text of `file` (read from `path`).
+/// The dot text of `file` (read from `path`), written by `engine::dot`.
 pub(crate) fn render(file: &PolicyFile, path: &Path) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "// FSM of {} (encoding {}, workload {}), ED-Batch Fig. 2(a) style\n",
+    let mut fsm = Fsm::default();
+    fsm.comments.push(format!(
+        "FSM of {} (encoding {}, workload {}), ED-Batch Fig. 2(a) style",
         path.display(),
         file.encoding.name(),
         file.workload
     ));
     let edges = match replay(file, path) {
         Ok((trace_path, visits, misses)) => {
-            out.push_str(&format!(
-                "// edges: transitions observed replaying the policy on its training trace {} ({} decisions, {} misses); edge labels count them\n",
+            fsm.comments.push(format!(
+                "edges: transitions observed replaying the policy on its training trace {} ({} decisions, {} misses); edge labels count them",
                 trace_path.display(),
                 visits.len(),
                 misses
@@ -45,31 +46,38 @@ pub(crate) fn render(file: &PolicyFile, path: &Path) -> String {
             Some(count_edges(&visits))
         }
         Err(why) => {
-            out.push_str(&format!(
-                "// states only: no transitions drawn, the training trace is not readable ({})\n",
-                why.replace('\n', " ")
+            fsm.comments.push(format!(
+                "states only: no transitions drawn, the training trace is not readable ({why})"
             ));
             None
         }
     };
-    out.push_str("digraph fsm {\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n");
     for (i, s) in file.states.iter().enumerate() {
         let label = format!("S{i}: {}/{}", state_label(file, &s.state), s.action);
-        out.push_str(&format!("  S{i} [label=\"{}\"];\n", escape(&label)));
+        fsm.states.push(FsmState::new(format!("S{i}"), label));
     }
     if let Some(edges) = edges {
-        out.push_str("  start [shape=point];\n  end [shape=doublecircle, label=\"\"];\n");
+        fsm.states
+            .push(FsmState::new("start", "").with("shape", "point"));
+        fsm.states
+            .push(FsmState::new("end", "").with("shape", "doublecircle"));
         if edges.keys().any(|(a, b)| a == UNSEEN || b == UNSEEN) {
-            out.push_str(&format!(
-                "  {UNSEEN} [shape=ellipse, style=dashed, label=\"state not in table / typewise\"];\n"
-            ));
+            fsm.states.push(
+                FsmState::new(UNSEEN, "state not in table / typewise")
+                    .with("shape", "ellipse")
+                    .with("style", "dashed"),
+            );
         }
         for ((a, b), n) in &edges {
-            out.push_str(&format!("  {a} -> {b} [label=\"{n}\"];\n"));
+            fsm.edges.push(FsmEdge {
+                from: a.clone(),
+                to: b.clone(),
+                label: n.to_string(),
+            });
         }
     }
-    out.push_str("}\n");
-    out
+    // Every edge joins declared states (start, end, unseen, S_i).
+    fsm_to_dot(&fsm).unwrap_or_else(|e| format!("// {e}\n"))
 }
 
 const UNSEEN: &str = "unseen";
@@ -86,10 +94,6 @@ fn count_edges(visits: &[Option<usize>]) -> BTreeMap<(String, String), u64> {
         *edges.entry((w[0].clone(), w[1].clone())).or_insert(0) += 1;
     }
     edges
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// The training trace: the path as recorded, else relative to the policy file.

@@ -1,7 +1,10 @@
-//! Converters from the raw ED-Batch data sets to structure-only fixtures.
+//! Converters from the raw ED-Batch data sets to fixtures.
 //!
 //! The raw corpora are third-party texts; the project ships only their
-//! shapes. `convert_all` reads the ED-Batch `benchmark/data` folder layout
+//! shapes and, where the corpus has them, integer annotations: labels, tags
+//! and word ids that are frequency ranks ([`Vocab`]), never the text.
+//! Dev and test splits are ranked by their train split ([`rank_source`]).
+//! `convert_all` reads the ED-Batch `benchmark/data` folder layout
 //! (see [`raw_path`]) and writes the eight fixture files, each atomically
 //! (`<name>.tmp` then rename) so an interrupted run never leaves a truncated
 //! fixture behind. Every written text is parsed back and compared before it
@@ -9,6 +12,7 @@
 
 mod iwslt;
 mod sst;
+mod vocab;
 mod weibo;
 mod wikiner;
 
@@ -17,14 +21,23 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use iwslt::{IwsltStats, SEPARATOR, iwslt_pairs, iwslt_pairs_detailed};
-pub use sst::{SstStats, sst_trees, sst_trees_detailed};
-pub use weibo::{WeiboStats, weibo_lattices, weibo_lattices_detailed};
-pub use wikiner::{RARE_BELOW, wikiner_sentences};
+pub use sst::{SST_CLASSES, SstStats, sst_trees, sst_trees_detailed, sst_trees_ranked, sst_vocab};
+pub use vocab::Vocab;
+pub use weibo::{
+    WeiboStats, WeiboVocab, weibo_lattices, weibo_lattices_detailed, weibo_lattices_ranked,
+    weibo_vocab,
+};
+pub use wikiner::{RARE_BELOW, WIKINER_TAGS, wikiner_sentences};
 
 use crate::data::dataset::Dataset;
 use crate::data::error::DataError;
 use crate::data::fixtures::{format_fixture, parse_fixture};
 use crate::data::structures::{StructureKind, Structures};
+
+/// The cut-off the conversion notes report token ids against: the models'
+/// lookup tables have 1000 rows and the replay maps every id from 999 on to
+/// the last row (the unknown-word row), see `data/README.md`.
+pub const UNKNOWN_ROW_FROM: u32 = 999;
 
 /// What converting one data set produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,6 +67,17 @@ pub fn raw_path(ds: Dataset) -> &'static str {
     }
 }
 
+/// The split whose token frequencies number `ds`'s word ids: the train split
+/// of the same corpus for dev and test, `None` when `ds` is ranked by itself
+/// (train splits; WikiNER, of which ED-Batch ships one split) or has no ids.
+pub fn rank_source(ds: Dataset) -> Option<Dataset> {
+    match ds {
+        Dataset::SstDev | Dataset::SstTest => Some(Dataset::SstTrain),
+        Dataset::WeiboDev | Dataset::WeiboTest => Some(Dataset::WeiboTrain),
+        Dataset::SstTrain | Dataset::WeiboTrain | Dataset::WikinerDev | Dataset::Iwslt2012 => None,
+    }
+}
+
 /// Converts every data set of [`Dataset::ALL`] from `source_dir` into
 /// `out_dir` (created if missing). Stops at the first error.
 pub fn convert_all(source_dir: &Path, out_dir: &Path) -> Result<Vec<ConvertReport>, DataError> {
@@ -71,11 +95,20 @@ pub fn convert_dataset(
     source_dir: &Path,
     out_dir: &Path,
 ) -> Result<ConvertReport, DataError> {
-    let src = source_dir.join(raw_path(ds));
-    let src_name = src.display().to_string();
-    let raw = std::fs::read_to_string(&src).map_err(|e| DataError::io(&src_name, e))?;
-    let (structures, mut notes) = convert_text(ds, &raw, &src_name)?;
+    let read = |d: Dataset| -> Result<(String, String), DataError> {
+        let src = source_dir.join(raw_path(d));
+        let name = src.display().to_string();
+        let raw = std::fs::read_to_string(&src).map_err(|e| DataError::io(&name, e))?;
+        Ok((raw, name))
+    };
+    let (raw, src_name) = read(ds)?;
+    let reference = rank_source(ds).map(read).transpose()?;
+    let reference = reference.as_ref().map(|(r, n)| (r.as_str(), n.as_str()));
+    let (structures, mut notes) = convert_text(ds, &raw, &src_name, reference)?;
     notes.push(structures.summary().to_string());
+    if structures.is_annotated() {
+        notes.push(structures.annotation_summary(UNKNOWN_ROW_FROM).to_string());
+    }
     let header = header_lines(ds, structures.len());
     let text = format_fixture(&structures, &header);
 
@@ -99,25 +132,55 @@ pub fn convert_dataset(
 }
 
 /// Converts raw text of `ds`'s format; returns the structures and notes.
+/// `reference` is the raw text and name of the split that ranks the word ids
+/// ([`rank_source`]); `None` ranks them within `raw` itself.
 pub fn convert_text(
     ds: Dataset,
     raw: &str,
     file: &str,
+    reference: Option<(&str, &str)>,
 ) -> Result<(Structures, Vec<String>), DataError> {
+    let ranked_by = match (reference, rank_source(ds)) {
+        (Some(_), Some(r)) => r.name().to_string(),
+        (Some((_, name)), None) => name.to_string(),
+        (None, _) => "this file".to_string(),
+    };
     Ok(match ds {
         Dataset::SstTrain | Dataset::SstDev | Dataset::SstTest => {
-            let (trees, st) = sst_trees_detailed(raw, file)?;
+            let vocab = match reference {
+                Some((text, name)) => sst_vocab(text, name)?,
+                None => sst_vocab(raw, file)?,
+            };
+            let (trees, st) = sst_trees_ranked(raw, file, &vocab)?;
+            let unseen = trees
+                .iter()
+                .flat_map(|t| &t.word_ids)
+                .filter(|&&id| id == vocab.unseen())
+                .count();
             let notes = vec![
                 format!("unary nodes collapsed: {}", st.unary_collapsed),
                 format!("blank lines skipped: {}", st.blank_lines),
+                format!(
+                    "word ids: ranks in {ranked_by} ({} distinct words); tokens not in it: {unseen}",
+                    vocab.len()
+                ),
             ];
             (Structures::Trees(trees), notes)
         }
         Dataset::WeiboTrain | Dataset::WeiboDev | Dataset::WeiboTest => {
-            let (lattices, st) = weibo_lattices_detailed(raw, file)?;
+            let vocab = match reference {
+                Some((text, name)) => weibo_vocab(text, name)?,
+                None => weibo_vocab(raw, file)?,
+            };
+            let (lattices, st) = weibo_lattices_ranked(raw, file, &vocab)?;
             let notes = vec![
                 format!("duplicate arcs merged: {}", st.duplicate_arcs),
                 format!("start nodes besides node 0: {}", st.start_nodes),
+                format!(
+                    "char/word ids: ranks in {ranked_by} ({} chars, {} words)",
+                    vocab.chars.len(),
+                    vocab.words.len()
+                ),
             ];
             (Structures::Lattices(lattices), notes)
         }
@@ -139,32 +202,64 @@ pub fn convert_text(
 
 /// The comment header of `ds`'s fixture (without the magic line).
 pub fn header_lines(ds: Dataset, samples: usize) -> Vec<String> {
-    let (origin, licence, format) = match ds.kind() {
+    let ranked_by = match rank_source(ds) {
+        Some(r) => format!("{r} (the train split)"),
+        None => "this file".to_string(),
+    };
+    let ranks = format!(
+        "frequency rank in {ranked_by}, 0 = most frequent, ties by first occurrence; \
+         a token absent from it gets the number of distinct tokens there"
+    );
+    let (origin, licence, format, annotations) = match ds.kind() {
         StructureKind::Trees => (
             "Stanford Sentiment Treebank (Socher et al., EMNLP 2013), nlp.stanford.edu/sentiment",
             "Stanford research data, no explicit licence known; see original distribution",
-            "one binary tree per line; x = leaf, (LR) = internal node; unary nodes collapsed",
+            "one binary tree per line: (<label> w<word id>) = leaf, (<label> <left> <right>) \
+             = internal node; unary nodes collapsed"
+                .to_string(),
+            Some(format!(
+                "label = SST sentiment 0..=4 of the node; word id = {ranks}"
+            )),
         ),
         StructureKind::Lattices => (
             "lattices built by ED-Batch over the Chinese Weibo NER corpus (Peng & Dredze, \
              EMNLP 2015; github.com/OYE93/Chinese-NLP-Corpus NER/Weibo)",
             "see original distribution",
-            "one lattice per line: <nodes> [!<start node> ...] [<from>-<to> ...]; char arcs \
-             i-1 -> i implicit except at !-marked nodes; word arcs sorted by (to, from)",
+            "one lattice per line: <nodes> [!<start node> ...] [<from>-<to>:<word id> ...] | \
+             <tag>[:<char id>] per node; char arcs i-1 -> i implicit except at !-marked nodes \
+             (a node has a char id iff it has a char arc); word arcs sorted by (to, from)"
+                .to_string(),
+            Some(format!(
+                "tag = ED-Batch's NER tag id of the node (0 = start); char and word ids = {ranks}, \
+                 over char arcs and word arcs separately, of ED-Batch's vocabulary ids"
+            )),
         ),
         StructureKind::Sentences => (
             "WikiNER English (Nothman et al., Artificial Intelligence 2013), from Wikipedia",
             "Wikipedia text is CC BY-SA; WikiNER release terms: see original distribution",
-            "one sentence per line: word lengths in chars, '*' = fewer than 5 occurrences \
-             in this corpus (exact match)",
+            format!(
+                "one sentence per line: <length in chars>[*]:<word id>:<tag> per word, \
+                 '*' = fewer than {RARE_BELOW} occurrences in this corpus (exact match)"
+            ),
+            Some(format!(
+                "tag = index in {}; word id = {ranks}",
+                WIKINER_TAGS.join(" ")
+            )),
         ),
         StructureKind::Pairs => (
             "IWSLT 2015 English-Vietnamese, tst2012 (TED talks via WIT3)",
             "TED talks are CC BY-NC-ND 4.0 as best known; see original distribution",
-            "one pair per line: <source tokens> <target tokens>, without <s> and </s>",
+            "one pair per line: <source tokens> <target tokens>, without <s> and </s>".to_string(),
+            None,
         ),
     };
-    vec![
+    let keeps = if annotations.is_some() {
+        "this file keeps structure and integer annotations only (labels, tags, \
+         frequency-rank ids; no text)"
+    } else {
+        "this file keeps structure only (no words, no labels)"
+    };
+    let mut lines = vec![
         format!("dataset: {}", ds.name()),
         format!("description: {}", ds.description()),
         format!(
@@ -172,11 +267,15 @@ pub fn header_lines(ds: Dataset, samples: usize) -> Vec<String> {
             raw_path(ds)
         ),
         format!("original: {origin}"),
-        format!("licence: {licence}; this file keeps structure only (no words, no labels)"),
+        format!("licence: {licence}; {keeps}"),
         format!("format: {format}"),
-        "produced by: engine fixtures --source <ED-Batch benchmark/data> --out data".into(),
-        format!("samples: {samples}"),
-    ]
+    ];
+    if let Some(a) = annotations {
+        lines.push(format!("annotations: {a}"));
+    }
+    lines.push("produced by: engine fixtures --source <ED-Batch benchmark/data> --out data".into());
+    lines.push(format!("samples: {samples}"));
+    lines
 }
 
 /// Writes `text` to `dest` via `<dest>.tmp` in the same folder and a rename,

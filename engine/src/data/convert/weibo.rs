@@ -4,15 +4,37 @@
 //! (optionally preceded by blank lines) a line with its length `L`, a line of
 //! `L` tag ids, and `L` node lines `n_arcs from id from id ...`. An arc into
 //! node `i` from `i - 1` is the character arc; any other arc is a word arc
-//! `(from, i)`. Tag and word/char ids are checked to be numbers and dropped.
+//! `(from, i)`. Tag ids are kept as they are (ED-Batch's tag numbering; node
+//! 0, the start, has tag 0 throughout the data). Character and word ids are
+//! ED-Batch vocabulary indices; they are re-numbered as frequency ranks
+//! ([`Vocab`]) among the char arcs, respectively word arcs, of a reference
+//! split (the converter uses train for every split), like the other corpora.
 //! Duplicate arcs (two lexicon words over the same span) produce the same
-//! dependency shape, so they are merged and counted.
+//! dependency shape, so they are merged (the first keeps its id) and counted.
 
 use std::str::Lines;
 
+use super::vocab::Vocab;
 use crate::data::error::DataError;
 use crate::data::fixtures::MAX_LATTICE_NODES;
 use crate::data::structures::Lattice;
+
+/// Frequency ranks of the raw character and word ids of a reference split.
+#[derive(Debug, Clone)]
+pub struct WeiboVocab {
+    /// Ranks of the ids on char arcs.
+    pub chars: Vocab<u64>,
+    /// Ranks of the ids on word arcs.
+    pub words: Vocab<u64>,
+}
+
+/// A lattice with its tags, and the raw ids of its char arcs (node order)
+/// and word arcs (arc order), before ranking.
+struct Raw {
+    lattice: Lattice,
+    char_raw: Vec<u64>,
+    word_raw: Vec<u64>,
+}
 
 /// What [`weibo_lattices_detailed`] saw besides the lattices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -24,7 +46,8 @@ pub struct WeiboStats {
     pub start_nodes: usize,
 }
 
-/// Converts a Weibo lattice file. `file` names the input in errors.
+/// Converts a Weibo lattice file, with char and word ids ranked within `raw`
+/// itself. `file` names the input in errors.
 pub fn weibo_lattices(raw: &str, file: &str) -> Result<Vec<Lattice>, DataError> {
     weibo_lattices_detailed(raw, file).map(|(l, _)| l)
 }
@@ -34,6 +57,48 @@ pub fn weibo_lattices_detailed(
     raw: &str,
     file: &str,
 ) -> Result<(Vec<Lattice>, WeiboStats), DataError> {
+    let (parsed, stats) = parse_all(raw, file)?;
+    let vocab = vocab_of(&parsed);
+    Ok((rank(parsed, &vocab), stats))
+}
+
+/// Converts a Weibo lattice file with ids ranked by `vocab` (see
+/// [`weibo_vocab`]).
+pub fn weibo_lattices_ranked(
+    raw: &str,
+    file: &str,
+    vocab: &WeiboVocab,
+) -> Result<(Vec<Lattice>, WeiboStats), DataError> {
+    let (parsed, stats) = parse_all(raw, file)?;
+    Ok((rank(parsed, vocab), stats))
+}
+
+/// The char and word id ranks of a Weibo file (the train split).
+pub fn weibo_vocab(raw: &str, file: &str) -> Result<WeiboVocab, DataError> {
+    let (parsed, _) = parse_all(raw, file)?;
+    Ok(vocab_of(&parsed))
+}
+
+fn vocab_of(parsed: &[Raw]) -> WeiboVocab {
+    WeiboVocab {
+        chars: Vocab::by_frequency(parsed.iter().flat_map(|r| r.char_raw.iter().copied())),
+        words: Vocab::by_frequency(parsed.iter().flat_map(|r| r.word_raw.iter().copied())),
+    }
+}
+
+fn rank(parsed: Vec<Raw>, vocab: &WeiboVocab) -> Vec<Lattice> {
+    parsed
+        .into_iter()
+        .map(|r| {
+            let mut l = r.lattice;
+            l.char_ids = r.char_raw.iter().map(|c| vocab.chars.id(c)).collect();
+            l.word_ids = r.word_raw.iter().map(|w| vocab.words.id(w)).collect();
+            l
+        })
+        .collect()
+}
+
+fn parse_all(raw: &str, file: &str) -> Result<(Vec<Raw>, WeiboStats), DataError> {
     let mut cur = Cursor {
         lines: raw.lines(),
         no: 0,
@@ -98,7 +163,7 @@ fn sample(
     len_no: usize,
     len_line: &str,
     stats: &mut WeiboStats,
-) -> Result<Lattice, DataError> {
+) -> Result<Raw, DataError> {
     let nodes: u32 =
         parse_num(len_line.trim(), "sample length").map_err(|m| cur.err_at(len_no, m))?;
     if nodes == 0 || nodes > MAX_LATTICE_NODES {
@@ -120,14 +185,20 @@ fn sample(
             format!("{n_tags} tags for a sample of length {nodes}"),
         ));
     }
-    if let Some(bad) = tags
+    let tags = tags
         .split_ascii_whitespace()
-        .find(|t| t.parse::<u64>().is_err())
-    {
-        return Err(cur.err_at(tag_no, format!("tag {bad:?} is not a non-negative integer")));
-    }
+        .map(|t| {
+            t.parse::<u32>().map_err(|_| {
+                cur.err_at(
+                    tag_no,
+                    format!("tag {t:?} is not a non-negative integer below 2^32"),
+                )
+            })
+        })
+        .collect::<Result<Vec<u32>, DataError>>()?;
     let mut char_arc = vec![false; nodes as usize];
     let mut word_arcs = Vec::new();
+    let (mut char_raw, mut word_raw) = (Vec::new(), Vec::new());
     for i in 0..nodes {
         let (no, line) = cur.next_line().ok_or_else(|| {
             cur.err_at(
@@ -147,35 +218,41 @@ fn sample(
                 rest.len()
             )));
         }
-        let mut froms: Vec<u32> = Vec::with_capacity(n_arcs);
+        let mut arcs: Vec<(u32, u64)> = Vec::with_capacity(n_arcs);
         for pair in rest.chunks_exact(2) {
             let from: u32 = parse_num(pair[0], "arc source node").map_err(err)?;
-            parse_num::<u64>(pair[1], "word/char id").map_err(err)?;
+            let id = parse_num::<u64>(pair[1], "word/char id").map_err(err)?;
             if from >= i {
                 return Err(err(format!(
                     "arc from node {from}: sources must precede the node"
                 )));
             }
-            froms.push(from);
+            arcs.push((from, id));
         }
-        froms.sort_unstable();
-        let before = froms.len();
-        froms.dedup();
-        stats.duplicate_arcs += before - froms.len();
-        for from in froms {
+        // Stable: of duplicate arcs, the first listed stays.
+        arcs.sort_by_key(|&(from, _)| from);
+        let before = arcs.len();
+        arcs.dedup_by_key(|&mut (from, _)| from);
+        stats.duplicate_arcs += before - arcs.len();
+        for (from, id) in arcs {
             if from + 1 == i {
                 char_arc[i as usize] = true;
+                char_raw.push(id);
             } else {
                 word_arcs.push((from, i));
+                word_raw.push(id);
             }
         }
         if i > 0 && !char_arc[i as usize] {
             stats.start_nodes += 1;
         }
     }
-    Ok(Lattice {
-        nodes,
-        char_arc,
-        word_arcs,
+    Ok(Raw {
+        lattice: Lattice {
+            tags,
+            ..Lattice::new(nodes, char_arc, word_arcs)
+        },
+        char_raw,
+        word_raw,
     })
 }

@@ -105,6 +105,16 @@ impl DynetCpu {
         Some(super::train::unpack_gradients(model, &b.plans, &b.pgrads))
     }
 
+    /// Bytes a training step keeps for its backward pass: every op result
+    /// of the forward (DyNet keeps the whole graph's values) and the
+    /// gradient of each (0 before the first training run).
+    pub(crate) fn kept_bytes(&self) -> u64 {
+        self.back.as_ref().map_or(0, |b| {
+            4 * (self.arena.len() + b.garena.len() + b.pgrads.iter().map(Vec::len).sum::<usize>())
+                as u64
+        })
+    }
+
     /// Forward (as [`DynetCpu::run`]) then backward: the op batches in
     /// reverse, each op's vector–Jacobian products over its rows, gradients
     /// added into the operands' producers. Returns the backward's counters and

@@ -26,7 +26,7 @@ pub mod simd;
 pub mod threads;
 mod train;
 
-pub use train::{TrainOptions, TrainRun};
+pub use train::{BackwardSchedule, TrainOptions, TrainRun};
 
 use std::time::Instant;
 
@@ -108,6 +108,8 @@ pub struct CpuReplay {
     bufs: BatchBuffers,
     /// Training: the backward pass's state (made by the first `train`).
     backward: Option<Box<train::Backward>>,
+    /// The last run's batches (a backward pass may replay them reversed).
+    last_schedule: Option<crate::sched::Schedule>,
 }
 
 impl CpuReplay {
@@ -156,6 +158,7 @@ impl CpuReplay {
             store: Store::new(&trace.graph, model),
             bufs: BatchBuffers::default(),
             backward: None,
+            last_schedule: None,
         })
     }
 
@@ -270,6 +273,7 @@ impl CpuReplay {
         };
         match executor {
             Executor::Reference => {
+                self.last_schedule = None;
                 let t1 = Instant::now();
                 for &v in g.topo_order() {
                     run_one(&[v], &mut counters);
@@ -300,7 +304,8 @@ impl CpuReplay {
                     run_one(batch, &mut counters);
                     exec += t.elapsed().as_secs_f64();
                 };
-                let (_, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;
+                let (schedule, stats) = run_policy_with(g, &st, policy, &mut on_batch)?;
+                self.last_schedule = Some(schedule);
                 misses = stats.misses;
                 time.execution = exec;
                 time.scheduling = t1.elapsed().as_secs_f64() - exec;

@@ -26,6 +26,17 @@ use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
 use crate::sched::{BatchPolicy, SameTypeDag, run_policy_with};
 use crate::trace::Trace;
 
+/// How the backward pass picks its batches.
+pub enum BackwardSchedule<'a> {
+    /// The forward pass's batches in reverse order: what Cavs (its task
+    /// stack, §3.3) and DyNet do. The reference runs node by node in reverse
+    /// topological order either way.
+    ReverseForward,
+    /// A batching policy on the reversed graph (a heuristic, or an FSM from
+    /// `search train --pass backward`).
+    Policy(&'a mut dyn BatchPolicy),
+}
+
 /// How to train.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TrainOptions {
@@ -241,7 +252,7 @@ impl CpuReplay {
         model: &Model,
         cells: &crate::cells::CellLibrary,
         executor: &mut Executor,
-        backward: &mut dyn BatchPolicy,
+        backward: BackwardSchedule<'_>,
         opts: &TrainOptions,
     ) -> Result<TrainRun, ReplayError> {
         let g = &trace.graph;
@@ -271,12 +282,11 @@ impl CpuReplay {
                 .sum();
             let d = self.dynet.as_mut().expect("a dynet session");
             let backward = d.backward(model, &self.threads, opts)?;
-            let _ = &backward;
             return Ok(TrainRun {
                 loss,
                 forward,
                 backward,
-                kept_bytes: 0,
+                kept_bytes: d.kept_bytes(),
             });
         }
         if self.backward.is_none() {
@@ -330,6 +340,11 @@ impl CpuReplay {
                     .sum::<f64>()
             })
             .sum();
+        let order = match (backward, &self.last_schedule) {
+            (_, None) => Order::Reverse(None),
+            (BackwardSchedule::ReverseForward, Some(s)) => Order::Reverse(Some(s)),
+            (BackwardSchedule::Policy(p), Some(_)) => Order::Policy(p),
+        };
         let backward = run_backward(
             g,
             model,
@@ -338,8 +353,7 @@ impl CpuReplay {
             self.bufs.keep.as_ref().expect("kept for training"),
             &self.store,
             &self.threads,
-            backward,
-            matches!(executor, Executor::Reference),
+            order,
             opts,
         )?;
         let kept_bytes = kept_fwd + bw.bytes();
@@ -400,8 +414,7 @@ fn run_backward(
     kept: &KeptRecords,
     store: &Store,
     threads: &Threads,
-    policy: &mut dyn BatchPolicy,
-    reference: bool,
+    order: Order<'_>,
     opts: &TrainOptions,
 ) -> Result<CpuRun, ReplayError> {
     let t0 = Instant::now();
@@ -423,7 +436,7 @@ fn run_backward(
     }
     bw.bump = 0;
     let rg = std::mem::replace(&mut bw.reversed, Graph::empty());
-    let exact = !reference && policy.needs_sub_frontier();
+    let exact = matches!(&order, Order::Policy(p) if p.needs_sub_frontier());
     let st = threads.install(|| {
         if exact {
             SameTypeDag::new(&rg)
@@ -459,15 +472,21 @@ fn run_backward(
             );
             exec += t.elapsed().as_secs_f64();
         };
-        if reference {
-            for &v in rg.topo_order() {
-                on_batch(&[v]);
+        match order {
+            Order::Reverse(None) => {
+                for &v in rg.topo_order() {
+                    on_batch(&[v]);
+                }
             }
-        } else {
-            match run_policy_with(&rg, &st, policy, &mut on_batch) {
+            Order::Reverse(Some(s)) => {
+                for i in (0..s.len()).rev() {
+                    on_batch(s.batch(i).1);
+                }
+            }
+            Order::Policy(policy) => match run_policy_with(&rg, &st, policy, &mut on_batch) {
                 Ok((_, stats)) => misses = stats.misses,
                 Err(e) => result = Err(e),
-            }
+            },
         }
     }
     bw.reversed = rg;
@@ -497,6 +516,13 @@ fn run_backward(
         time,
         misses,
     })
+}
+
+/// The backward order resolved against the forward run.
+enum Order<'a> {
+    /// Reversed forward batches (`None`: node by node, the reference).
+    Reverse(Option<&'a crate::sched::Schedule>),
+    Policy(&'a mut dyn BatchPolicy),
 }
 
 /// `dW += Σ dy ⊗ x` (or `db += Σ dy`) over `rows`.

@@ -18,6 +18,7 @@
 //! ```
 //! use engine::cells::CellLibrary;
 //! use engine::replay::{self, vpps};
+//! use engine::replay::cpu::BackwardSchedule;
 //! use engine::sched::{CavsPolicy, TypewisePolicy};
 //! use engine::trace::Level;
 //! use engine::workloads::{self, DataChoice, RecordOptions};
@@ -38,7 +39,13 @@
 //! let model = replay::model(&trace, &cells, 3).unwrap();
 //! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
 //! assert!(v.plan().summary.fits_on_chip);
-//! let batches = vpps::schedule(&trace, &mut CavsPolicy::default(), Some(&mut TypewisePolicy)).unwrap();
+//! let mut backward = TypewisePolicy;
+//! let batches = vpps::schedule(
+//!     &trace,
+//!     &mut CavsPolicy::default(),
+//!     Some(BackwardSchedule::Policy(&mut backward)),
+//! )
+//! .unwrap();
 //! let compiled = v.compile(&trace, &model, &batches).unwrap();
 //! let run = v.emulate(&trace, &model, &compiled, true).unwrap();
 //! assert!(run.loss > 0.0 && run.gradients.is_some());
@@ -66,6 +73,7 @@ pub use target::Target;
 
 use self::emulator::MatParams;
 use self::lower::{ParamLayout, RoleCode};
+use super::cpu::BackwardSchedule;
 use super::{Model, ReplayError, Store};
 use crate::graph::{Graph, NodeId};
 use crate::sched::{BatchPolicy, SameTypeDag, run_policy};
@@ -104,7 +112,7 @@ pub enum VppsError {
     Deadlock(String),
     /// The vpps executor asked for on the CPU.
     #[error(
-        "the vpps executor runs on CUDA only (--device cuda); on the CPU, `engine script --emulate` runs its emulator"
+        "the vpps executor runs on CUDA only (engine replay --executor vpps --device cuda); on the CPU, `engine script --emulate` runs its emulator"
     )]
     CudaOnly,
     /// The device cannot hold every virtual processor at once.
@@ -151,11 +159,13 @@ pub struct Batches {
     pub backward: Option<Vec<Vec<NodeId>>>,
 }
 
-/// Runs `forward` (and `backward` on the reversed graph) over `trace`.
+/// Runs `forward` over `trace` and, for training, batches the backward pass
+/// as `backward` says (the same [`BackwardSchedule`] the CPU training step
+/// takes: the forward batches reversed, or a policy on the reversed graph).
 pub fn schedule(
     trace: &Trace,
     forward: &mut dyn BatchPolicy,
-    backward: Option<&mut dyn BatchPolicy>,
+    backward: Option<BackwardSchedule<'_>>,
 ) -> Result<Batches, ReplayError> {
     let batches = |g: &Graph, p: &mut dyn BatchPolicy| -> Result<Vec<Vec<NodeId>>, ReplayError> {
         let st = if p.needs_sub_frontier() {
@@ -168,7 +178,11 @@ pub fn schedule(
     };
     let forward = batches(&trace.graph, forward)?;
     let backward = match backward {
-        Some(p) => Some(batches(&trace.graph.reversed(), p)?),
+        // A node's gradient needs its consumers', and every consumer sits
+        // in a later forward batch: the reversed list is a valid schedule
+        // of the reversed graph.
+        Some(BackwardSchedule::ReverseForward) => Some(forward.iter().rev().cloned().collect()),
+        Some(BackwardSchedule::Policy(p)) => Some(batches(&trace.graph.reversed(), p)?),
         None => None,
     };
     Ok(Batches { forward, backward })

@@ -1,7 +1,8 @@
 use super::*;
 use crate::cells::CellLibrary;
 use crate::device::DeviceKind;
-use crate::replay::{Executor, Session, max_rel_error, model};
+use crate::replay::cpu::BackwardSchedule;
+use crate::replay::{Executor, Session, max_rel_error, model, rel_error};
 use crate::sched::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy};
 use crate::trace::Level;
 use crate::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
@@ -31,21 +32,12 @@ fn reference(trace: &Trace, m: &Model, cells: &CellLibrary) -> (f64, Store, Vec<
             m,
             cells,
             &mut ex,
-            &mut TypewisePolicy,
+            BackwardSchedule::ReverseForward,
             &Default::default(),
         )
         .unwrap();
     let grads = s.gradients(m).unwrap();
     (run.loss, s.into_outputs(), grads)
-}
-
-/// max |a − b| / max(‖b‖∞, tiny).
-fn rel(a: &[f32], b: &[f32]) -> f64 {
-    let norm = b.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-6);
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from((x - y).abs() / norm))
-        .fold(0.0, f64::max)
 }
 
 /// Emulates a training script of `trace` with `v` and checks loss, every
@@ -56,7 +48,7 @@ fn check(
     m: &Model,
     v: &Vpps,
     fwd: &mut dyn crate::sched::BatchPolicy,
-    bwd: &mut dyn crate::sched::BatchPolicy,
+    bwd: BackwardSchedule<'_>,
     want: &(f64, Store, Vec<Vec<Vec<f32>>>),
 ) {
     let batches = schedule(trace, fwd, Some(bwd)).unwrap();
@@ -78,7 +70,7 @@ fn check(
             if g.is_empty() {
                 continue;
             }
-            let e = rel(&got[role][val], g);
+            let e = rel_error(&got[role][val], g);
             assert!(
                 e < 1e-4,
                 "{name}: gradient of role {} value {} ({}) differs by {e:.2e}",
@@ -101,13 +93,24 @@ fn emulator_matches_the_reference_on_every_workload() {
         let m = model(&trace, &cells, 9).unwrap();
         let want = reference(&trace, &m, &cells);
         let v = Vpps::new(&m, &VppsOptions::default());
+        // The backward as Cavs runs it (the forward batches reversed) and
+        // as a policy on the reversed graph batches it.
         check(
             w.name,
             &trace,
             &m,
             &v,
             &mut CavsPolicy::default(),
-            &mut TypewisePolicy,
+            BackwardSchedule::ReverseForward,
+            &want,
+        );
+        check(
+            w.name,
+            &trace,
+            &m,
+            &v,
+            &mut CavsPolicy::default(),
+            BackwardSchedule::Policy(&mut TypewisePolicy),
             &want,
         );
     }
@@ -158,7 +161,7 @@ fn fallbacks_to_shared_memory_and_dram_still_match() {
             &m,
             &v,
             &mut AgendaPolicy::updated(),
-            &mut DepthPolicy::default(),
+            BackwardSchedule::Policy(&mut DepthPolicy::default()),
             &want,
         );
         if name == "tree-lstm" {
@@ -215,7 +218,7 @@ fn a_missing_barrier_is_caught() {
     let b = schedule(
         &trace,
         &mut CavsPolicy::default(),
-        Some(&mut TypewisePolicy),
+        Some(BackwardSchedule::Policy(&mut TypewisePolicy)),
     )
     .unwrap();
     let mut c = v.compile(&trace, &m, &b).unwrap();
@@ -293,7 +296,7 @@ fn partial_ring_reuse_waits_for_the_reductions() {
     let b = schedule(
         &trace,
         &mut DepthPolicy::default(),
-        Some(&mut TypewisePolicy),
+        Some(BackwardSchedule::Policy(&mut TypewisePolicy)),
     )
     .unwrap();
     let c = v.compile(&trace, &m, &b).unwrap();

@@ -1,0 +1,252 @@
+//! `engine train`: train a workload's model on its real data (forward and
+//! backward by any executor, SGD or Adam), evaluate on the dev split every
+//! epoch, checkpoint atomically, resume.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use engine::cells::CellLibrary;
+use engine::data::Dataset;
+use engine::replay::cpu::{CpuOptions, TrainOptions};
+use engine::replay::{Executor, Model};
+use engine::sched::BatchPolicy;
+use engine::train::checkpoint::EpochRecord;
+use engine::train::optim::{Optimizer, Rule};
+use engine::train::run::{TrainConfig, dev_split, train};
+use engine::workloads::{self, DefaultData};
+use serde::Serialize;
+
+/// Arguments of `engine train`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Workload to train (`engine workloads`); its data must carry labels
+    /// (SST trees, WikiNER tags).
+    #[arg(long)]
+    workload: String,
+    /// Training split (default: the workload's real data set).
+    #[arg(long)]
+    data: Option<String>,
+    /// Evaluation split (default: the training split's dev split; `none`).
+    #[arg(long)]
+    dev: Option<String>,
+    /// Epochs to reach (a resumed run continues up to this many).
+    #[arg(long, default_value_t = 1)]
+    epochs: u32,
+    /// Samples per mini-batch.
+    #[arg(long, default_value_t = 25)]
+    batch: usize,
+    /// Hidden size.
+    #[arg(long, default_value_t = 64)]
+    hidden: usize,
+    /// At most this many mini-batches per epoch (default: the whole split).
+    #[arg(long)]
+    max_batches: Option<usize>,
+    /// Executor: reference, dynet, cavs, policy, edbatch, edbatch-nolayout
+    /// (as `engine replay`).
+    #[arg(long, default_value = "cavs")]
+    executor: String,
+    /// Forward batching policy (as `engine replay --policy`).
+    #[arg(long)]
+    policy: Option<String>,
+    /// Backward batches: `reverse` (the forward batches in reverse order, as
+    /// Cavs and DyNet do; the default), a heuristic on the reversed graph, or
+    /// an FSM from `search train --pass backward`.
+    #[arg(long, default_value = "reverse")]
+    backward_policy: String,
+    /// Layout folder for edbatch* (as `engine replay --layouts`).
+    #[arg(long)]
+    layouts: Option<PathBuf>,
+    /// `adam` or `sgd`.
+    #[arg(long, default_value = "adam", value_parser = ["adam", "sgd"])]
+    optimizer: String,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    lr: f32,
+    /// Rescale gradients whose global L2 norm exceeds this (0: never).
+    #[arg(long, default_value_t = 5.0)]
+    clip: f32,
+    /// Weight-gradient products per batch instead of once per parameter at
+    /// the end of the backward pass (the lazy-batching ablation).
+    #[arg(long)]
+    eager: bool,
+    /// Row passes per in-cell batch instead of fused per instance.
+    #[arg(long)]
+    no_fuse: bool,
+    /// CPU threads (default: the machine's parallelism).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of the weights and of the shuffling.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Checkpoint file, written atomically after every epoch.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Continue from --checkpoint (same model and settings).
+    #[arg(long, requires = "checkpoint")]
+    resume: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    workload: String,
+    data: String,
+    dev: Option<String>,
+    executor: String,
+    optimizer: String,
+    lr: f32,
+    batch: usize,
+    hidden: usize,
+    lazy: bool,
+    fused: bool,
+    threads: usize,
+    epochs: Vec<EpochRecord>,
+    seconds: f64,
+}
+
+fn dataset(name: &str, flag: &str) -> anyhow::Result<Dataset> {
+    Dataset::ALL
+        .into_iter()
+        .find(|d| d.name() == name)
+        .with_context(|| {
+            let names: Vec<&str> = Dataset::ALL.iter().map(|d| d.name()).collect();
+            format!(
+                "{flag} {name}: unknown data set (expected one of {})",
+                names.join(", ")
+            )
+        })
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let Some(w) = workloads::workload(&a.workload) else {
+        bail!(
+            "--workload {}: unknown workload (see `engine workloads`)",
+            a.workload
+        );
+    };
+    if a.batch == 0 || a.hidden == 0 || a.epochs == 0 {
+        bail!("--batch, --hidden and --epochs must be at least 1");
+    }
+    if a.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let data = match &a.data {
+        Some(d) => dataset(d, "--data")?,
+        None => match w.default_data {
+            DefaultData::Real(d) => d,
+            DefaultData::Synthetic => bail!(
+                "--workload {}: its data is synthetic (no labels to learn); give --data with a labelled data set",
+                w.name
+            ),
+        },
+    };
+    let dev = match a.dev.as_deref() {
+        Some("none") => None,
+        Some(d) => Some(dataset(d, "--dev")?),
+        None => dev_split(data),
+    };
+    let cells = CellLibrary::builtin()?;
+    let cpu = CpuOptions {
+        threads: a.threads,
+        fuse: !a.no_fuse,
+    };
+    let settings = format!(
+        "workload {} data {} batch {} hidden {} executor {} optimizer {} lr {} clip {} seed {}",
+        w.name,
+        data.name(),
+        a.batch,
+        a.hidden,
+        a.executor,
+        a.optimizer,
+        a.lr,
+        a.clip,
+        a.seed
+    );
+    let cfg = TrainConfig {
+        workload: w,
+        data,
+        dev,
+        batch: a.batch,
+        hidden: a.hidden,
+        epochs: a.epochs,
+        max_batches: a.max_batches,
+        seed: a.seed,
+        cpu,
+        train: TrainOptions { lazy: !a.eager },
+        checkpoint: a.checkpoint.clone(),
+        resume: a.resume,
+        settings,
+    };
+    let rule = if a.optimizer == "sgd" {
+        Rule::Sgd
+    } else {
+        Optimizer::adam(a.lr, None).rule
+    };
+    let optimizer = Optimizer::new(rule, a.lr, (a.clip > 0.0).then_some(a.clip));
+    let backward = super::replay::backward_policy(&a.backward_policy)?;
+    let replay_args =
+        super::replay::Args::for_training(&a.executor, a.policy.clone(), a.layouts.clone());
+    type Made = (Executor, Option<Box<dyn BatchPolicy + Send>>);
+    let mut make = |model: &Model| -> Result<Made, String> {
+        let ex = super::replay::executor(&replay_args, model).map_err(|e| format!("{e:#}"))?;
+        let back = match &backward {
+            Some(arg) => Some(arg.instantiate().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        Ok((ex, back))
+    };
+    let bar = if !a.json && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "epoch {prefix} {bar:30} {pos}/{len} mini-batches {msg}",
+            )
+            .context("progress template")?,
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut progress = |epoch: u32, done: usize, total: usize, loss: f64| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_prefix(epoch.to_string());
+        bar.set_message(format!("loss {loss:.4}"));
+    };
+    let t0 = std::time::Instant::now();
+    let history = train(&cfg, &cells, &mut make, optimizer, &mut progress)?;
+    bar.finish_and_clear();
+    let report = Report {
+        workload: w.name.into(),
+        data: data.name().into(),
+        dev: dev.map(|d| d.name().to_string()),
+        executor: a.executor.clone(),
+        optimizer: a.optimizer.clone(),
+        lr: a.lr,
+        batch: a.batch,
+        hidden: a.hidden,
+        lazy: !a.eager,
+        fused: !a.no_fuse,
+        threads: cpu.thread_count(),
+        epochs: history,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    if a.json {
+        return crate::cli::print_json(&report);
+    }
+    for e in &report.epochs {
+        let acc = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1} %", 100.0 * v));
+        engine::outln!(
+            "epoch {:>3}: train loss {:.4} per sample; dev accuracy {} at the roots, {} over all nodes; {:.1} s",
+            e.epoch,
+            e.train_loss,
+            acc(e.dev_accuracy),
+            acc(e.dev_node_accuracy),
+            e.seconds
+        );
+    }
+    Ok(())
+}
