@@ -4,15 +4,21 @@
 //! `scripts/nvrtc-venv.sh` installs under `target/nvrtc-venv` (or the
 //! folder named by `BATCHLAB_NVRTC_DIR`). cudarc loads it by name, so the
 //! test re-runs itself with `LD_LIBRARY_PATH` pointing there. A compile
-//! error fails the test; a missing wheel skips it visibly.
+//! error fails the test. The test never downloads anything.
+//!
+//! It has its own harness (`harness = false` in Cargo.toml) so that a skip
+//! is visible: libtest hides a passing test's output, and a skipped compile
+//! check must not read as a silent "ok". Its lines always reach the
+//! `cargo test` output.
 //!
 //! It also checks what the specialisation is for: the weight registers
 //! stay registers. An array indexed at run time is placed in local memory,
 //! which PTX declares as a `__local_depot`; the kernel must have none.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
+const NAME: &str = "every_workload_kernel_compiles_with_nvrtc";
 const CHILD: &str = "BATCHLAB_NVRTC_CHILD";
 
 fn nvrtc_dir() -> Option<PathBuf> {
@@ -28,50 +34,92 @@ fn nvrtc_dir() -> Option<PathBuf> {
         .find(has)
 }
 
-#[test]
-fn every_workload_kernel_compiles_with_nvrtc() {
+/// Whether libtest-style arguments select this file's one test: `--list`
+/// lists it, `--ignored` selects none (it is not ignored), a filter selects
+/// it when the name contains it (`--exact`: equals it).
+fn selected(args: &[String]) -> Option<bool> {
+    const VALUED: [&str; 5] = [
+        "--test-threads",
+        "--skip",
+        "--format",
+        "--color",
+        "--logfile",
+    ];
+    let mut filters = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--list" => {
+                println!("{NAME}: test");
+                return None;
+            }
+            "--ignored" => return Some(false),
+            v if VALUED.contains(&v) => {
+                it.next();
+            }
+            f if !f.starts_with('-') => filters.push(f),
+            _ => {}
+        }
+    }
+    let exact = args.iter().any(|a| a == "--exact");
+    Some(
+        filters.is_empty()
+            || filters
+                .iter()
+                .any(|f| if exact { *f == NAME } else { NAME.contains(f) }),
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if std::env::var_os(CHILD).is_some() {
+        #[cfg(feature = "cuda")]
+        compile_all();
+        return ExitCode::SUCCESS;
+    }
+    match selected(&args) {
+        None | Some(false) => return ExitCode::SUCCESS,
+        Some(true) => {}
+    }
     if !cfg!(feature = "cuda") {
-        println!("SKIPPED: NVRTC compile check: this build has no cuda feature (cudarc)");
-        return;
+        println!("test {NAME} ... SKIPPED: this build has no cuda feature (cudarc)");
+        return ExitCode::SUCCESS;
     }
     let Some(dir) = nvrtc_dir() else {
         println!(
-            "SKIPPED: NVRTC compile check: no libnvrtc.so.13 (run scripts/nvrtc-venv.sh, or set BATCHLAB_NVRTC_DIR)"
+            "test {NAME} ... SKIPPED: no libnvrtc.so.13 (run scripts/nvrtc-venv.sh, which .ci/run does, or set BATCHLAB_NVRTC_DIR)"
         );
-        return;
+        return ExitCode::SUCCESS;
     };
-    if std::env::var_os(CHILD).is_none() {
-        let path = match std::env::var_os("LD_LIBRARY_PATH") {
-            Some(p) => {
-                let mut v = vec![dir.clone()];
-                v.extend(std::env::split_paths(&p));
-                std::env::join_paths(v).unwrap()
-            }
-            None => dir.clone().into_os_string(),
-        };
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "every_workload_kernel_compiles_with_nvrtc",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("LD_LIBRARY_PATH", path)
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        println!("{text}");
-        assert!(out.status.success(), "the NVRTC compile check failed");
-        assert!(text.contains("compiled "), "the child compiled nothing");
-    } else {
-        #[cfg(feature = "cuda")]
-        compile_all();
+    let path = match std::env::var_os("LD_LIBRARY_PATH") {
+        Some(p) => {
+            let mut v = vec![dir.clone()];
+            v.extend(std::env::split_paths(&p));
+            std::env::join_paths(v).expect("LD_LIBRARY_PATH entries")
+        }
+        None => dir.clone().into_os_string(),
+    };
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .env("LD_LIBRARY_PATH", path)
+        .env(CHILD, "1")
+        .output()
+        .expect("the test re-runs itself");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    print!("{text}");
+    if !out.status.success() {
+        println!("test {NAME} ... FAILED (NVRTC from {})", dir.display());
+        return ExitCode::FAILURE;
     }
+    if !text.contains("compiled ") {
+        println!("test {NAME} ... FAILED: the child compiled nothing");
+        return ExitCode::FAILURE;
+    }
+    println!("test {NAME} ... ok (NVRTC from {})", dir.display());
+    ExitCode::SUCCESS
 }
 
 #[cfg(feature = "cuda")]
