@@ -1,23 +1,21 @@
 //! End-to-end tests of `engine script` and `engine replay --executor vpps`.
 
-use std::process::{Command, Output};
+mod common;
 
-fn engine(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_engine"))
-        .args(args)
-        .output()
-        .expect("engine runs")
-}
+use std::process::Output;
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
+use common::{engine, stderr, tmp};
+
+/// A refusal: status 1 and one `error:` line containing `what`.
+fn refused(o: &Output, what: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: ") && e.contains(what), "{e}");
 }
 
 #[test]
 fn script_json_reports_plan_script_and_emulation() {
-    let dir = std::env::temp_dir().join(format!("batchlab-vpps-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (bin, cu) = (dir.join("s.bin"), dir.join("k.cu"));
+    let (bin, cu) = (tmp("s.bin"), tmp("k.cu"));
     let o = engine(&[
         "script",
         "--workload",
@@ -48,17 +46,16 @@ fn script_json_reports_plan_script_and_emulation() {
     assert_eq!(&words[..4], b"VPPS");
     let src = std::fs::read_to_string(&cu).unwrap();
     assert!(src.contains("vpps_kernel"));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn script_rejects_bad_flags_by_name() {
     let o = engine(&["script", "--workload", "rvnn", "--target", "v100x"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("--target v100x"), "{}", stderr(&o));
+    refused(&o, "--target v100x");
     let o = engine(&["script", "--workload", "rvnn", "--ctas-per-sm", "3"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("--ctas-per-sm"), "{}", stderr(&o));
+    refused(&o, "--ctas-per-sm");
+    let o = engine(&["script", "--workload", "rvnn", "--backward-policy", "nope"]);
+    refused(&o, "--backward-policy nope");
 }
 
 #[test]
@@ -75,17 +72,17 @@ fn replay_vpps_never_falls_back_to_the_cpu() {
         "vpps",
     ];
     let o = engine(&[&args[..], &["--device", "cpu"]].concat());
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("runs on CUDA only"), "{}", stderr(&o));
+    refused(&o, "runs on CUDA only");
+    let o = engine(&[&args[..], &["--device", "cpu", "--train"]].concat());
+    refused(&o, "runs on CUDA only");
+    // engine train runs on the CPU: the same typed error.
+    let o = engine(&["train", "--workload", "tree-lstm", "--executor", "vpps"]);
+    refused(&o, "runs on CUDA only");
     let o = engine(&[&args[..], &["--device", "cuda"]].concat());
     if o.status.success() {
         println!("a GPU is present: engine replay --executor vpps --device cuda ran");
     } else {
-        assert!(
-            stderr(&o).contains("CUDA unavailable"),
-            "not the typed error: {}",
-            stderr(&o)
-        );
+        refused(&o, "CUDA unavailable");
     }
 }
 
@@ -108,6 +105,5 @@ fn script_text_names_the_plan_and_a_missing_trace_file() {
     assert!(text.contains("0 backward batches"), "{text}");
     assert!(text.contains("processor 0:"), "{text}");
     let o = engine(&["script", "--trace", "/nonexistent/t.json"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("/nonexistent/t.json"), "{}", stderr(&o));
+    refused(&o, "/nonexistent/t.json");
 }
