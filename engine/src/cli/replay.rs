@@ -158,6 +158,33 @@ struct Report {
     /// With --roofline: the run's GEMMs timed alone, and the fraction of that
     /// the whole run reaches.
     roofline: Option<RooflineReport>,
+    /// The vpps executor's placement on this GPU and kernel compile time.
+    vpps: Option<VppsReport>,
+}
+
+/// What a VPPS session planned and compiled (`engine script` shows the
+/// full plan).
+#[derive(Serialize)]
+struct VppsReport {
+    /// The device's name.
+    target: String,
+    /// Virtual processors (persistent CTAs).
+    vps: u32,
+    ctas_per_sm: u32,
+    /// NVRTC compile and module load of the specialised kernel, ms.
+    compile_ms: f64,
+    #[serde(flatten)]
+    summary: replay::vpps::placement::PlanSummary,
+}
+
+fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
+    session.vpps_plan().map(|(p, compile_ms)| VppsReport {
+        target: p.target.name.clone(),
+        vps: p.vps,
+        ctas_per_sm: p.ctas_per_sm,
+        compile_ms,
+        summary: p.summary.clone(),
+    })
 }
 
 #[derive(Serialize)]
@@ -390,6 +417,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (time, total_s) = (m.time, m.total_s);
     let instances = trace.graph.num_instances();
     let device_s = m.device_s;
+    let session_ref = &session;
     let report = Report {
         workload: trace.workload.clone(),
         threads: cpu.thread_count(),
@@ -413,6 +441,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         gemm_flops,
         gemm_gflops: gemm_flops as f64 / total_s.max(1e-12) / 1e9,
         roofline,
+        vpps: vpps_report(session_ref),
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -467,7 +496,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))
         );
     }
+    if let Some(v) = &report.vpps {
+        print_vpps(v);
+    }
     Ok(())
+}
+
+fn print_vpps(v: &VppsReport) {
+    engine::outln!(
+        "  vpps on {}: {} virtual processors ({} per SM), weights {:.1} KB in registers, {:.1} KB in shared memory, {:.1} KB in DRAM{}; kernel compiled in {:.1} ms",
+        v.target,
+        v.vps,
+        v.ctas_per_sm,
+        v.summary.weight_bytes_registers as f64 / 1024.0,
+        v.summary.weight_bytes_shared as f64 / 1024.0,
+        v.summary.weight_bytes_dram as f64 / 1024.0,
+        if v.summary.fits_on_chip {
+            ""
+        } else {
+            " (does not fit on chip)"
+        },
+        v.compile_ms
+    );
 }
 
 /// `--backward-policy NAME`: `None` for `reverse`, else the policy (a
@@ -511,6 +561,8 @@ struct TrainReport {
     /// Training instances per second (forward + backward).
     instances_per_s: f64,
     kept_bytes: u64,
+    /// As `engine replay --json`'s `vpps`.
+    vpps: Option<VppsReport>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -559,6 +611,7 @@ fn run_train(
         cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
         instances_per_s: instances as f64 / m.total_s.max(1e-12),
         kept_bytes: m.kept_bytes,
+        vpps: vpps_report(session),
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -590,5 +643,8 @@ fn run_train(
         },
         report.kept_bytes as f64 / 1e6
     );
+    if let Some(v) = &report.vpps {
+        print_vpps(v);
+    }
     Ok(())
 }
