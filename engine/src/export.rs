@@ -104,6 +104,11 @@ pub struct ParamSpec {
     pub offset: usize,
     /// Number of floats.
     pub numel: usize,
+    /// Offset of the reference executor's gradient of the mini-batch loss
+    /// with respect to this parameter (`numel` floats), when the export was
+    /// written with [`Reference::Gradients`]; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_offset: Option<usize>,
 }
 
 /// One primitive op of a cell.
@@ -194,6 +199,19 @@ pub struct Header {
     pub nodes: Vec<NodeSpec>,
 }
 
+/// What the reference executor adds to an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// Nothing: `reference_loss` is null (fastest; no run).
+    None,
+    /// The mini-batch loss ([`Header::reference_loss`]).
+    Loss,
+    /// The loss and, after the parameters, every parameter's gradient of it
+    /// (one training step's backward; [`ParamSpec::grad_offset`]), so a peer
+    /// checks its gradients too.
+    Gradients,
+}
+
 /// What [`export`] computes: the header and the parameter data.
 pub struct Export {
     /// The header.
@@ -226,6 +244,7 @@ fn role_export(
             shape: v.shape.clone(),
             offset: data.len(),
             numel: v.numel(),
+            grad_offset: None,
         });
         data.extend_from_slice(&params[p.index()]);
     }
@@ -269,13 +288,13 @@ fn role_export(
 }
 
 /// Builds the export of `trace` with the model seeded by `seed` (the seed of
-/// `engine replay --seed`). With `reference`, the reference executor runs the
-/// trace once to give [`Header::reference_loss`].
+/// `engine replay --seed`). `reference` says what the reference executor
+/// adds: the loss ([`Header::reference_loss`]) and the gradients.
 pub fn export(
     trace: &Trace,
     cells: &CellLibrary,
     seed: u64,
-    reference: bool,
+    reference: Reference,
 ) -> Result<Export, ExportError> {
     if trace.meta.level == Some(Level::Op) {
         return Err(ExportError::OpLevel);
@@ -290,7 +309,7 @@ pub fn export_model(
     model: &Model,
     cells: &CellLibrary,
     seed: u64,
-    reference: bool,
+    reference: Reference,
 ) -> Result<Export, ExportError> {
     let g = &trace.graph;
     let mut data = Vec::new();
@@ -331,23 +350,28 @@ pub fn export_model(
             .entry(op_kind(name).to_string())
             .or_insert(0u64) += 1;
     }
-    let reference_loss = if reference {
-        let (_, out) = replay::replay(trace, model, cells, &mut Executor::Reference)?;
-        Some(
-            loss_nodes
-                .iter()
-                .map(|&v| {
-                    let v = crate::graph::NodeId(v);
-                    let role = model.type_role[g.node_type(v).index()];
-                    out.output(v, role, 0)
-                        .iter()
-                        .map(|&x| f64::from(x))
-                        .sum::<f64>()
-                })
-                .sum(),
-        )
-    } else {
-        None
+    let mut roles = roles;
+    let reference_loss = match reference {
+        Reference::None => None,
+        Reference::Loss => {
+            let (_, out) = replay::replay(trace, model, cells, &mut Executor::Reference)?;
+            Some(
+                loss_nodes
+                    .iter()
+                    .map(|&v| {
+                        let v = crate::graph::NodeId(v);
+                        let role = model.type_role[g.node_type(v).index()];
+                        out.output(v, role, 0)
+                            .iter()
+                            .map(|&x| f64::from(x))
+                            .sum::<f64>()
+                    })
+                    .sum(),
+            )
+        }
+        Reference::Gradients => Some(append_gradients(
+            trace, model, cells, &mut roles, &mut data,
+        )?),
     };
     Ok(Export {
         header: Header {
@@ -368,6 +392,46 @@ pub fn export_model(
         },
         data,
     })
+}
+
+/// One reference training step: appends every parameter's gradient to
+/// `data` (recording its offset in `roles`) and returns the loss.
+fn append_gradients(
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    roles: &mut [RoleSpecExport],
+    data: &mut Vec<f32>,
+) -> Result<f64, ExportError> {
+    use crate::device::DeviceKind;
+    use crate::replay::Session;
+    use crate::replay::cpu::{BackwardSchedule, TrainOptions};
+    let mut ex = Executor::Reference;
+    let mut session = Session::open(DeviceKind::Cpu, trace, model, cells, &ex)?;
+    let run = session.train(
+        trace,
+        model,
+        cells,
+        &mut ex,
+        BackwardSchedule::ReverseForward,
+        &TrainOptions { lazy: true },
+    )?;
+    let grads = session
+        .gradients(model)
+        .ok_or(ReplayError::NotForTraining("reference (no gradients)"))?;
+    for ((spec, rm), role_grads) in roles.iter_mut().zip(&model.roles).zip(&grads) {
+        for (ps, &p) in spec.params.iter_mut().zip(&rm.cell.params) {
+            let g = &role_grads[p.index()];
+            // A parameter no node reached has an empty (all-zero) gradient.
+            ps.grad_offset = Some(data.len());
+            if g.is_empty() {
+                data.resize(data.len() + ps.numel, 0.0);
+            } else {
+                data.extend_from_slice(g);
+            }
+        }
+    }
+    Ok(run.loss)
 }
 
 /// The op kind of an op-level type name: `affine@lstm.fwd:b_i,W_i[...]` →
@@ -436,6 +500,22 @@ impl Export {
                 header.data_floats
             )));
         }
+        for r in &header.roles {
+            for ps in &r.params {
+                for (what, off) in [("offset", Some(ps.offset)), ("grad_offset", ps.grad_offset)] {
+                    let Some(off) = off else { continue };
+                    if off
+                        .checked_add(ps.numel)
+                        .is_none_or(|e| e > header.data_floats)
+                    {
+                        return Err(bad(format!(
+                            "role {} parameter {}: {what} {off} + {} floats runs past the {} floats of data",
+                            r.role, ps.name, ps.numel, header.data_floats
+                        )));
+                    }
+                }
+            }
+        }
         let data = rest
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -478,7 +558,7 @@ mod tests {
     #[test]
     fn round_trip_keeps_header_and_data() {
         let (t, cells) = trace("lattice-lstm");
-        let e = export(&t, &cells, 5, true).unwrap();
+        let e = export(&t, &cells, 5, Reference::Loss).unwrap();
         let bytes = e.to_bytes();
         let n = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
         assert_eq!((16 + n) % DATA_ALIGN, 0, "data must start aligned");
@@ -490,10 +570,53 @@ mod tests {
     }
 
     #[test]
+    fn gradients_follow_the_parameters_and_equal_a_reference_step() {
+        let (t, cells) = trace("tree-lstm");
+        let e = export(&t, &cells, 5, Reference::Gradients).unwrap();
+        let plain = export(&t, &cells, 5, Reference::Loss).unwrap();
+        // Same loss, parameters first and unchanged, then one gradient each.
+        let (a, b) = (
+            e.header.reference_loss.unwrap(),
+            plain.header.reference_loss.unwrap(),
+        );
+        assert!(((a - b) / b).abs() < 1e-6, "{a} vs {b}");
+        assert_eq!(e.data[..plain.data.len()], plain.data[..]);
+        assert_eq!(e.data.len(), 2 * plain.data.len());
+        let back = Export::from_bytes(&e.to_bytes(), "x").unwrap();
+        let model = replay::model(&t, &cells, 5).unwrap();
+        let mut nonzero = 0;
+        for (r, rm) in back.header.roles.iter().zip(&model.roles) {
+            for ps in &r.params {
+                let g = ps.grad_offset.expect("every parameter has a gradient");
+                assert!(g >= plain.data.len());
+                nonzero += back.data[g..g + ps.numel].iter().any(|x| *x != 0.0) as usize;
+            }
+            assert_eq!(r.params.len(), rm.cell.params.len());
+        }
+        assert!(nonzero > 0);
+        // A gradient offset past the data is refused, naming it.
+        let mut bad = back.header.clone();
+        bad.roles[1].params[0].grad_offset = Some(bad.data_floats);
+        let broken = Export {
+            header: bad,
+            data: back.data.clone(),
+        }
+        .to_bytes();
+        let err = Export::from_bytes(&broken, "m.blm")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("m.blm") && err.contains("grad_offset"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn ports_list_the_bound_producers() {
         // A lattice char cell with two words ending at it has both on `words`.
         let (t, cells) = trace("lattice-lstm");
-        let e = export(&t, &cells, 5, false).unwrap();
+        let e = export(&t, &cells, 5, Reference::None).unwrap();
         let h = &e.header;
         let char_role = h
             .roles
@@ -527,7 +650,7 @@ mod tests {
     #[test]
     fn op_nodes_match_the_op_level_recording() {
         let (t, cells) = trace("tree-gru");
-        let e = export(&t, &cells, 5, false).unwrap();
+        let e = export(&t, &cells, 5, Reference::None).unwrap();
         let op = record(
             &RecordOptions {
                 workload: workload("tree-gru").unwrap(),
@@ -547,7 +670,7 @@ mod tests {
     #[test]
     fn damaged_files_are_errors_naming_the_file() {
         let (t, cells) = trace("tree-lstm");
-        let bytes = export(&t, &cells, 5, false).unwrap().to_bytes();
+        let bytes = export(&t, &cells, 5, Reference::None).unwrap().to_bytes();
         let msg = |b: &[u8]| Export::from_bytes(b, "m.blm").err().unwrap().to_string();
         assert!(msg(b"hello").contains("m.blm: not a batchlab model export"));
         assert!(msg(&bytes[..bytes.len() - 4]).contains("data section"));
@@ -567,7 +690,7 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            export(&op, &cells, 5, false),
+            export(&op, &cells, 5, Reference::None),
             Err(ExportError::OpLevel)
         ));
     }

@@ -273,7 +273,7 @@ fn the_model_reads_recorded_rows_and_labels_and_seeds_the_rest() {
     assert!(engine::replay::max_rel_error(&t, &cavs, &out) < 1e-4);
 
     // The export carries the same rows and labels.
-    let e = engine::export::export_model(&t, &m, &lib, 5, false).unwrap();
+    let e = engine::export::export_model(&t, &m, &lib, 5, engine::export::Reference::None).unwrap();
     for v in g.nodes() {
         let n = &e.header.nodes[v.index()];
         assert_eq!((n.row, n.label), m.node_data(v));

@@ -246,6 +246,10 @@ pub enum RunConfig {
         fsm: Option<FsmRule>,
         /// Planner batch of the layouts (`edbatch*`).
         layout_batch: Option<usize>,
+        /// Training steps (forward + backward, gradients checked against
+        /// the reference's; absent: inference).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        train: bool,
     },
 }
 

@@ -234,6 +234,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                     rounds: g.rounds,
                                     fsm: fsm.then(|| g.fsm.clone()),
                                     layout_batch: layouts.then_some(g.layout_batch),
+                                    train: g.train,
                                 });
                             }
                         }

@@ -131,6 +131,16 @@ pub struct PeerMetrics {
     pub count_error: Option<String>,
     /// Every timed run's CPU seconds (as `samples` holds the wall seconds).
     pub cpu_samples: Vec<f64>,
+    /// Training runs: median seconds of the backward pass (`total_s` is the
+    /// whole step: construction, forward and backward); null for inference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backward_s: Option<f64>,
+    /// Training runs of a peer: the largest relative difference of its
+    /// parameter gradients from the reference executor's (per tensor, max
+    /// |a − b| / max |b|); null for batchlab (its tests check that) and
+    /// for inference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_rel_err: Option<f64>,
 }
 
 /// One policy on one trace.

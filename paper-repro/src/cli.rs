@@ -20,7 +20,7 @@ use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
 #[command(
     name = "paper-repro",
     version,
-    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, peers.\n\
+    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, peers, peers-train.\n\
                   Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
                   CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
 )]
@@ -82,6 +82,9 @@ pub enum Command {
     /// Show (or with --install, make) the peers' Python environment: the real
     /// DyNet and PyTorch of the `peers` item (docs/peers.md).
     Peers(PeersArgs),
+    /// Draw the learning curve of an `engine train --json` report into
+    /// --out (training-curve.png, .svg and .csv).
+    TrainingCurve(crate::training_curve::CurveArgs),
 }
 
 impl Command {
@@ -91,6 +94,7 @@ impl Command {
             Command::Measure => "measure",
             Command::Report => "report",
             Command::Peers(_) => "peers",
+            Command::TrainingCurve(_) => "training-curve",
         }
     }
 }
@@ -168,10 +172,12 @@ pub fn print_peers(s: &PeersStatus, json: bool) -> Result<()> {
 /// and logs) and returns its summary. Nothing runs unless every spec checks.
 pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
     let mode = cli.command.clone().unwrap_or(Command::Run);
-    if let Command::Peers(_) = mode {
-        return Err(crate::error::ReproError::Usage(
-            "`peers` is not a measuring mode (see `paper-repro peers --help`)".into(),
-        ));
+    if let Command::Peers(_) | Command::TrainingCurve(_) = mode {
+        return Err(crate::error::ReproError::Usage(format!(
+            "`{}` is not a measuring mode (see `paper-repro {} --help`)",
+            mode.name(),
+            mode.name()
+        )));
     }
     let selected: Vec<&'static Item> = items::select(cli.only.as_deref())?;
     let device = parse_device(&cli.device)?;
@@ -190,7 +196,7 @@ pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
         // Every spec is loaded and checked before any run starts.
         let specs = load_all(cli.specs.as_deref(), cli.quick)?;
         let t = Instant::now();
-        let wants_peers = selected.iter().any(|i| i.name == "peers");
+        let wants_peers = selected.iter().any(|i| i.peers);
         let peers = if wants_peers {
             crate::peers_env::open(&crate::peers_env::default_dir(cli.peers_env.as_deref()))
         } else {

@@ -41,10 +41,13 @@ pub struct Item {
     pub title: &'static str,
     /// Only measured on a CUDA device (`--device cuda`).
     pub cuda_only: bool,
+    /// Runs the peer frameworks: needs the peers' Python environment
+    /// (skipped, saying why, without it).
+    pub peers: bool,
 }
 
 /// Every item, in report order.
-pub const ITEMS: [Item; 12] = [
+pub const ITEMS: [Item; 13] = [
     item(
         "fig7",
         Paper::EdBatch,
@@ -101,6 +104,7 @@ pub const ITEMS: [Item; 12] = [
         paper: Paper::Vpps,
         title: "VPPS style: small-batch throughput on the GPU (inference)",
         cuda_only: true,
+        peers: false,
     },
     Item {
         name: "peers",
@@ -108,6 +112,15 @@ pub const ITEMS: [Item; 12] = [
         paper: Paper::Workbench,
         title: "Peers: the real DyNet and PyTorch beside batchlab's executors (same weights, same run)",
         cuda_only: false,
+        peers: true,
+    },
+    Item {
+        name: "peers-train",
+        spec: "peers-train",
+        paper: Paper::Workbench,
+        title: "Peers, training: the real DyNet and PyTorch beside batchlab (same weights, same gradients)",
+        cuda_only: false,
+        peers: true,
     },
 ];
 
@@ -118,6 +131,7 @@ const fn item(name: &'static str, paper: Paper, title: &'static str) -> Item {
         paper,
         title,
         cuda_only: false,
+        peers: false,
     }
 }
 

@@ -35,5 +35,6 @@ pub mod report;
 pub mod rows;
 pub mod specs;
 pub mod summary;
+pub mod training_curve;
 
 pub use error::{ReproError, Result};

@@ -19,6 +19,22 @@ fn main() -> ExitCode {
             print_peers(&s, cli.json)?;
             return Ok(());
         }
+        if let Some(Command::TrainingCurve(a)) = &cli.command {
+            let out = cli
+                .out
+                .clone()
+                .unwrap_or_else(|| "out/training-curve".into());
+            let files = paper_repro::training_curve::draw(a, &out, &command_line())?;
+            if cli.json {
+                let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                println!("{}", serde_json::json!({ "files": names }));
+            } else {
+                for f in files {
+                    println!("{}", f.display());
+                }
+            }
+            return Ok(());
+        }
         let summary = execute(&cli, &command_line())?;
         print(&summary, cli.json)?;
         let failed = summary.failed_steps();

@@ -179,7 +179,7 @@ pub fn measure(
             });
             continue;
         }
-        if item.name == "peers"
+        if item.peers
             && let Err(why) = &opts.peers
         {
             let reason = format!("Needs the peers' Python environment: {why}.");

@@ -34,7 +34,7 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 12] = [
+pub const EMBEDDED: [Embedded; 13] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
@@ -47,6 +47,7 @@ pub const EMBEDDED: [Embedded; 12] = [
     embedded!("cavs-fig10", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
     embedded!("peers", "experiments/specs"),
+    embedded!("peers-train", "experiments/specs"),
 ];
 
 /// A checked spec and where it came from.

@@ -264,3 +264,58 @@ fn a_step_whose_runs_all_fail_exits_1_and_errors_print_once() {
         err.contains("vpps: all") && err.contains("runs failed") && stdout.contains("failed");
     assert!(said && out.join("REPORT.md").exists(), "{stdout}{err}");
 }
+
+/// `training-curve` draws an `engine train --json` report; a file that is
+/// not one is an error naming it, and nothing is drawn.
+#[test]
+fn training_curve_draws_a_train_report_and_names_a_bad_one() {
+    let dir = tmp("training-curve");
+    let report = dir.join("train.json");
+    std::fs::write(
+        &report,
+        r#"{"workload":"tree-lstm","data":"sst-train","dev":"sst-dev","executor":"cavs",
+            "optimizer":"adam","lr":0.01,"batch":25,"hidden":64,"lazy":true,"fused":true,
+            "threads":1,"dev_majority":{"root":0.26,"node":0.68},
+            "epochs":[{"epoch":1,"train_loss":25.9,"dev_accuracy":0.40,"dev_node_accuracy":0.76,"seconds":2.6},
+                      {"epoch":2,"train_loss":22.8,"dev_accuracy":0.42,"dev_node_accuracy":0.76,"seconds":2.5}],
+            "seconds":6.1}"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = run(&[
+        "training-curve",
+        "--report",
+        report.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    for f in [
+        "training-curve.png",
+        "training-curve.svg",
+        "training-curve.csv",
+    ] {
+        check_file(&out.join(f));
+    }
+    let csv = std::fs::read_to_string(out.join("training-curve.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, r#"{"workload": 3}"#).unwrap();
+    let out2 = dir.join("out2");
+    let o = run(&[
+        "training-curve",
+        "--report",
+        bad.to_str().unwrap(),
+        "--out",
+        out2.to_str().unwrap(),
+    ]);
+    let (_, err) = texts(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("bad.json") && err.contains("engine train --json"),
+        "{err}"
+    );
+    assert!(!out2.join("training-curve.png").exists());
+}

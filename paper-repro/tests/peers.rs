@@ -43,7 +43,7 @@ fn exports(dir: &Path) {
             &cells,
         )
         .unwrap();
-        engine::export::export(&t, &cells, 7, true)
+        engine::export::export(&t, &cells, 7, engine::export::Reference::Gradients)
             .unwrap()
             .write(&dir.join(format!("{w}.blm")))
             .unwrap();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
-use engine::export::export;
+use engine::export::{Reference, export};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
@@ -31,8 +31,13 @@ pub struct Args {
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Skip the reference run that gives `reference_loss` (null then).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gradients")]
     no_reference: bool,
+    /// Also run one reference training step and store every parameter's
+    /// gradient of the loss after the parameters (`grad_offset`), so a peer
+    /// checks its gradients too.
+    #[arg(long)]
+    gradients: bool,
     /// Output file (written atomically).
     #[arg(long)]
     out: PathBuf,
@@ -87,8 +92,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .trace
         .as_ref()
         .map_or_else(|| trace.workload.clone(), |p| p.display().to_string());
-    let e = export(&trace, &cells, a.seed, !a.no_reference)
-        .with_context(|| format!("exporting {what}"))?;
+    let reference = if a.no_reference {
+        Reference::None
+    } else if a.gradients {
+        Reference::Gradients
+    } else {
+        Reference::Loss
+    };
+    let e =
+        export(&trace, &cells, a.seed, reference).with_context(|| format!("exporting {what}"))?;
     let bytes = e.to_bytes();
     engine::io::write_atomic(&a.out, &bytes)
         .with_context(|| format!("writing {}", a.out.display()))?;

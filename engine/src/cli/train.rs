@@ -13,7 +13,7 @@ use engine::replay::{Executor, Model};
 use engine::sched::BatchPolicy;
 use engine::train::checkpoint::EpochRecord;
 use engine::train::optim::{Optimizer, Rule};
-use engine::train::run::{TrainConfig, dev_split, train};
+use engine::train::run::{TrainConfig, dev_split, majority, train};
 use engine::workloads::{self, DefaultData};
 use serde::Serialize;
 
@@ -103,8 +103,17 @@ struct Report {
     lazy: bool,
     fused: bool,
     threads: usize,
+    /// The dev split's majority-class accuracy (root, all nodes): the
+    /// baseline a trained model must beat.
+    dev_majority: Option<Majority>,
     epochs: Vec<EpochRecord>,
     seconds: f64,
+}
+
+#[derive(Serialize)]
+struct Majority {
+    root: f64,
+    node: f64,
 }
 
 fn dataset(name: &str, flag: &str) -> anyhow::Result<Dataset> {
@@ -219,6 +228,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let history = train(&cfg, &cells, &mut make, optimizer, &mut progress)?;
     bar.finish_and_clear();
+    let dev_majority = match dev {
+        Some(d) => {
+            let (root, node) = majority(&cfg, &cells, &engine::data::load_embedded(d)?)?;
+            Some(Majority { root, node })
+        }
+        None => None,
+    };
     let report = Report {
         workload: w.name.into(),
         data: data.name().into(),
@@ -231,11 +247,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         lazy: !a.eager,
         fused: !a.no_fuse,
         threads: cpu.thread_count(),
+        dev_majority,
         epochs: history,
         seconds: t0.elapsed().as_secs_f64(),
     };
     if a.json {
         return crate::cli::print_json(&report);
+    }
+    if let Some(m) = &report.dev_majority {
+        engine::outln!(
+            "dev majority class: {:.1} % at the roots, {:.1} % over all nodes",
+            100.0 * m.root,
+            100.0 * m.node
+        );
     }
     for e in &report.epochs {
         let acc = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1} %", 100.0 * v));

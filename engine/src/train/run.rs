@@ -209,11 +209,47 @@ pub fn evaluate(
     Ok((frac(root, roots), frac(all, nodes)))
 }
 
-/// For every loss node: the predicted class (argmax of its pick-loss
-/// input, recomputed from the loss cell's input in the store), its label,
-/// and whether it scores a root (its producer feeds nothing but losses).
-pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32, bool)> {
+/// The majority-class baseline on `data`: the accuracy of always answering
+/// the most frequent label, (at the roots, over every labelled node) —
+/// what a model must clearly beat to have learned anything.
+pub fn majority(
+    cfg: &TrainConfig,
+    cells: &CellLibrary,
+    data: &Structures,
+) -> Result<(f64, f64), TrainError> {
+    use std::collections::BTreeMap;
+    let (mut roots, mut all) = (BTreeMap::<u32, usize>::new(), BTreeMap::<u32, usize>::new());
+    let idx: Vec<usize> = (0..data.len()).collect();
+    for chunk in idx.chunks(cfg.batch.max(1)) {
+        let trace = record(cfg, cells, &select(data, chunk), cfg.seed)?;
+        let model = crate::replay::model(&trace, cells, cfg.seed)?;
+        for (label, is_root) in labels(&trace, &model) {
+            *all.entry(label).or_default() += 1;
+            if is_root {
+                *roots.entry(label).or_default() += 1;
+            }
+        }
+    }
+    let rate = |m: &BTreeMap<u32, usize>| {
+        let n: usize = m.values().sum();
+        let top = m.values().copied().max().unwrap_or(0);
+        if n == 0 { 0.0 } else { top as f64 / n as f64 }
+    };
+    Ok((rate(&roots), rate(&all)))
+}
+
+/// For every loss node: its label (taken modulo the classes its pick-loss
+/// reads) and whether it scores a root (its producer feeds nothing but
+/// losses), in node order.
+pub fn labels(trace: &Trace, model: &Model) -> Vec<(u32, bool)> {
     let g = &trace.graph;
+    let is_loss = |role: usize| {
+        model.roles[role]
+            .cell
+            .ops
+            .iter()
+            .any(|o| o.kind == PrimOp::PickLoss)
+    };
     let mut out = Vec::new();
     for v in g.nodes() {
         let role = model.type_role[g.node_type(v).index()];
@@ -221,9 +257,34 @@ pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32
         let Some(pick) = rm.cell.ops.iter().find(|o| o.kind == PrimOp::PickLoss) else {
             continue;
         };
-        let logits = crate::replay::check::cell_value(trace, model, store, v, pick.args[0].index());
         let width = rm.cell.values[pick.args[0].index()].shape[0].max(1);
         let label = model.node_data(v).1 % width as u32;
+        let is_root = g.args(v).iter().all(|&u| {
+            g.users(u)
+                .iter()
+                .all(|&w: &NodeId| is_loss(model.type_role[g.node_type(w).index()]))
+        });
+        out.push((label, is_root));
+    }
+    out
+}
+
+/// For every loss node: the predicted class (argmax of its pick-loss
+/// input, recomputed from the loss cell's input in the store), its label,
+/// and whether it scores a root (its producer feeds nothing but losses).
+pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32, bool)> {
+    let g = &trace.graph;
+    let mut out = Vec::new();
+    let mut labelled = labels(trace, model).into_iter();
+    for v in g.nodes() {
+        let role = model.type_role[g.node_type(v).index()];
+        let rm = &model.roles[role];
+        let Some(pick) = rm.cell.ops.iter().find(|o| o.kind == PrimOp::PickLoss) else {
+            continue;
+        };
+        let (label, is_root) = labelled.next().expect("one label per loss node");
+        let logits = crate::replay::check::cell_value(trace, model, store, v, pick.args[0].index());
+        let width = rm.cell.values[pick.args[0].index()].shape[0].max(1);
         let pred = logits
             .iter()
             .take(width)
@@ -232,15 +293,6 @@ pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32
                 if x > b.1 { (i, x) } else { b }
             })
             .0 as u32;
-        let is_root = g.args(v).iter().all(|&u| {
-            g.users(u).iter().all(|&w: &NodeId| {
-                model.roles[model.type_role[g.node_type(w).index()]]
-                    .cell
-                    .ops
-                    .iter()
-                    .any(|o| o.kind == PrimOp::PickLoss)
-            })
-        });
         out.push((pred, label, is_root));
     }
     out

@@ -17,8 +17,9 @@ use crate::expand::{Run, group_by};
 use crate::rows::{Metrics, PeerMetrics};
 use crate::runner::{RunOptions, Sink, guarded};
 
-/// The grid point of a run: everything but the system.
-type Point = (String, usize, usize, u64, usize);
+/// The grid point of a run: everything but the system (workload, batch,
+/// hidden, seed, threads, training).
+type Point = (String, usize, usize, u64, usize, bool);
 
 fn point(c: &RunConfig) -> Option<Point> {
     match c {
@@ -28,8 +29,9 @@ fn point(c: &RunConfig) -> Option<Point> {
             hidden,
             seed,
             threads,
+            train,
             ..
-        } => Some((workload.clone(), *batch, *hidden, *seed, *threads)),
+        } => Some((workload.clone(), *batch, *hidden, *seed, *threads, *train)),
         _ => None,
     }
 }
@@ -64,15 +66,25 @@ fn prepare(
     cells: &CellLibrary,
     caches: &mut Caches,
 ) -> Result<Prepared, RunFailure> {
-    let (w, b, h, s, _) = p;
-    let dir = work.join(format!("{w}-b{b}-h{h}-s{s}"));
+    let (w, b, h, s, _, train) = p;
+    let dir = work.join(format!(
+        "{w}-b{b}-h{h}-s{s}{}",
+        if *train { "-train" } else { "" }
+    ));
     std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
     let trace = record(w, *b, *h, *s, cells)?;
     let trace_path = dir.join("trace.json");
     trace
         .write(&trace_path)
         .map_err(|e| io_err(&trace_path, e))?;
-    let e = engine::export::export(&trace, cells, *s, true)
+    // Training: the export carries the reference's gradients, which the
+    // peers compare theirs with.
+    let reference = if *train {
+        engine::export::Reference::Gradients
+    } else {
+        engine::export::Reference::Loss
+    };
+    let e = engine::export::export(&trace, cells, *s, reference)
         .map_err(|e| RunFailure::Message(e.to_string()))?;
     let export_path = dir.join("model.blm");
     e.write(&export_path)
@@ -306,6 +318,11 @@ fn fold(
             .map(str::to_owned),
         count_error: None,
         cpu_samples: cpu,
+        backward_s: per_round("backward_s"),
+        grad_rel_err: results
+            .iter()
+            .filter_map(|r| f(r, "grad_rel_err"))
+            .reduce(f64::max),
     }
 }
 
@@ -376,12 +393,14 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let threads = p.4;
-        // DyNet's own batch count: one untimed process with its profiler on.
-        let wants_count = systems
-            .iter()
-            .zip(&blocked)
-            .any(|((_, _, s), b)| *s == Some(System::Peer(Peer::DynetAgenda)) && b.is_none());
+        let (threads, train) = (p.4, p.5);
+        // DyNet's own batch count (of the forward): one untimed process with
+        // its profiler on; not repeated for training runs.
+        let wants_count = !train
+            && systems
+                .iter()
+                .zip(&blocked)
+                .any(|((_, _, s), b)| *s == Some(System::Peer(Peer::DynetAgenda)) && b.is_none());
         let count = match (wants_count, env) {
             (true, Some(env)) => {
                 let res = dir.join(format!("count-t{threads}.json"));
@@ -417,7 +436,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                 let cmd = match sys {
                     Some(System::Peer(peer)) => {
                         let Some(env) = env else { continue };
-                        harness(
+                        let mut cmd = harness(
                             env,
                             &[
                                 "run",
@@ -434,7 +453,11 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                                 "--result",
                                 &res.display().to_string(),
                             ],
-                        )
+                        );
+                        if train {
+                            cmd.arg("--train");
+                        }
+                        cmd
                     }
                     Some(System::Batchlab(_)) => {
                         let Some(w) = &opts.worker else { continue };
@@ -457,6 +480,9 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                         }
                         if let Some(l) = &prep.layouts {
                             cmd.arg("--layouts").arg(l);
+                        }
+                        if train {
+                            cmd.arg("--train").arg("1");
                         }
                         cmd
                     }

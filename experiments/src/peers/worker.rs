@@ -3,8 +3,10 @@
 //! warm-up, timed runs, wall and process CPU time per run).
 //!
 //! Flags: `--trace T.json --seed S --system NAME --repeats R --threads N
-//! --result OUT.json [--policy P.yaml] [--layouts DIR]`. `--threads` is the
-//! session's CPU thread count. The result is written atomically to
+//! --result OUT.json [--policy P.yaml] [--layouts DIR] [--train 1]`.
+//! `--threads` is the session's CPU thread count; `--train 1` times training
+//! steps (forward, then the backward in the forward batches' reverse order,
+//! weight gradients batched lazily) instead of the forward alone. The result is written atomically to
 //! `--result`; exit status 0, or 2 with the error on standard error.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,10 @@ pub(crate) struct WorkerResult {
     pub samples: Vec<f64>,
     pub cpu_samples: Vec<f64>,
     pub loss: f64,
+    /// Training: median backward seconds (null for inference).
+    pub backward_s: Option<f64>,
+    /// Training: backward batches.
+    pub backward_batches: Option<u64>,
 }
 
 struct Flags {
@@ -50,6 +56,7 @@ struct Flags {
     result: PathBuf,
     policy: Option<PathBuf>,
     layouts: Option<PathBuf>,
+    train: bool,
 }
 
 fn parse(args: &[String]) -> Result<Flags, String> {
@@ -60,7 +67,7 @@ fn parse(args: &[String]) -> Result<Flags, String> {
             .strip_prefix("--")
             .ok_or_else(|| format!("unexpected argument {flag:?}"))?;
         if ![
-            "trace", "seed", "system", "repeats", "threads", "result", "policy", "layouts",
+            "trace", "seed", "system", "repeats", "threads", "result", "policy", "layouts", "train",
         ]
         .contains(&name)
         {
@@ -85,6 +92,11 @@ fn parse(args: &[String]) -> Result<Flags, String> {
         result: need("result")?.into(),
         policy: get.get("policy").map(PathBuf::from),
         layouts: get.get("layouts").map(PathBuf::from),
+        train: match get.get("train").map(String::as_str) {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(v) => return Err(format!("--train {v}: expected 0 or 1")),
+        },
     })
 }
 
@@ -187,6 +199,9 @@ fn work(f: &Flags) -> Result<(), String> {
     };
     let mut session = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &ex, &opts)
         .map_err(|e| e.to_string())?;
+    if f.train {
+        return train(f, &trace, &model, &cells, &mut session, &mut ex, policy);
+    }
     // Warm-up, then each timed run on its own so its CPU time is its own.
     session
         .run(&trace, &model, &cells, &mut ex)
@@ -237,6 +252,73 @@ fn work(f: &Flags) -> Result<(), String> {
         samples,
         cpu_samples: cpu,
         loss,
+        backward_s: None,
+        backward_batches: None,
+    };
+    let json = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
+    engine::io::write_atomic(&f.result, &json).map_err(|e| format!("{}: {e}", f.result.display()))
+}
+
+/// Training steps: warm-up, then each timed step on its own (its CPU time
+/// its own). `scheduling_s` + `execution_s` are the forward's, `backward_s`
+/// the backward's, `samples` whole steps.
+fn train(
+    f: &Flags,
+    trace: &Trace,
+    model: &replay::Model,
+    cells: &CellLibrary,
+    session: &mut Session,
+    ex: &mut Executor,
+    policy: Option<String>,
+) -> Result<(), String> {
+    use engine::replay::cpu::{BackwardSchedule, TrainOptions};
+    let topts = TrainOptions { lazy: true };
+    let mut step = |session: &mut Session| {
+        session
+            .train(
+                trace,
+                model,
+                cells,
+                ex,
+                BackwardSchedule::ReverseForward,
+                &topts,
+            )
+            .map_err(|e| e.to_string())
+    };
+    step(session)?;
+    let mut runs = Vec::with_capacity(f.repeats);
+    let mut cpu = Vec::with_capacity(f.repeats);
+    for _ in 0..f.repeats {
+        let c0 = process_cpu_s();
+        let r = step(session)?;
+        cpu.push(process_cpu_s() - c0);
+        runs.push(r);
+    }
+    let first = runs.first().ok_or("no timed run")?;
+    let col = |k: &dyn Fn(&engine::replay::cpu::TrainRun) -> f64| {
+        median(&runs.iter().map(k).collect::<Vec<_>>())
+    };
+    let samples: Vec<f64> = runs
+        .iter()
+        .map(|r| r.forward.time.total() + r.backward.time.total())
+        .collect();
+    let r = WorkerResult {
+        system: f.system.clone(),
+        version: format!("batchlab {}", env!("CARGO_PKG_VERSION")),
+        policy,
+        instances: trace.graph.num_instances(),
+        batches: first.forward.counters.batches,
+        kernels: first.forward.counters.kernels + first.backward.counters.kernels,
+        construction_s: col(&|r| r.forward.time.construction + r.backward.time.construction),
+        scheduling_s: col(&|r| r.forward.time.scheduling),
+        execution_s: col(&|r| r.forward.time.execution),
+        total_s: median(&samples),
+        cpu_s: median(&cpu),
+        samples,
+        cpu_samples: cpu,
+        loss: first.loss,
+        backward_s: Some(col(&|r| r.backward.time.total())),
+        backward_batches: Some(first.backward.counters.batches),
     };
     let json = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
     engine::io::write_atomic(&f.result, &json).map_err(|e| format!("{}: {e}", f.result.display()))

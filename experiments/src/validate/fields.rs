@@ -29,7 +29,8 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
         "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re, Pe],
         "threads" => &[Re, Pe],
         "systems" | "rounds" => &[Pe],
-        "train" | "lazy" | "fuse" => &[Re],
+        "train" => &[Re, Pe],
+        "lazy" | "fuse" => &[Re],
         _ => &[Po, Tr, Pm, Pc, Re, Pe],
     }
 }

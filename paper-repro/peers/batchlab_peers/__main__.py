@@ -59,8 +59,10 @@ def loss_check(e, loss):
 
 def cmd_run(a):
     e = Export.read(a.export)
-    p = peers.open_peer(a.peer, e, a.threads)
-    m = peers.measure(p, a.warmup, a.repeats)
+    if a.train and not e.has_gradients():
+        raise ExportError(f"{a.export}: --train needs the reference's gradients (engine export-model --gradients)")
+    p = peers.open_peer(a.peer, e, a.threads, train=a.train)
+    m = peers.measure(p, a.warmup, a.repeats, e if a.train else None)
     out = {
         "peer": p.name,
         "framework": p.framework,
@@ -74,7 +76,10 @@ def cmd_run(a):
         "repeats": a.repeats,
         "program_ops": p.program.ops,
         "expected_ops": e.header["op_nodes"],
-        **{k: m[k] for k in ("construction_s", "forward_s", "total_s", "cpu_s", "samples", "cpu_samples")},
+        "train": a.train,
+        **{k: m[k] for k in ("construction_s", "forward_s", "backward_s", "total_s", "cpu_s", "samples",
+                             "cpu_samples")},
+        **{k: m[k] for k in ("grad_rel_err", "grad_worst") if k in m},
         **loss_check(e, m["loss"]),
     }
     write_result(a.result, out)
@@ -133,6 +138,8 @@ def main(argv=None):
     ru.add_argument("--threads", type=int, default=1, help="threads (PyTorch set_num_threads)")
     ru.add_argument("--warmup", type=int, default=1)
     ru.add_argument("--repeats", type=int, default=3)
+    ru.add_argument("--train", action="store_true",
+                    help="time training steps (forward + backward) and check the gradients")
     ru.add_argument("--result", help="JSON output file (default: standard output)")
     co = sub.add_parser("count", help="DyNet agenda's executed batches from its profiler")
     co.add_argument("--export", required=True)

@@ -84,3 +84,21 @@ class Export:
 
         flat = np.frombuffer(self._data, dtype="<f4", count=spec["numel"], offset=4 * spec["offset"])
         return flat.reshape(spec["shape"]).astype(np.float32)
+
+    def has_gradients(self):
+        """Whether the export carries the reference's gradients
+        (``engine export-model --gradients``)."""
+        return all("grad_offset" in p for r in self.roles for p in r["params"])
+
+    def grad(self, spec):
+        """The reference executor's gradient of the loss with respect to a
+        parameter, as a numpy float32 array of its shape."""
+        import numpy as np
+
+        if "grad_offset" not in spec:
+            raise ExportError(
+                f"{self.path}: parameter {spec['name']!r} has no gradient; "
+                "write the export with `engine export-model --gradients`"
+            )
+        flat = np.frombuffer(self._data, dtype="<f4", count=spec["numel"], offset=4 * spec["grad_offset"])
+        return flat.reshape(spec["shape"]).astype(np.float32)

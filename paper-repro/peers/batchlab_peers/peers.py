@@ -8,6 +8,12 @@ Timed region per run, what the framework's users pay per mini-batch:
   and execution).
 - PyTorch: the eager forward under ``torch.inference_mode()``; eager
   execution has no separate construction step, so it is reported as null.
+
+Training (``train=True``): the same, then the backward of the summed loss
+(DyNet ``backward()``, PyTorch ``backward()``), timed as ``backward_s``; no
+optimiser update (batchlab's training step has none either). The first
+step's parameter gradients are compared with the reference executor's from
+the export (``grad_rel_err``: per tensor max |a - b| / max |b|, the largest).
 """
 
 import gc
@@ -68,7 +74,7 @@ class DynetPeer:
 
     framework = "dynet"
 
-    def __init__(self, export, autobatch, profiling=0):
+    def __init__(self, export, autobatch, profiling=0, train=False):
         try:
             import dynet_config
 
@@ -79,6 +85,7 @@ class DynetPeer:
         except ImportError as e:
             raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
         self.dy = dy
+        self.train = train
         self.name = "dynet-agenda" if autobatch else "dynet-none"
         self.version = metadata.version("dyNET38")
         self.program = Program(export, "dynet")
@@ -113,11 +120,30 @@ class DynetPeer:
         for make, ps in zip(self.makers, self.params):
             fns.append(make({k: (v if table else v.expr(True)) for k, (table, v) in ps.items()}))
         losses = self.program.build(fns, zeros, dy.esum)
+        if not self.train:
+            t1 = time.perf_counter()
+            loss = sum(l.value() for l in losses)
+            t2, c2 = time.perf_counter(), time.process_time()
+            return {"construction_s": t1 - t0, "forward_s": t2 - t1, "backward_s": None,
+                    "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(loss)}
+        total = dy.esum(losses)
         t1 = time.perf_counter()
-        loss = sum(l.value() for l in losses)
-        t2, c2 = time.perf_counter(), time.process_time()
-        return {"construction_s": t1 - t0, "forward_s": t2 - t1, "total_s": t2 - t0,
-                "cpu_s": c2 - c0, "loss": float(loss)}
+        loss = total.value()
+        t2 = time.perf_counter()
+        total.backward()
+        t3, c3 = time.perf_counter(), time.process_time()
+        return {"construction_s": t1 - t0, "forward_s": t2 - t1, "backward_s": t3 - t2,
+                "total_s": t3 - t0, "cpu_s": c3 - c0, "loss": float(loss)}
+
+    def gradients(self):
+        """Per role and parameter: (spec, gradient array) after the runs so
+        far (DyNet accumulates until an update; call after one step)."""
+        out = []
+        for role, ps in zip(self.program.export.roles, self.params):
+            for spec in role["params"]:
+                _, p = ps[spec["name"]]
+                out.append((role["role"], spec, p.grad_as_array()))
+        return out
 
 
 class TorchPeer:
@@ -125,23 +151,27 @@ class TorchPeer:
 
     framework = "torch"
 
-    def __init__(self, export, threads):
+    def __init__(self, export, threads, train=False):
         try:
             import torch
         except Exception as e:
             raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
         self.torch = torch
+        self.train = train
         torch.set_num_threads(threads)
         self.name = "torch"
         self.version = torch.__version__
         self.program = Program(export, "torch")
         self.makers = self.program.factories({"torch": torch})
         self.params = [
-            {p["name"]: torch.from_numpy(export.param(p)).contiguous() for p in role["params"]}
+            {p["name"]: torch.from_numpy(export.param(p)).contiguous().requires_grad_(train)
+             for p in role["params"]}
             for role in export.roles
         ]
 
     def run_once(self):
+        if self.train:
+            return self.train_once()
         torch = self.torch
         t0, c0 = time.perf_counter(), time.process_time()
         with torch.inference_mode():
@@ -157,15 +187,66 @@ class TorchPeer:
             losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
             loss = sum(float(l.sum()) for l in losses)
         t2, c2 = time.perf_counter(), time.process_time()
-        return {"construction_s": None, "forward_s": t2 - t0, "total_s": t2 - t0,
-                "cpu_s": c2 - c0, "loss": loss}
+        return {"construction_s": None, "forward_s": t2 - t0, "backward_s": None,
+                "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": loss}
+
+    def train_once(self):
+        torch = self.torch
+        for ps in self.params:
+            for p in ps.values():
+                p.grad = None
+        t0, c0 = time.perf_counter(), time.process_time()
+        zs = {}
+
+        def zeros(shape):
+            z = zs.get(shape)
+            if z is None:
+                z = zs[shape] = torch.zeros(shape)
+            return z
+
+        fns = [make(ps) for make, ps in zip(self.makers, self.params)]
+        losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
+        total = torch.stack([l.sum() for l in losses]).sum()
+        t1 = time.perf_counter()
+        total.backward()
+        t2, c2 = time.perf_counter(), time.process_time()
+        return {"construction_s": None, "forward_s": t1 - t0, "backward_s": t2 - t1,
+                "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(total.detach())}
+
+    def gradients(self):
+        """Per role and parameter: (spec, gradient array) of the last step."""
+        import numpy as np
+
+        out = []
+        for role, ps in zip(self.program.export.roles, self.params):
+            for spec in role["params"]:
+                g = ps[spec["name"]].grad
+                g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
+                out.append((role["role"], spec, g))
+        return out
 
 
-def open_peer(peer, export, threads, profiling=0):
+def open_peer(peer, export, threads, profiling=0, train=False):
     fw = framework_of(peer)
     if fw == "dynet":
-        return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling)
-    return TorchPeer(export, threads)
+        return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling, train)
+    return TorchPeer(export, threads, train)
+
+
+def grad_check(p, export):
+    """After one training step of ``p``: the largest per-tensor relative
+    difference of its gradients from the export's, and where it is."""
+    import numpy as np
+
+    worst, where = 0.0, None
+    for role, spec, got in p.gradients():
+        want = export.grad(spec)
+        got = np.asarray(got, dtype=np.float64).reshape(want.shape)
+        norm = max(float(np.abs(want).max()) if want.size else 0.0, 1e-6)
+        err = float(np.abs(got - want).max()) / norm if want.size else 0.0
+        if err > worst or where is None:
+            worst, where = err, f"{role}.{spec['name']}"
+    return worst, where
 
 
 def median(xs):
@@ -176,9 +257,15 @@ def median(xs):
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
-def measure(p, warmup, repeats):
+def measure(p, warmup, repeats, export=None):
     """``warmup`` untimed runs, then ``repeats`` timed ones; medians per field
-    and every run's total and CPU seconds."""
+    and every run's total and CPU seconds. Training with ``export``: the
+    first (untimed) step's gradients are checked against the export's."""
+    check = {}
+    if getattr(p, "train", False) and export is not None:
+        p.run_once()
+        check["grad_rel_err"], check["grad_worst"] = grad_check(p, export)
+        warmup = max(warmup - 1, 0)
     for _ in range(warmup):
         p.run_once()
     runs = []
@@ -186,10 +273,11 @@ def measure(p, warmup, repeats):
         gc.collect()
         runs.append(p.run_once())
     out = {}
-    for key in ("construction_s", "forward_s", "total_s", "cpu_s"):
+    for key in ("construction_s", "forward_s", "backward_s", "total_s", "cpu_s"):
         vals = [r[key] for r in runs if r[key] is not None]
         out[key] = median(vals) if vals else None
     out["samples"] = [r["total_s"] for r in runs]
     out["cpu_samples"] = [r["cpu_s"] for r in runs]
     out["loss"] = runs[-1]["loss"] if runs else None
+    out.update(check)
     return out

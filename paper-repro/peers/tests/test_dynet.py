@@ -1,6 +1,7 @@
 """Against the real DyNet (skipped, saying why, when it is not installed):
-same weights give batchlab's reference loss within 1e-4, DyNet's profiler
-counts the batches the simulation predicts, and executes the generated ops."""
+same weights give batchlab's reference loss within 1e-4 and, training, its
+reference gradients within 1e-4; DyNet's profiler counts the batches the
+simulation predicts, and executes the generated ops."""
 
 import glob
 import importlib.util
@@ -46,6 +47,18 @@ class DynetTest(unittest.TestCase):
                 for peer in ("dynet-none", "dynet-agenda"):
                     r = self.harness("run", "--export", f, "--peer", peer, "--repeats", "1")
                     self.assertLessEqual(r["loss_rel_err"], 1e-4, peer)
+
+    def test_training_gradients_equal_the_reference(self):
+        for f in self.exports():
+            e = Export.read(f)
+            if not e.has_gradients():
+                self.skipTest(f"{f} has no gradients (engine export-model --gradients)")
+            with self.subTest(export=os.path.basename(f)):
+                for peer in ("dynet-none", "dynet-agenda"):
+                    r = self.harness("run", "--export", f, "--peer", peer, "--repeats", "1", "--train")
+                    self.assertLessEqual(r["loss_rel_err"], 1e-4, peer)
+                    self.assertLessEqual(r["grad_rel_err"], 1e-4, f"{peer}: {r['grad_worst']}")
+                    self.assertGreater(r["backward_s"], 0.0)
 
 
 if __name__ == "__main__":

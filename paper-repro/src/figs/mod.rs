@@ -10,6 +10,7 @@ mod fig7;
 mod fig7_gap;
 mod fig9;
 pub mod peers;
+mod peers_train;
 mod table2;
 mod table4;
 mod table5;
@@ -40,6 +41,7 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
         "cavs-fig10" => cavs_fig10::build(ctx, rows, &mut sec)?,
         "vpps" => vpps::build(ctx, rows, &mut sec)?,
         "peers" => peers::build(ctx, rows, &mut sec)?,
+        "peers-train" => peers_train::build(ctx, rows, &mut sec)?,
         other => unreachable!("item {other} has no builder"),
     }
     sec.notes.extend(Device::of(rows).mixed_note());
@@ -61,6 +63,7 @@ pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
         "cavs-fig10" => cavs_fig10::paper(ctx),
         "vpps" => vpps::paper(ctx),
         "peers" => peers::paper(ctx),
+        "peers-train" => peers_train::paper(ctx),
         other => unreachable!("item {other} has no builder"),
     }
 }
