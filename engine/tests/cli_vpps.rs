@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{engine, stderr, tmp};
+use common::{engine, engine_line, stderr, tmp};
 
 /// A refusal: status 1 and one `error:` line containing `what`.
 fn refused(o: &Output, what: &str) {
@@ -60,27 +60,21 @@ fn script_rejects_bad_flags_by_name() {
 
 #[test]
 fn replay_vpps_never_falls_back_to_the_cpu() {
-    let args = [
-        "replay",
-        "--workload",
-        "rvnn",
-        "--batch",
-        "2",
-        "--hidden",
-        "8",
-        "--executor",
-        "vpps",
-    ];
-    let o = engine(&[&args[..], &["--device", "cpu"]].concat());
+    let line = "replay --workload rvnn --batch 2 --hidden 8 --executor vpps";
+    let o = engine_line(line, &["--device", "cpu"]);
     refused(&o, "runs on CUDA only");
-    let o = engine(&[&args[..], &["--device", "cpu", "--train"]].concat());
+    let o = engine_line(line, &["--device", "cpu", "--train"]);
     refused(&o, "runs on CUDA only");
     // engine train runs on the CPU: the same typed error.
     let o = engine(&["train", "--workload", "tree-lstm", "--executor", "vpps"]);
     refused(&o, "runs on CUDA only");
-    let o = engine(&[&args[..], &["--device", "cuda"]].concat());
+    let o = engine_line(line, &["--device", "cuda", "--json"]);
     if o.status.success() {
-        println!("a GPU is present: engine replay --executor vpps --device cuda ran");
+        // A GPU is here: the kernel ran, and it must agree with the reference.
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(r["max_rel_error"].as_f64().unwrap() < 1e-4, "{r}");
+        assert_eq!(r["counters"]["kernels"], 1, "{r}");
+        assert!(r["vpps"]["vps"].as_u64().unwrap() > 0, "{r}");
     } else {
         refused(&o, "CUDA unavailable");
     }

@@ -72,3 +72,45 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     engine::tool::print_json(value)
 }
+
+/// `--trace T` or `--workload W` recorded on the fly at cell level with
+/// `--batch`, `--hidden` and `--seed` (refused beyond `budget`, as `engine
+/// record` does): the input of `replay`, `script` and `export-model`.
+pub(crate) struct TraceInput<'a> {
+    pub trace: Option<&'a std::path::Path>,
+    pub workload: Option<&'a str>,
+    pub batch: usize,
+    pub hidden: usize,
+    pub seed: u64,
+}
+
+impl TraceInput<'_> {
+    pub(crate) fn load(
+        &self,
+        cells: &engine::cells::CellLibrary,
+        budget: Option<&engine::memory::Budget>,
+    ) -> anyhow::Result<engine::trace::Trace> {
+        use engine::workloads::{self, DataChoice, RecordOptions};
+        Ok(match (self.trace, self.workload) {
+            (Some(p), _) => engine::trace::Trace::read(p)?,
+            (None, Some(w)) => {
+                let Some(spec) = workloads::workload(w) else {
+                    anyhow::bail!("unknown workload {w:?} (see `engine workloads`)");
+                };
+                workloads::record_within(
+                    &RecordOptions {
+                        workload: spec,
+                        data: DataChoice::Default,
+                        batch: self.batch,
+                        hidden: self.hidden,
+                        level: engine::trace::Level::Cell,
+                        seed: self.seed,
+                    },
+                    cells,
+                    budget,
+                )?
+            }
+            (None, None) => anyhow::bail!("give --trace T.json or --workload W"),
+        })
+    }
+}

@@ -8,7 +8,6 @@ use engine::layout::LayoutFile;
 use engine::replay::{self, Counters, Executor, TimeSplit};
 use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};
-use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
 
 /// Arguments of `engine replay`.
@@ -97,6 +96,16 @@ pub struct Args {
 }
 
 impl Args {
+    fn input(&self) -> super::TraceInput<'_> {
+        super::TraceInput {
+            trace: self.trace.as_deref(),
+            workload: self.workload.as_deref(),
+            batch: self.batch,
+            hidden: self.hidden,
+            seed: self.seed,
+        }
+    }
+
     /// The flags [`executor`] reads, for `engine train`.
     pub(super) fn for_training(
         executor: &str,
@@ -329,27 +338,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(a.max_memory);
-    let trace = match (&a.trace, &a.workload) {
-        (Some(p), _) => Trace::read(p)?,
-        (None, Some(w)) => {
-            let Some(spec) = workloads::workload(w) else {
-                bail!("unknown workload {w:?} (see `engine workloads`)");
-            };
-            workloads::record_within(
-                &RecordOptions {
-                    workload: spec,
-                    data: DataChoice::Default,
-                    batch: a.batch,
-                    hidden: a.hidden,
-                    level: Level::Cell,
-                    seed: a.seed,
-                },
-                &cells,
-                budget.as_ref(),
-            )?
-        }
-        (None, None) => bail!("give --trace T.json or --workload W"),
-    };
+    let trace = a.input().load(&cells, budget.as_ref())?;
     if trace.meta.level == Some(Level::Op) {
         bail!(
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"

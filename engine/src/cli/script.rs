@@ -11,7 +11,6 @@ use engine::replay::cpu::BackwardSchedule;
 use engine::replay::{self, Executor, Session, vpps};
 use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};
-use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
 
 /// Arguments of `engine script`.
@@ -146,26 +145,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bail!("--rpw must be at least 1");
     }
     let cells = CellLibrary::builtin()?;
-    let trace = match (&a.trace, &a.workload) {
-        (Some(p), _) => Trace::read(p)?,
-        (None, Some(w)) => {
-            let Some(spec) = workloads::workload(w) else {
-                bail!("unknown workload {w:?} (see `engine workloads`)");
-            };
-            workloads::record(
-                &RecordOptions {
-                    workload: spec,
-                    data: DataChoice::Default,
-                    batch: a.batch,
-                    hidden: a.hidden,
-                    level: Level::Cell,
-                    seed: a.seed,
-                },
-                &cells,
-            )?
-        }
-        (None, None) => bail!("give --trace T.json or --workload W"),
-    };
+    let budget = engine::memory::Budget::detect(None);
+    let trace = super::TraceInput {
+        trace: a.trace.as_deref(),
+        workload: a.workload.as_deref(),
+        batch: a.batch,
+        hidden: a.hidden,
+        seed: a.seed,
+    }
+    .load(&cells, budget.as_ref())?;
     if trace.meta.level == Some(Level::Op) {
         bail!("engine script needs a cell-level trace (record without --level op)");
     }

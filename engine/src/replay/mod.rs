@@ -265,11 +265,22 @@ pub fn max_rel_error(trace: &Trace, a: &Store, b: &Store) -> f64 {
 /// gradients (per role, per cell value, as [`Session::gradients`] returns
 /// them): max over tensors of [`rel_error`].
 pub fn max_rel_error_gradients(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> f64 {
-    got.iter()
-        .flatten()
-        .zip(want.iter().flatten())
-        .map(|(g, w)| rel_error(g, w))
-        .fold(0.0, f64::max)
+    worst_gradient(got, want).0
+}
+
+/// The tensor where two sets of parameter gradients differ most:
+/// `(rel_error, role, value)` (`(0, 0, 0)` when they have no tensors).
+pub fn worst_gradient(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> (f64, usize, usize) {
+    let mut worst = (0.0, 0, 0);
+    for (role, (g, w)) in got.iter().zip(want).enumerate() {
+        for (value, (g, w)) in g.iter().zip(w).enumerate() {
+            let e = rel_error(g, w);
+            if e > worst.0 {
+                worst = (e, role, value);
+            }
+        }
+    }
+    worst
 }
 
 #[cfg(test)]
