@@ -15,6 +15,19 @@
 //!   indices), compiled by NVRTC.
 //! - `cuda` (feature `cuda`): the executor on a GPU.
 //!
+//! The seam is the replay's: a [`Model`] over the cell IR, a schedule from
+//! any [`BatchPolicy`] (backward batches as the CPU training step takes them,
+//! [`BackwardSchedule`]), and [`Executor::Vpps`](super::Executor::Vpps) behind
+//! [`Session`](super::Session) on a CUDA device (on the CPU it is the typed
+//! error [`VppsError::CudaOnly`]; the emulator is what runs there). The
+//! emulator is the kernel's specification: tests hold it to the reference
+//! executor's loss, outputs and gradients (1e-4) on every workload, and
+//! `engine/tests/vpps_nvrtc.rs` compiles every workload's kernel with NVRTC.
+//! The GPU path has not yet run on a GPU; `docs/vpps.md` says what remains.
+//!
+//! Flow: [`Vpps::new`] (place, lower) → [`schedule`] → [`Vpps::compile`]
+//! (a [`Script`]) → [`Vpps::emulate`] or the kernel.
+//!
 //! ```
 //! use engine::cells::CellLibrary;
 //! use engine::replay::{self, vpps};
