@@ -279,10 +279,21 @@ fn flag(b: bool, bit: u32) -> u32 {
 impl Ins {
     /// Appends the instruction's words to `out`.
     pub fn encode(&self, out: &mut Vec<u32>) {
-        let (code, sub, body): (u32, u32, Vec<u32>) = match self {
-            Ins::End => (op::END, 0, vec![]),
-            Ins::Bar { n } => (op::BAR, 0, vec![*n]),
-            Ins::Batch { table, k } => (op::BATCH, 0, vec![*table, *k]),
+        // The preamble's word count is known once the operands are out:
+        // write them straight into `out` (no vector per instruction: this
+        // is the host's per-mini-batch hot path) and patch it.
+        let at = out.len();
+        out.push(0);
+        let (code, sub): (u32, u32) = match self {
+            Ins::End => (op::END, 0),
+            Ins::Bar { n } => {
+                out.push(*n);
+                (op::BAR, 0)
+            }
+            Ins::Batch { table, k } => {
+                out.extend_from_slice(&[*table, *k]);
+                (op::BATCH, 0)
+            }
             Ins::Gather {
                 r0,
                 r1,
@@ -290,11 +301,10 @@ impl Ins {
                 dst,
                 csr,
                 init,
-            } => (
-                op::GATHER,
-                0,
-                vec![*r0, *r1, *len, *dst, *csr, init.to_bits()],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, *csr, init.to_bits()]);
+                (op::GATHER, 0)
+            }
             Ins::Map1 {
                 f,
                 r0,
@@ -302,7 +312,10 @@ impl Ins {
                 len,
                 dst,
                 a,
-            } => (op::MAP1, *f, vec![*r0, *r1, *len, *dst, *a]),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, *a]);
+                (op::MAP1, *f)
+            }
             Ins::Map2 {
                 f,
                 r0,
@@ -311,7 +324,10 @@ impl Ins {
                 dst,
                 a,
                 b,
-            } => (op::MAP2, *f, vec![*r0, *r1, *len, *dst, *a, *b]),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, *a, *b]);
+                (op::MAP2, *f)
+            }
             Ins::SumN {
                 r0,
                 r1,
@@ -320,9 +336,9 @@ impl Ins {
                 scale,
                 args,
             } => {
-                let mut v = vec![*r0, *r1, *len, *dst, scale.to_bits(), args.len() as u32];
-                v.extend(args);
-                (op::SUMN, 0, v)
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, scale.to_bits(), args.len() as u32]);
+                out.extend(args);
+                (op::SUMN, 0)
             }
             Ins::Lookup {
                 r0,
@@ -332,18 +348,20 @@ impl Ins {
                 table,
                 rows,
                 ids,
-            } => (
-                op::LOOKUP,
-                0,
-                vec![*r0, *r1, *len, *dst, *table, *rows, *ids],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, *table, *rows, *ids]);
+                (op::LOOKUP, 0)
+            }
             Ins::Softmax {
                 r0,
                 r1,
                 len,
                 dst,
                 a,
-            } => (op::SOFTMAX, 0, vec![*r0, *r1, *len, *dst, *a]),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dst, *a]);
+                (op::SOFTMAX, 0)
+            }
             Ins::PickLoss {
                 r0,
                 r1,
@@ -351,7 +369,10 @@ impl Ins {
                 dst,
                 a,
                 labels,
-            } => (op::PICKLOSS, 0, vec![*r0, *r1, *width, *dst, *a, *labels]),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *width, *dst, *a, *labels]);
+                (op::PICKLOSS, 0)
+            }
             Ins::RProd {
                 mat,
                 acc,
@@ -360,9 +381,9 @@ impl Ins {
                 dst,
                 xs,
             } => {
-                let mut v = vec![*mat, *r0, *r1, *dst, xs.len() as u32];
-                v.extend(xs);
-                (op::RPROD, flag(*acc, 0), v)
+                out.extend_from_slice(&[*mat, *r0, *r1, *dst, xs.len() as u32]);
+                out.extend(xs);
+                (op::RPROD, flag(*acc, 0))
             }
             Ins::GProd {
                 ta,
@@ -376,11 +397,10 @@ impl Ins {
                 c,
                 a,
                 b,
-            } => (
-                op::GPROD,
-                flag(*ta, 0) | flag(*tb, 1) | flag(*acc, 2),
-                vec![*r0, *r1, *m, *n, *p, *c, *a, *b],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *m, *n, *p, *c, *a, *b]);
+                (op::GPROD, flag(*ta, 0) | flag(*tb, 1) | flag(*acc, 2))
+            }
             Ins::DMap {
                 kind,
                 r0,
@@ -390,11 +410,10 @@ impl Ins {
                 dy,
                 aux,
                 scale,
-            } => (
-                op::DMAP,
-                *kind,
-                vec![*r0, *r1, *len, *dx, *dy, *aux, scale.to_bits()],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dx, *dy, *aux, scale.to_bits()]);
+                (op::DMAP, *kind)
+            }
             Ins::RProdB {
                 mat,
                 pi,
@@ -404,9 +423,9 @@ impl Ins {
                 partial,
                 xs,
             } => {
-                let mut v = vec![*mat, *pi, *r0, *r1, *dy, *partial, xs.len() as u32];
-                v.extend(xs);
-                (op::RPRODB, 0, v)
+                out.extend_from_slice(&[*mat, *pi, *r0, *r1, *dy, *partial, xs.len() as u32]);
+                out.extend(xs);
+                (op::RPRODB, 0)
             }
             Ins::Reduce {
                 r0,
@@ -419,11 +438,12 @@ impl Ins {
                 parts,
                 partial,
                 dst,
-            } => (
-                op::REDUCE,
-                0,
-                vec![*r0, *r1, *c0, *kc, *w, *col, *len, *parts, *partial, *dst],
-            ),
+            } => {
+                out.extend_from_slice(&[
+                    *r0, *r1, *c0, *kc, *w, *col, *len, *parts, *partial, *dst,
+                ]);
+                (op::REDUCE, 0)
+            }
             Ins::DLookup {
                 r0,
                 r1,
@@ -432,11 +452,10 @@ impl Ins {
                 dtable,
                 rows,
                 ids,
-            } => (
-                op::DLOOKUP,
-                0,
-                vec![*r0, *r1, *len, *dy, *dtable, *rows, *ids],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dy, *dtable, *rows, *ids]);
+                (op::DLOOKUP, 0)
+            }
             Ins::DSoftmax {
                 r0,
                 r1,
@@ -444,7 +463,10 @@ impl Ins {
                 dx,
                 dy,
                 y,
-            } => (op::DSOFTMAX, 0, vec![*r0, *r1, *len, *dx, *dy, *y]),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *len, *dx, *dy, *y]);
+                (op::DSOFTMAX, 0)
+            }
             Ins::DPickLoss {
                 r0,
                 r1,
@@ -453,14 +475,12 @@ impl Ins {
                 dy,
                 x,
                 labels,
-            } => (
-                op::DPICKLOSS,
-                0,
-                vec![*r0, *r1, *width, *dx, *dy, *x, *labels],
-            ),
+            } => {
+                out.extend_from_slice(&[*r0, *r1, *width, *dx, *dy, *x, *labels]);
+                (op::DPICKLOSS, 0)
+            }
         };
-        out.push(code | sub << 8 | (body.len() as u32 + 1) << 16);
-        out.extend(body);
+        out[at] = code | sub << 8 | ((out.len() - at) as u32) << 16;
     }
 
     /// Decodes the instruction at `words[at..]` of processor `vp`'s stream;
