@@ -67,14 +67,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         bail!("--batch and --hidden must be at least 1");
     }
     let budget = engine::memory::Budget::detect(None);
-    let trace = super::TraceInput {
-        trace: a.trace.as_deref(),
-        workload: a.workload.as_deref(),
-        batch: a.batch,
-        hidden: a.hidden,
-        seed: a.seed,
-    }
-    .load(&cells, budget.as_ref())?;
+    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
+        .load(&cells, budget.as_ref())?;
     let what = a
         .trace
         .as_ref()

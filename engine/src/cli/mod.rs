@@ -84,7 +84,25 @@ pub(crate) struct TraceInput<'a> {
     pub seed: u64,
 }
 
-impl TraceInput<'_> {
+impl<'a> TraceInput<'a> {
+    /// From the flags (`--trace`, `--workload`, `--batch`, `--hidden`,
+    /// `--seed`).
+    pub(crate) fn of(
+        trace: &'a Option<std::path::PathBuf>,
+        workload: &'a Option<String>,
+        batch: usize,
+        hidden: usize,
+        seed: u64,
+    ) -> Self {
+        TraceInput {
+            trace: trace.as_deref(),
+            workload: workload.as_deref(),
+            batch,
+            hidden,
+            seed,
+        }
+    }
+
     pub(crate) fn load(
         &self,
         cells: &engine::cells::CellLibrary,

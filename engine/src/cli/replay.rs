@@ -96,16 +96,6 @@ pub struct Args {
 }
 
 impl Args {
-    fn input(&self) -> super::TraceInput<'_> {
-        super::TraceInput {
-            trace: self.trace.as_deref(),
-            workload: self.workload.as_deref(),
-            batch: self.batch,
-            hidden: self.hidden,
-            seed: self.seed,
-        }
-    }
-
     /// The flags [`executor`] reads, for `engine train`.
     pub(super) fn for_training(
         executor: &str,
@@ -338,7 +328,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(a.max_memory);
-    let trace = a.input().load(&cells, budget.as_ref())?;
+    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
+        .load(&cells, budget.as_ref())?;
     if trace.meta.level == Some(Level::Op) {
         bail!(
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"

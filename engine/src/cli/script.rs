@@ -146,14 +146,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(None);
-    let trace = super::TraceInput {
-        trace: a.trace.as_deref(),
-        workload: a.workload.as_deref(),
-        batch: a.batch,
-        hidden: a.hidden,
-        seed: a.seed,
-    }
-    .load(&cells, budget.as_ref())?;
+    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
+        .load(&cells, budget.as_ref())?;
     if trace.meta.level == Some(Level::Op) {
         bail!("engine script needs a cell-level trace (record without --level op)");
     }

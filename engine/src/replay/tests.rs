@@ -4,7 +4,9 @@ use crate::sched::{AgendaPolicy, DepthPolicy, TypewisePolicy};
 use crate::trace::Level;
 use crate::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
 
-fn record(name: &str, batch: usize, hidden: usize) -> Trace {
+/// `name` recorded at cell level on its default data (seed 3); the replay
+/// tests' and the VPPS tests' trace.
+pub(super) fn record(name: &str, batch: usize, hidden: usize) -> Trace {
     workloads::record(
         &RecordOptions {
             workload: workloads::workload(name).unwrap(),

@@ -2,25 +2,10 @@ use super::*;
 use crate::cells::CellLibrary;
 use crate::device::DeviceKind;
 use crate::replay::cpu::BackwardSchedule;
+use crate::replay::tests::record;
 use crate::replay::{Executor, Session, max_rel_error, model, worst_gradient};
 use crate::sched::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy};
-use crate::trace::Level;
-use crate::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
-
-fn record(name: &str, batch: usize, hidden: usize) -> Trace {
-    workloads::record(
-        &RecordOptions {
-            workload: workloads::workload(name).unwrap(),
-            data: DataChoice::Default,
-            batch,
-            hidden,
-            level: Level::Cell,
-            seed: 3,
-        },
-        &CellLibrary::builtin().unwrap(),
-    )
-    .unwrap()
-}
+use crate::workloads::WORKLOADS;
 
 /// The reference's loss, outputs and gradients (CPU, one node at a time).
 fn reference(trace: &Trace, m: &Model, cells: &CellLibrary) -> (f64, Store, Vec<Vec<Vec<f32>>>) {
