@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
 use engine::export::{Reference, export};
-use engine::trace::{Level, Trace};
-use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
 
 /// Arguments of `engine export-model`.
@@ -65,29 +63,12 @@ struct Summary {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cells = CellLibrary::builtin()?;
-    let trace = match (&a.trace, &a.workload) {
-        (Some(p), _) => Trace::read(p)?,
-        (None, Some(w)) => {
-            let Some(spec) = workloads::workload(w) else {
-                bail!("unknown workload {w:?} (see `engine workloads`)");
-            };
-            if a.batch == 0 || a.hidden == 0 {
-                bail!("--batch and --hidden must be at least 1");
-            }
-            workloads::record(
-                &RecordOptions {
-                    workload: spec,
-                    data: DataChoice::Default,
-                    batch: a.batch,
-                    hidden: a.hidden,
-                    level: Level::Cell,
-                    seed: a.seed,
-                },
-                &cells,
-            )?
-        }
-        (None, None) => bail!("give --trace T.json or --workload W"),
-    };
+    if a.trace.is_none() && (a.batch == 0 || a.hidden == 0) {
+        bail!("--batch and --hidden must be at least 1");
+    }
+    let budget = engine::memory::Budget::detect(None);
+    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
+        .load(&cells, budget.as_ref())?;
     let what = a
         .trace
         .as_ref()

@@ -10,6 +10,7 @@ mod fixtures;
 mod inspect;
 mod record;
 mod replay;
+mod script;
 mod train;
 mod workloads;
 
@@ -36,6 +37,8 @@ enum Command {
     Cells(cells::Args),
     /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
     Replay(replay::Args),
+    /// Show the VPPS placement and per-batch script of a trace (docs/vpps.md); optionally emulate it.
+    Script(script::Args),
     /// Train a workload's model on its real data: forward and backward by any executor, SGD or Adam, dev accuracy per epoch, checkpoints.
     Train(train::Args),
     /// Write the seeded model and bound program of a trace for another framework (docs/model-export.md).
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Script(a) => script::run(a),
         Command::Train(a) => train::run(a),
         Command::ExportModel(a) => export_model::run(a),
         Command::Devices(a) => devices::run(a),
@@ -67,4 +71,64 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     engine::tool::print_json(value)
+}
+
+/// `--trace T` or `--workload W` recorded on the fly at cell level with
+/// `--batch`, `--hidden` and `--seed` (refused beyond `budget`, as `engine
+/// record` does): the input of `replay`, `script` and `export-model`.
+pub(crate) struct TraceInput<'a> {
+    pub trace: Option<&'a std::path::Path>,
+    pub workload: Option<&'a str>,
+    pub batch: usize,
+    pub hidden: usize,
+    pub seed: u64,
+}
+
+impl<'a> TraceInput<'a> {
+    /// From the flags (`--trace`, `--workload`, `--batch`, `--hidden`,
+    /// `--seed`).
+    pub(crate) fn of(
+        trace: &'a Option<std::path::PathBuf>,
+        workload: &'a Option<String>,
+        batch: usize,
+        hidden: usize,
+        seed: u64,
+    ) -> Self {
+        TraceInput {
+            trace: trace.as_deref(),
+            workload: workload.as_deref(),
+            batch,
+            hidden,
+            seed,
+        }
+    }
+
+    pub(crate) fn load(
+        &self,
+        cells: &engine::cells::CellLibrary,
+        budget: Option<&engine::memory::Budget>,
+    ) -> anyhow::Result<engine::trace::Trace> {
+        use engine::workloads::{self, DataChoice, RecordOptions};
+        Ok(match (self.trace, self.workload) {
+            (Some(p), _) => engine::trace::Trace::read(p)?,
+            (None, Some(w)) => {
+                let Some(spec) = workloads::workload(w) else {
+                    anyhow::bail!("unknown workload {w:?} (see `engine workloads`)");
+                };
+                workloads::record_within(
+                    &RecordOptions {
+                        workload: spec,
+                        data: DataChoice::Default,
+                        batch: self.batch,
+                        hidden: self.hidden,
+                        level: engine::trace::Level::Cell,
+                        seed: self.seed,
+                    },
+                    cells,
+                    budget,
+                )?
+            }
+            (None, None) => anyhow::bail!("give --trace T.json or --workload W"),
+        })
+    }
 }

@@ -8,7 +8,6 @@ use engine::layout::LayoutFile;
 use engine::replay::{self, Counters, Executor, TimeSplit};
 use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};
-use engine::workloads::{self, DataChoice, RecordOptions};
 use serde::Serialize;
 
 /// Arguments of `engine replay`.
@@ -31,7 +30,9 @@ pub struct Args {
     /// batched by --policy: a heuristic name or a policy file from `search
     /// train`), `edbatch` (cells batched by --policy, each cell run by its
     /// planned layout from --layouts), `edbatch-nolayout` (same, DyNet-order
-    /// layouts: the layout's own contribution).
+    /// layouts: the layout's own contribution), `vpps` (CUDA only: one
+    /// persistent kernel with the weights on chip, batches by --policy,
+    /// default depth; docs/vpps.md).
     #[arg(long)]
     executor: String,
     /// Batching policy for `dynet` (agenda, agenda-updated, depth), `policy` and
@@ -156,6 +157,33 @@ struct Report {
     /// With --roofline: the run's GEMMs timed alone, and the fraction of that
     /// the whole run reaches.
     roofline: Option<RooflineReport>,
+    /// The vpps executor's placement on this GPU and kernel compile time.
+    vpps: Option<VppsReport>,
+}
+
+/// What a VPPS session planned and compiled (`engine script` shows the
+/// full plan).
+#[derive(Serialize)]
+struct VppsReport {
+    /// The device's name.
+    target: String,
+    /// Virtual processors (persistent CTAs).
+    vps: u32,
+    ctas_per_sm: u32,
+    /// NVRTC compile and module load of the specialised kernel, ms.
+    compile_ms: f64,
+    #[serde(flatten)]
+    summary: replay::vpps::placement::PlanSummary,
+}
+
+fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
+    session.vpps_plan().map(|(p, compile_ms)| VppsReport {
+        target: p.target.name.clone(),
+        vps: p.vps,
+        ctas_per_sm: p.ctas_per_sm,
+        compile_ms,
+        summary: p.summary.clone(),
+    })
 }
 
 #[derive(Serialize)]
@@ -250,8 +278,9 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
             }
             Executor::Policy(policy("typewise")?)
         }
+        "vpps" => Executor::Vpps(policy("depth")?, replay::vpps::VppsOptions::default()),
         other => bail!(
-            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch or edbatch-nolayout"
+            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch, edbatch-nolayout or vpps"
         ),
     })
 }
@@ -299,27 +328,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(a.max_memory);
-    let trace = match (&a.trace, &a.workload) {
-        (Some(p), _) => Trace::read(p)?,
-        (None, Some(w)) => {
-            let Some(spec) = workloads::workload(w) else {
-                bail!("unknown workload {w:?} (see `engine workloads`)");
-            };
-            workloads::record_within(
-                &RecordOptions {
-                    workload: spec,
-                    data: DataChoice::Default,
-                    batch: a.batch,
-                    hidden: a.hidden,
-                    level: Level::Cell,
-                    seed: a.seed,
-                },
-                &cells,
-                budget.as_ref(),
-            )?
-        }
-        (None, None) => bail!("give --trace T.json or --workload W"),
-    };
+    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
+        .load(&cells, budget.as_ref())?;
     if trace.meta.level == Some(Level::Op) {
         bail!(
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
@@ -387,6 +397,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (time, total_s) = (m.time, m.total_s);
     let instances = trace.graph.num_instances();
     let device_s = m.device_s;
+    let session_ref = &session;
     let report = Report {
         workload: trace.workload.clone(),
         threads: cpu.thread_count(),
@@ -410,6 +421,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         gemm_flops,
         gemm_gflops: gemm_flops as f64 / total_s.max(1e-12) / 1e9,
         roofline,
+        vpps: vpps_report(session_ref),
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -464,7 +476,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))
         );
     }
+    if let Some(v) = &report.vpps {
+        print_vpps(v);
+    }
     Ok(())
+}
+
+fn print_vpps(v: &VppsReport) {
+    engine::outln!(
+        "  vpps on {}: {} virtual processors ({} per SM), weights {:.1} KB in registers, {:.1} KB in shared memory, {:.1} KB in DRAM{}; kernel compiled in {:.1} ms",
+        v.target,
+        v.vps,
+        v.ctas_per_sm,
+        v.summary.weight_bytes_registers as f64 / 1024.0,
+        v.summary.weight_bytes_shared as f64 / 1024.0,
+        v.summary.weight_bytes_dram as f64 / 1024.0,
+        if v.summary.fits_on_chip {
+            ""
+        } else {
+            " (does not fit on chip)"
+        },
+        v.compile_ms
+    );
 }
 
 /// `--backward-policy NAME`: `None` for `reverse`, else the policy (a
@@ -508,6 +541,8 @@ struct TrainReport {
     /// Training instances per second (forward + backward).
     instances_per_s: f64,
     kept_bytes: u64,
+    /// As `engine replay --json`'s `vpps`.
+    vpps: Option<VppsReport>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -556,6 +591,7 @@ fn run_train(
         cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
         instances_per_s: instances as f64 / m.total_s.max(1e-12),
         kept_bytes: m.kept_bytes,
+        vpps: vpps_report(session),
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -587,5 +623,8 @@ fn run_train(
         },
         report.kept_bytes as f64 / 1e6
     );
+    if let Some(v) = &report.vpps {
+        print_vpps(v);
+    }
     Ok(())
 }

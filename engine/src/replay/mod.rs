@@ -22,6 +22,7 @@ mod model;
 mod session;
 mod store;
 pub mod usage;
+pub mod vpps;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -105,6 +106,9 @@ pub enum ReplayError {
         "the {0} executor does not run the backward pass; train with reference, cavs, policy or edbatch"
     )]
     NotForTraining(&'static str),
+    /// The VPPS executor failed.
+    #[error(transparent)]
+    Vpps(#[from] vpps::VppsError),
     /// A session was run with an executor of another kind than it was
     /// opened for.
     #[error("this session was opened for another executor ({0}); open one per executor")]
@@ -150,6 +154,10 @@ pub enum Executor {
     /// by the in-cell schedule and memory order of its layout (per role; a role
     /// without a program runs op by op as in `Policy`).
     EdBatch(Box<dyn BatchPolicy + Send>, Vec<Option<CellProgram>>),
+    /// VPPS (CUDA only): batches chosen by the policy, compiled into a script
+    /// that one persistent kernel runs with the weights on chip
+    /// ([`vpps`]).
+    Vpps(Box<dyn BatchPolicy + Send>, vpps::VppsOptions),
 }
 
 /// Compiles layout files (`(source, file)`) into per-role programs: each role
@@ -202,6 +210,7 @@ pub(crate) fn instance_policy<'a>(
         Executor::Cavs => (Some(cavs), &[]),
         Executor::Policy(p) => (Some(p.as_mut()), &[]),
         Executor::EdBatch(p, progs) => (Some(p.as_mut()), progs.as_slice()),
+        Executor::Vpps(p, _) => (Some(p.as_mut()), &[]),
     }
 }
 
@@ -230,23 +239,48 @@ pub fn replay(
     Ok((r, s.into_outputs()))
 }
 
+/// Normwise relative difference of two tensors: ‖a − b‖∞ / max(‖b‖∞, 1e-6)
+/// (`b` is the reference).
+pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0f32, f32::max);
+    let norm = b.iter().map(|q| q.abs()).fold(0.0f32, f32::max).max(1e-6);
+    f64::from(diff / norm)
+}
+
 /// Largest normwise relative difference between two runs' node outputs:
-/// max over nodes of ‖a − b‖∞ / max(‖b‖∞, 1e-6).
+/// max over nodes of [`rel_error`].
 pub fn max_rel_error(trace: &Trace, a: &Store, b: &Store) -> f64 {
     trace
         .graph
         .nodes()
-        .map(|v| {
-            let (x, y) = (a.node(v), b.node(v));
-            let diff = x
-                .iter()
-                .zip(y)
-                .map(|(p, q)| (p - q).abs())
-                .fold(0.0f32, f32::max);
-            let norm = y.iter().map(|q| q.abs()).fold(0.0f32, f32::max).max(1e-6);
-            f64::from(diff / norm)
-        })
+        .map(|v| rel_error(a.node(v), b.node(v)))
         .fold(0.0, f64::max)
+}
+
+/// Largest normwise relative difference between two sets of parameter
+/// gradients (per role, per cell value, as [`Session::gradients`] returns
+/// them): max over tensors of [`rel_error`].
+pub fn max_rel_error_gradients(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> f64 {
+    worst_gradient(got, want).0
+}
+
+/// The tensor where two sets of parameter gradients differ most:
+/// `(rel_error, role, value)` (`(0, 0, 0)` when they have no tensors).
+pub fn worst_gradient(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> (f64, usize, usize) {
+    let mut worst = (0.0, 0, 0);
+    for (role, (g, w)) in got.iter().zip(want).enumerate() {
+        for (value, (g, w)) in g.iter().zip(w).enumerate() {
+            let e = rel_error(g, w);
+            if e > worst.0 {
+                worst = (e, role, value);
+            }
+        }
+    }
+    worst
 }
 
 #[cfg(test)]

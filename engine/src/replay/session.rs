@@ -22,6 +22,13 @@ enum Backend {
     Cpu(Box<CpuReplay>),
     #[cfg(feature = "cuda")]
     Cuda(Box<super::gpu::CudaReplay>, Store),
+    /// VPPS: the kernel, the last run's outputs and gradients.
+    #[cfg(feature = "cuda")]
+    Vpps(
+        Box<super::vpps::cuda::VppsCuda>,
+        Store,
+        Option<Vec<Vec<Vec<f32>>>>,
+    ),
 }
 
 /// An executor prepared on a device.
@@ -58,9 +65,21 @@ impl Session {
         opts: &SessionOptions,
     ) -> Result<Session, ReplayError> {
         let backend = match device {
+            DeviceKind::Cpu if matches!(executor, Executor::Vpps(..)) => {
+                return Err(super::vpps::VppsError::CudaOnly.into());
+            }
             DeviceKind::Cpu => {
                 let _ = cells;
                 Backend::Cpu(Box::new(CpuReplay::new(trace, model, executor, &opts.cpu)?))
+            }
+            #[cfg(feature = "cuda")]
+            DeviceKind::Cuda(n) if matches!(executor, Executor::Vpps(..)) => {
+                let Executor::Vpps(_, vopts) = executor else {
+                    unreachable!("matched above")
+                };
+                let dev = crate::device::CudaDevice::shared(n)?;
+                let r = super::vpps::cuda::VppsCuda::new(dev, model, vopts)?;
+                Backend::Vpps(Box::new(r), Store::new(&trace.graph, model), None)
             }
             #[cfg(feature = "cuda")]
             DeviceKind::Cuda(n) => {
@@ -83,6 +102,7 @@ impl Session {
         executor: &mut Executor,
     ) -> Result<Replayed, ReplayError> {
         let before = usage::now();
+        self.check_executor(executor)?;
         let (counters, time, misses, device_s) = match &mut self.backend {
             Backend::Cpu(r) => {
                 let run = r.run(trace, model, cells, executor)?;
@@ -93,6 +113,29 @@ impl Session {
                 let run = r.run(trace, model, executor)?;
                 *out = run.store;
                 (run.counters, run.time, run.misses, run.device_s)
+            }
+            #[cfg(feature = "cuda")]
+            Backend::Vpps(r, out, grads) => {
+                let Executor::Vpps(policy, _) = executor else {
+                    return Err(ReplayError::WrongSession("vpps"));
+                };
+                let t = std::time::Instant::now();
+                let batches = super::vpps::schedule(trace, policy.as_mut(), None)?;
+                let sched = t.elapsed().as_secs_f64();
+                let g = r.run(trace, model, &batches)?;
+                *out = g.run.outputs;
+                *grads = None;
+                let counters = super::Counters {
+                    batches: batches.forward.len() as u64,
+                    kernels: 1,
+                    ..Default::default()
+                };
+                let time = super::TimeSplit {
+                    construction: 0.0,
+                    scheduling: sched + g.script_s,
+                    execution: g.exec_s,
+                };
+                (counters, time, 0, Some(g.device_s))
             }
         };
         Ok(Replayed {
@@ -116,10 +159,48 @@ impl Session {
         backward: super::cpu::BackwardSchedule<'_>,
         opts: &super::cpu::TrainOptions,
     ) -> Result<super::cpu::TrainRun, ReplayError> {
+        self.check_executor(executor)?;
         match &mut self.backend {
             Backend::Cpu(r) => r.train(trace, model, cells, executor, backward, opts),
             #[cfg(feature = "cuda")]
             Backend::Cuda(..) => Err(ReplayError::NotForTraining("CUDA")),
+            #[cfg(feature = "cuda")]
+            Backend::Vpps(r, out, grads) => {
+                let _ = opts;
+                let Executor::Vpps(policy, _) = executor else {
+                    return Err(ReplayError::WrongSession("vpps"));
+                };
+                let t = std::time::Instant::now();
+                let batches = super::vpps::schedule(trace, policy.as_mut(), Some(backward))?;
+                let sched = t.elapsed().as_secs_f64();
+                let g = r.run(trace, model, &batches)?;
+                let (nf, nb) = (
+                    batches.forward.len() as u64,
+                    batches.backward.as_ref().map_or(0, |b| b.len() as u64),
+                );
+                *out = g.run.outputs;
+                *grads = g.run.gradients;
+                // One kernel runs both passes: its time is the forward's.
+                let pass = |batches, kernels, scheduling, execution| super::cpu::CpuRun {
+                    counters: super::Counters {
+                        batches,
+                        kernels,
+                        ..Default::default()
+                    },
+                    time: super::TimeSplit {
+                        construction: 0.0,
+                        scheduling,
+                        execution,
+                    },
+                    misses: 0,
+                };
+                Ok(super::cpu::TrainRun {
+                    loss: g.run.loss,
+                    forward: pass(nf, 1, sched + g.script_s, g.exec_s),
+                    backward: pass(nb, 0, 0.0, 0.0),
+                    kept_bytes: 0,
+                })
+            }
         }
     }
 
@@ -130,6 +211,8 @@ impl Session {
             Backend::Cpu(r) => r.gradients(model),
             #[cfg(feature = "cuda")]
             Backend::Cuda(..) => None,
+            #[cfg(feature = "cuda")]
+            Backend::Vpps(_, _, g) => g.clone(),
         }
     }
 
@@ -138,7 +221,7 @@ impl Session {
         match &self.backend {
             Backend::Cpu(r) => r.outputs(),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(_, s) => s,
+            Backend::Cuda(_, s) | Backend::Vpps(_, s, _) => s,
         }
     }
 
@@ -147,7 +230,7 @@ impl Session {
         match self.backend {
             Backend::Cpu(r) => r.into_outputs(),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(_, s) => s,
+            Backend::Cuda(_, s) | Backend::Vpps(_, s, _) => s,
         }
     }
 
@@ -156,7 +239,7 @@ impl Session {
         match &self.backend {
             Backend::Cpu(r) => Some(r),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(..) => None,
+            Backend::Cuda(..) | Backend::Vpps(..) => None,
         }
     }
 
@@ -165,7 +248,32 @@ impl Session {
         match &mut self.backend {
             Backend::Cpu(r) => Some(r),
             #[cfg(feature = "cuda")]
-            Backend::Cuda(..) => None,
+            Backend::Cuda(..) | Backend::Vpps(..) => None,
+        }
+    }
+
+    /// For a VPPS session: its placement and the kernel's NVRTC compile and
+    /// load time (ms).
+    pub fn vpps_plan(&self) -> Option<(&super::vpps::Plan, f64)> {
+        match &self.backend {
+            #[cfg(feature = "cuda")]
+            Backend::Vpps(r, ..) => Some((r.vpps().plan(), r.compile_ms)),
+            _ => None,
+        }
+    }
+
+    /// A VPPS session runs only the vpps executor, and the vpps executor
+    /// only a VPPS session.
+    fn check_executor(&self, executor: &Executor) -> Result<(), ReplayError> {
+        let vpps_session = match &self.backend {
+            #[cfg(feature = "cuda")]
+            Backend::Vpps(..) => true,
+            _ => false,
+        };
+        match (vpps_session, matches!(executor, Executor::Vpps(..))) {
+            (true, false) => Err(ReplayError::WrongSession("vpps")),
+            (false, true) => Err(ReplayError::WrongSession("another executor than vpps")),
+            _ => Ok(()),
         }
     }
 }

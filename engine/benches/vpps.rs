@@ -1,0 +1,84 @@
+//! VPPS host-side hot paths: what the host does before every kernel launch
+//! (schedule the mini-batch, compile its script, encode the words), and the
+//! CPU emulator that CI checks against the reference (with and without the
+//! float-by-float race detector). Figures in docs/benchmarks.md.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use engine::cells::CellLibrary;
+use engine::replay::cpu::BackwardSchedule;
+use engine::replay::{self, vpps};
+use engine::sched::DepthPolicy;
+use engine::trace::{Level, Trace};
+use engine::workloads::{self, DataChoice, RecordOptions};
+
+fn record(cells: &CellLibrary, name: &str, batch: usize, hidden: usize) -> Trace {
+    workloads::record(
+        &RecordOptions {
+            workload: workloads::workload(name).expect("a workload"),
+            data: DataChoice::Default,
+            batch,
+            hidden,
+            level: Level::Cell,
+            seed: 1,
+        },
+        cells,
+    )
+    .expect("records")
+}
+
+/// A training script (forward by depth, backward the forward reversed), as
+/// `engine replay --executor vpps --train` builds one per mini-batch.
+fn compile(v: &vpps::Vpps, trace: &Trace, model: &replay::Model) -> vpps::Compiled {
+    let batches = vpps::schedule(
+        trace,
+        &mut DepthPolicy::default(),
+        Some(BackwardSchedule::ReverseForward),
+    )
+    .expect("schedules");
+    v.compile(trace, model, &batches).expect("compiles")
+}
+
+/// The paper's sizes (h = 256, VPPS §IV) at batch 1, 8 and 32.
+fn script_compile(c: &mut Criterion) {
+    let cells = CellLibrary::builtin().unwrap();
+    let mut g = c.benchmark_group("vpps_compile");
+    for (name, batch) in [
+        ("tree-lstm", 1),
+        ("tree-lstm", 8),
+        ("tree-lstm", 32),
+        ("bilstm-tagger", 32),
+    ] {
+        let trace = record(&cells, name, batch, 256);
+        let model = replay::model(&trace, &cells, 1).unwrap();
+        let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+        g.throughput(Throughput::Elements(trace.graph.len() as u64));
+        let id = format!("{name}_b{batch}_h256");
+        g.bench_function(BenchmarkId::new("schedule+compile+encode", &id), |b| {
+            b.iter(|| compile(&v, &trace, &model).script.to_words())
+        });
+    }
+    g.finish();
+}
+
+/// Emulating a training script: tree-lstm b8 h64 (the emulator interprets
+/// every processor's stream; CI runs it with the race detector).
+fn emulate(c: &mut Criterion) {
+    let cells = CellLibrary::builtin().unwrap();
+    let mut g = c.benchmark_group("vpps_emulate");
+    g.sample_size(10);
+    let trace = record(&cells, "tree-lstm", 8, 64);
+    let model = replay::model(&trace, &cells, 1).unwrap();
+    let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+    let compiled = compile(&v, &trace, &model);
+    g.throughput(Throughput::Elements(trace.graph.len() as u64));
+    for races in [false, true] {
+        let id = if races { "race_detector" } else { "plain" };
+        g.bench_function(BenchmarkId::new("tree-lstm_b8_h64", id), |b| {
+            b.iter(|| v.emulate(&trace, &model, &compiled, races).unwrap().loss)
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, script_compile, emulate);
+criterion_main!(benches);

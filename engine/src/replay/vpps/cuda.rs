@@ -1,0 +1,181 @@
+//! The VPPS executor on a GPU (not yet run on one: see `docs/vpps.md`).
+//!
+//! Opening it reads the device's SM count, register file and shared-memory
+//! limits, plans the placement for them, generates the kernel for the model
+//! and compiles it with NVRTC for the device's architecture, loads it, sets
+//! its dynamic shared memory and checks that every virtual processor can be
+//! resident at once (a persistent kernel with grid barriers deadlocks
+//! otherwise). Each run compiles the mini-batch's script on the host,
+//! uploads it with the pool (parameters, zeroed gradients), launches the
+//! kernel once, cooperatively (one CTA per virtual processor), between two
+//! CUDA events, and reads the pool back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::sys::{CUdevice_attribute as A, CUevent_flags, CUfunction_attribute_enum as F};
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+
+use super::placement::BLOCK;
+use super::{Batches, Target, Vpps, VppsError, VppsOptions, VppsRun, kernel};
+use crate::device::{CudaDevice, DeviceError};
+use crate::replay::{Model, ReplayError};
+use crate::trace::Trace;
+
+/// A model's kernel, compiled and loaded on a device.
+pub(crate) struct VppsCuda {
+    dev: Arc<CudaDevice>,
+    vpps: Vpps,
+    func: CudaFunction,
+    _module: Arc<CudaModule>,
+    smem_bytes: u32,
+    /// NVRTC compile and module load time, ms.
+    pub(crate) compile_ms: f64,
+}
+
+/// One GPU run.
+pub(crate) struct GpuRun {
+    pub(crate) run: VppsRun,
+    /// Host seconds compiling the script.
+    pub(crate) script_s: f64,
+    /// Host seconds uploading, launching, waiting and reading back.
+    pub(crate) exec_s: f64,
+    /// GPU seconds between the events around the kernel.
+    pub(crate) device_s: f64,
+}
+
+impl VppsCuda {
+    pub(crate) fn new(
+        dev: Arc<CudaDevice>,
+        model: &Model,
+        opts: &VppsOptions,
+    ) -> Result<VppsCuda, ReplayError> {
+        let ctx = dev.context().clone();
+        let attr = |a: A| -> Result<u32, DeviceError> {
+            ctx.attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(DeviceError::cuda)
+        };
+        let (major, minor) = (
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let target = Target {
+            name: dev.name().to_string(),
+            sms: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            regs_per_sm: attr(A::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+            max_regs_per_thread: opts.target.max_regs_per_thread,
+            smem_per_sm: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+            smem_per_block: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            smem_reserved_per_block: attr(A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?,
+            arch: format!("compute_{major}{minor}"),
+        };
+        let vpps = Vpps::new(
+            model,
+            &VppsOptions {
+                target: target.clone(),
+                place: opts.place,
+            },
+        );
+        let t = Instant::now();
+        // NVRTC takes the architecture as a static string: one per process
+        // and device kind, so leaking it is bounded.
+        let arch: &'static str = Box::leak(target.arch.clone().into_boxed_str());
+        let ptx = compile_ptx_with_opts(
+            vpps.kernel_source(),
+            CompileOptions {
+                arch: Some(arch),
+                options: vec!["--std=c++17".into()],
+                ..Default::default()
+            },
+        )
+        .map_err(DeviceError::cuda)?;
+        let module = ctx.load_module(ptx).map_err(DeviceError::cuda)?;
+        let func = module
+            .load_function(kernel::ENTRY)
+            .map_err(DeviceError::cuda)?;
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let smem_bytes = (4 * kernel::smem_floats(vpps.plan())) as u32;
+        func.set_attribute(
+            F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem_bytes as i32,
+        )
+        .map_err(DeviceError::cuda)?;
+        let per_sm = func
+            .occupancy_max_active_blocks_per_multiprocessor(BLOCK, smem_bytes as usize, None)
+            .map_err(DeviceError::cuda)?;
+        if per_sm < vpps.plan().ctas_per_sm {
+            return Err(VppsError::Occupancy {
+                want: vpps.plan().ctas_per_sm,
+                got: per_sm,
+                smem: smem_bytes,
+            }
+            .into());
+        }
+        Ok(VppsCuda {
+            dev,
+            vpps,
+            func,
+            _module: module,
+            smem_bytes,
+            compile_ms,
+        })
+    }
+
+    /// The prepared model (plan and lowered cells).
+    pub(crate) fn vpps(&self) -> &Vpps {
+        &self.vpps
+    }
+
+    /// Compiles and runs one mini-batch.
+    pub(crate) fn run(
+        &self,
+        trace: &Trace,
+        model: &Model,
+        batches: &Batches,
+    ) -> Result<GpuRun, ReplayError> {
+        let t = Instant::now();
+        let c = self.vpps.compile(trace, model, batches)?;
+        let words = c.script.to_words();
+        let host = self.vpps.initial_pool(model, &c.pool);
+        let script_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let s = self.dev.stream();
+        let e = DeviceError::cuda;
+        let sc = s.clone_htod(&words).map_err(e)?;
+        let mut pool = s.clone_htod(&host).map_err(e)?;
+        let mut bar = s.alloc_zeros::<u32>(1).map_err(e)?;
+        let ev = || {
+            self.dev
+                .context()
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(DeviceError::cuda)
+        };
+        let (start, end) = (ev()?, ev()?);
+        start.record(s).map_err(e)?;
+        let cfg = LaunchConfig {
+            grid_dim: (c.script.vps, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: self.smem_bytes,
+        };
+        let mut b = s.launch_builder(&self.func);
+        b.arg(&mut pool).arg(&sc).arg(&mut bar);
+        // SAFETY: the kernel reads the script words it was given and
+        // addresses the pool only through offsets the compiler checked
+        // against the pool's length (`Pool::new`); `bar` is one counter,
+        // zeroed; the occupancy check above makes every CTA co-resident.
+        unsafe { b.launch_cooperative(cfg) }.map_err(e)?;
+        end.record(s).map_err(e)?;
+        let back = s.clone_dtoh(&pool).map_err(e)?;
+        s.synchronize().map_err(e)?;
+        let device_s = f64::from(start.elapsed_ms(&end).map_err(e)?) / 1e3;
+        let run = self.vpps.read_back(trace, model, &c, &back);
+        Ok(GpuRun {
+            run,
+            script_s,
+            exec_s: t.elapsed().as_secs_f64(),
+            device_s,
+        })
+    }
+}

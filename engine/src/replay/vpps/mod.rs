@@ -1,0 +1,408 @@
+//! VPPS (vpps.txt §III): one persistent kernel per mini-batch whose CTAs act
+//! as virtual processors that keep the model's weight matrices on chip and
+//! interpret a per-batch script.
+//!
+//! - [`target`]: the GPU's SMs, registers and shared memory (presets).
+//! - [`placement`]: rows of every weight matrix over the processors, within
+//!   their register / shared-memory budget, with per-matrix fall back to DRAM.
+//! - `lower`: each role's cell as instruction templates, forward and backward.
+//! - [`script`]: the versioned binary instruction format.
+//! - `compile`: a schedule's batches (any policy; backward on the reversed
+//!   graph) into per-processor streams with grid barriers where needed.
+//! - `emulator`: the kernel's semantics on the CPU — each processor's
+//!   rows, the barriers, a race detector — checked against the reference.
+//! - [`kernel`]: the CUDA C source, specialised per model (static register
+//!   indices), compiled by NVRTC.
+//! - `cuda` (feature `cuda`): the executor on a GPU.
+//!
+//! The seam is the replay's: a [`Model`] over the cell IR, a schedule from
+//! any [`BatchPolicy`] (backward batches as the CPU training step takes them,
+//! [`BackwardSchedule`]), and [`Executor::Vpps`](super::Executor::Vpps) behind
+//! [`Session`](super::Session) on a CUDA device (on the CPU it is the typed
+//! error [`VppsError::CudaOnly`]; the emulator is what runs there). The
+//! emulator is the kernel's specification: tests hold it to the reference
+//! executor's loss, outputs and gradients (1e-4) on every workload, and
+//! `engine/tests/vpps_nvrtc.rs` compiles every workload's kernel with NVRTC.
+//! The GPU path has not yet run on a GPU; `docs/vpps.md` says what remains.
+//!
+//! Flow: [`Vpps::new`] (place, lower) → [`schedule`] → [`Vpps::compile`]
+//! (a [`Script`]) → [`Vpps::emulate`] or the kernel.
+//!
+//! ```
+//! use engine::cells::CellLibrary;
+//! use engine::replay::{self, vpps};
+//! use engine::replay::cpu::BackwardSchedule;
+//! use engine::sched::{CavsPolicy, TypewisePolicy};
+//! use engine::trace::Level;
+//! use engine::workloads::{self, DataChoice, RecordOptions};
+//!
+//! let cells = CellLibrary::builtin().unwrap();
+//! let trace = workloads::record(
+//!     &RecordOptions {
+//!         workload: workloads::workload("tree-lstm").unwrap(),
+//!         data: DataChoice::Default,
+//!         batch: 2,
+//!         hidden: 8,
+//!         level: Level::Cell,
+//!         seed: 1,
+//!     },
+//!     &cells,
+//! )
+//! .unwrap();
+//! let model = replay::model(&trace, &cells, 3).unwrap();
+//! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+//! assert!(v.plan().summary.fits_on_chip);
+//! let mut backward = TypewisePolicy;
+//! let batches = vpps::schedule(
+//!     &trace,
+//!     &mut CavsPolicy::default(),
+//!     Some(BackwardSchedule::Policy(&mut backward)),
+//! )
+//! .unwrap();
+//! let compiled = v.compile(&trace, &model, &batches).unwrap();
+//! let run = v.emulate(&trace, &model, &compiled, true).unwrap();
+//! assert!(run.loss > 0.0 && run.gradients.is_some());
+//! ```
+
+mod compile;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+mod emulator;
+pub mod kernel;
+mod lower;
+pub mod placement;
+pub mod script;
+pub mod target;
+#[cfg(test)]
+mod tests;
+
+use thiserror::Error;
+
+pub use compile::{Pool, PoolTooLarge, ScriptStats};
+pub use emulator::EmuStats;
+pub use placement::{PlaceOptions, Plan, Storage};
+pub use script::{Ins, Script, ScriptError};
+pub use target::Target;
+
+use self::emulator::MatParams;
+use self::lower::{ParamLayout, RoleCode};
+use super::cpu::BackwardSchedule;
+use super::{Model, ReplayError, Store};
+use crate::graph::{Graph, NodeId};
+use crate::sched::{BatchPolicy, SameTypeDag, run_policy};
+use crate::trace::Trace;
+
+/// VPPS failures.
+#[derive(Debug, Error)]
+pub enum VppsError {
+    /// The pool does not fit the format's 30-bit offsets.
+    #[error(transparent)]
+    PoolTooLarge(#[from] PoolTooLarge),
+    /// A malformed script.
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    /// Two processors touched the same float in one phase (a compiler bug:
+    /// a missing barrier), found by the emulator.
+    #[error(
+        "race at pool float {addr}: processor {vp} {action} it after {other} {did} it in the same phase (a missing grid barrier), in {ins}"
+    )]
+    Race {
+        /// Pool address.
+        addr: usize,
+        /// The processor that found it.
+        vp: u32,
+        /// What it did (`reads`, `writes`).
+        action: String,
+        /// The other one(s).
+        other: String,
+        /// What they did (`wrote`, `read`).
+        did: String,
+        /// The instruction.
+        ins: String,
+    },
+    /// Processors disagree on the barriers.
+    #[error("the script deadlocks: {0}")]
+    Deadlock(String),
+    /// The vpps executor asked for on the CPU.
+    #[error(
+        "the vpps executor runs on CUDA only (engine replay --executor vpps --device cuda); on the CPU, `engine script --emulate` runs its emulator"
+    )]
+    CudaOnly,
+    /// The device cannot hold every virtual processor at once.
+    #[error(
+        "the VPPS kernel fits {got} CTA(s) per SM with {smem} B of shared memory, the plan needs {want}: place with fewer CTAs per SM"
+    )]
+    Occupancy {
+        /// CTAs per SM the plan needs.
+        want: u32,
+        /// CTAs per SM the device can hold.
+        got: u32,
+        /// Dynamic shared memory per CTA, bytes.
+        smem: u32,
+    },
+    /// Training needs a loss.
+    #[error("workload {0} has no loss (no loss.sum node): nothing to train")]
+    NoLoss(String),
+}
+
+/// How to build a VPPS executor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VppsOptions {
+    /// The GPU to plan for (on a GPU, its own limits replace the preset's).
+    pub target: Target,
+    /// Placement options.
+    pub place: PlaceOptions,
+}
+
+impl Default for VppsOptions {
+    fn default() -> Self {
+        VppsOptions {
+            target: Target::h100(),
+            place: PlaceOptions::default(),
+        }
+    }
+}
+
+/// The forward batches of a schedule and, for training, the backward
+/// batches (on the reversed graph).
+pub struct Batches {
+    /// Forward batches.
+    pub forward: Vec<Vec<NodeId>>,
+    /// Backward batches (`None`: forward only).
+    pub backward: Option<Vec<Vec<NodeId>>>,
+}
+
+/// Runs `forward` over `trace` and, for training, batches the backward pass
+/// as `backward` says (the same [`BackwardSchedule`] the CPU training step
+/// takes: the forward batches reversed, or a policy on the reversed graph).
+pub fn schedule(
+    trace: &Trace,
+    forward: &mut dyn BatchPolicy,
+    backward: Option<BackwardSchedule<'_>>,
+) -> Result<Batches, ReplayError> {
+    let batches = |g: &Graph, p: &mut dyn BatchPolicy| -> Result<Vec<Vec<NodeId>>, ReplayError> {
+        let st = if p.needs_sub_frontier() {
+            SameTypeDag::new(g)
+        } else {
+            SameTypeDag::without_edges(g)
+        };
+        let (s, _) = run_policy(g, &st, p)?;
+        Ok(s.batches().map(|(_, b)| b.to_vec()).collect())
+    };
+    let forward = batches(&trace.graph, forward)?;
+    let backward = match backward {
+        // A node's gradient needs its consumers', and every consumer sits
+        // in a later forward batch: the reversed list is a valid schedule
+        // of the reversed graph.
+        Some(BackwardSchedule::ReverseForward) => Some(forward.iter().rev().cloned().collect()),
+        Some(BackwardSchedule::Policy(p)) => Some(batches(&trace.graph.reversed(), p)?),
+        None => None,
+    };
+    Ok(Batches { forward, backward })
+}
+
+/// A model prepared for VPPS: its placement and lowered cells.
+pub struct Vpps {
+    plan: Plan,
+    params: ParamLayout,
+    roles: Vec<RoleCode>,
+    mats: Vec<MatParams>,
+    rows_on: Vec<Vec<Vec<usize>>>,
+}
+
+/// A compiled mini-batch.
+pub struct Compiled {
+    /// The script.
+    pub script: Script,
+    /// Its statistics.
+    pub stats: ScriptStats,
+    /// The pool layout it addresses.
+    pub pool: Pool,
+    /// Whether it runs the backward pass.
+    pub training: bool,
+}
+
+/// What one emulated (or GPU) run produced.
+pub struct VppsRun {
+    /// The mini-batch loss (sum of the loss-sum nodes' outputs).
+    pub loss: f64,
+    /// Every node's outputs.
+    pub outputs: Store,
+    /// Per role and cell value, the parameter gradients (training only).
+    pub gradients: Option<Vec<Vec<Vec<f32>>>>,
+    /// Emulator counters.
+    pub stats: EmuStats,
+}
+
+impl Vpps {
+    /// Places `model` and lowers its cells.
+    pub fn new(model: &Model, opts: &VppsOptions) -> Vpps {
+        let plan = placement::place(model, &opts.target, &opts.place);
+        Vpps::with_plan(model, plan)
+    }
+
+    /// Lowers `model` against an existing plan.
+    pub fn with_plan(model: &Model, plan: Plan) -> Vpps {
+        let params = ParamLayout::new(model);
+        let roles = lower::lower(model, &plan, &params);
+        let mats = plan
+            .mats
+            .iter()
+            .map(|p| MatParams {
+                terms: p
+                    .mat
+                    .terms
+                    .iter()
+                    .map(|&(w, k)| (params.at[p.mat.role][w] as usize, k))
+                    .collect(),
+                bias: p.mat.bias.map(|b| params.at[p.mat.role][b] as usize),
+                grad_shift: params.total,
+            })
+            .collect();
+        let rows_on = (0..plan.mats.len())
+            .map(|mi| {
+                let mut per = vec![Vec::new(); plan.vps as usize];
+                for row in 0..plan.mats[mi].mat.m {
+                    per[plan.owner(mi, row).0 as usize].push(row);
+                }
+                per
+            })
+            .collect();
+        Vpps {
+            plan,
+            params,
+            roles,
+            mats,
+            rows_on,
+        }
+    }
+
+    /// The placement.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Compiles a mini-batch's schedule into a script.
+    pub fn compile(
+        &self,
+        trace: &Trace,
+        model: &Model,
+        batches: &Batches,
+    ) -> Result<Compiled, VppsError> {
+        let g = &trace.graph;
+        let pool = Pool::new(g, model, &self.roles, &self.plan, self.params.total)?;
+        let training = batches.backward.is_some();
+        if training
+            && !g
+                .nodes()
+                .any(|v| model.role_of(g, v).role.role == "loss.sum")
+        {
+            return Err(VppsError::NoLoss(trace.workload.clone()));
+        }
+        let mut c = compile::Compiler::new(g, model, &self.roles, &self.plan, &pool);
+        for b in &batches.forward {
+            c.forward(b);
+        }
+        if let Some(bw) = &batches.backward {
+            for b in bw {
+                c.backward(b);
+            }
+        }
+        let (script, stats) = c.finish();
+        Ok(Compiled {
+            script,
+            stats,
+            pool,
+            training,
+        })
+    }
+
+    /// The pool as the launch leaves it: parameters in place, everything
+    /// else zero.
+    pub fn initial_pool(&self, model: &Model, pool: &Pool) -> Vec<f32> {
+        let mut p = vec![0.0f32; pool.total];
+        for (ri, rm) in model.roles.iter().enumerate() {
+            for (v, data) in rm.params.iter().enumerate() {
+                let at = self.params.at[ri][v];
+                if at != u32::MAX {
+                    p[at as usize..at as usize + data.len()].copy_from_slice(data);
+                }
+            }
+        }
+        p
+    }
+
+    /// Reads a run's loss, outputs and gradients from the final pool.
+    pub fn read_back(&self, trace: &Trace, model: &Model, c: &Compiled, pool: &[f32]) -> VppsRun {
+        let g = &trace.graph;
+        let mut outputs = Store::new(g, model);
+        let mut loss = 0.0;
+        for v in g.nodes() {
+            let role = model.type_role[g.node_type(v).index()];
+            let rec = c.pool.node_rec[v.index()] as usize;
+            for (j, &(off, len, _)) in self.roles[role].outputs.iter().enumerate() {
+                let src = &pool[rec + off as usize..rec + (off + len) as usize];
+                outputs.output_mut(v, role, j).copy_from_slice(src);
+                if model.roles[role].role.role == "loss.sum" {
+                    loss += src.iter().map(|&x| f64::from(x)).sum::<f64>();
+                }
+            }
+        }
+        let gradients = c.training.then(|| {
+            model
+                .roles
+                .iter()
+                .enumerate()
+                .map(|(ri, rm)| {
+                    rm.params
+                        .iter()
+                        .enumerate()
+                        .map(|(v, p)| {
+                            let at = self.params.at[ri][v];
+                            if at == u32::MAX {
+                                Vec::new()
+                            } else {
+                                let g = at as usize + self.params.total;
+                                pool[g..g + p.len()].to_vec()
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        VppsRun {
+            loss,
+            outputs,
+            gradients,
+            stats: EmuStats::default(),
+        }
+    }
+
+    /// Runs a compiled mini-batch on the CPU emulator (`check_races`: the
+    /// float-by-float race detector, slower).
+    pub fn emulate(
+        &self,
+        trace: &Trace,
+        model: &Model,
+        c: &Compiled,
+        check_races: bool,
+    ) -> Result<VppsRun, VppsError> {
+        let mut pool = self.initial_pool(model, &c.pool);
+        let stats = emulator::run(
+            &c.script,
+            &self.plan,
+            &self.mats,
+            &self.rows_on,
+            &mut pool,
+            check_races,
+        )?;
+        let mut run = self.read_back(trace, model, c, &pool);
+        run.stats = stats;
+        Ok(run)
+    }
+
+    /// The kernel's CUDA C source for this model and plan.
+    pub fn kernel_source(&self) -> String {
+        kernel::source(&self.plan, &self.mats)
+    }
+}
