@@ -13,10 +13,11 @@ cargo run --release -q -p paper-repro -- --quick --out "$out"
 
 # Items drawn on every machine; `vpps` needs `--device cuda` and `peers` the
 # peers' environment (`paper-repro peers --install`), so they are checked for
-# their REPORT.md section, and `peers` for its files where it ran.
-items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8)
-all_items=("${items[@]}" vpps peers)
-extra_csv=(fig6-ratios cavs-fig8-paper)
+# their REPORT.md section, and `peers` / `peers-train` for their files where
+# they ran.
+items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8 cavs-fig10)
+all_items=("${items[@]}" vpps peers peers-train)
+extra_csv=(fig6-ratios cavs-fig8-paper cavs-fig8-backward)
 fail=0
 bad() { echo "main-job: $*" >&2; fail=1; }
 
@@ -49,6 +50,13 @@ if [ -e "$out/peers.png" ]; then
   check_png "$out/peers.png"
   check_svg "$out/peers.svg"
   for c in peers peers-split peers-checks rows/peers; do check_csv "$out/$c.csv"; done
+fi
+if [ -e "$out/peers-train.png" ]; then
+  check_png "$out/peers-train.png"
+  check_svg "$out/peers-train.svg"
+  for c in peers-train peers-train-split peers-train-checks rows/peers-train; do
+    check_csv "$out/$c.csv"
+  done
 fi
 report="$out/REPORT.md"
 if [ -s "$report" ]; then
