@@ -22,7 +22,7 @@ use crate::rows::{RowSet, at, field_string, num, uint};
 use super::{list, quick_note};
 
 /// The systems in table order, with their column names.
-const SYSTEMS: [(&str, &str); 7] = [
+pub(super) const SYSTEMS: [(&str, &str); 7] = [
     ("dynet-none", "DyNet"),
     ("dynet-agenda", "DyNet autobatch"),
     ("torch", "PyTorch eager"),
@@ -40,7 +40,8 @@ pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
-type Point = (String, u64, u64, u64);
+/// A grid point: workload, batch, hidden, threads.
+pub(super) type Point = (String, u64, u64, u64);
 
 fn point(r: &Value) -> Option<Point> {
     Some((
@@ -52,7 +53,7 @@ fn point(r: &Value) -> Option<Point> {
 }
 
 /// Groups rows by grid point, in first-seen order; per system its row.
-fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
+pub(super) fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
     let mut out: Vec<(Point, BTreeMap<String, &Value>)> = Vec::new();
     for r in &rows.rows {
         let (Some(p), Some(s)) = (point(r), field_string(r, "config.system")) else {
@@ -68,7 +69,8 @@ fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
     out
 }
 
-fn ok(r: &Value) -> bool {
+/// A row that measured (no error, metrics present).
+pub(super) fn ok(r: &Value) -> bool {
     r["error"].is_null() && r["metrics"].is_object()
 }
 
@@ -367,58 +369,18 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ]);
     }
 
-    // The figure: one panel per workload and thread count.
-    let mut panels = Vec::new();
     let workloads: Vec<String> = rows.distinct("config.workload");
     let threads = rows.distinct_u64("config.threads");
-    for w in &workloads {
-        for th in &threads {
-            let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
-                .iter()
-                .filter(|(p, _)| p.0 == *w && p.3 == *th)
-                .collect();
-            if here.is_empty() {
-                continue;
-            }
-            let categories: Vec<String> = here
-                .iter()
-                .map(|((_, b, h, _), _)| format!("b{b} h{h}"))
-                .collect();
-            let series: Vec<BarSeries> = SYSTEMS
-                .iter()
-                .filter(|(s, _)| here.iter().any(|(_, m)| tput(m, s).is_some()))
-                .map(|(s, c)| BarSeries {
-                    name: (*c).to_string(),
-                    values: here.iter().map(|(_, m)| tput(m, s)).collect(),
-                    paper: Vec::new(),
-                })
-                .collect();
-            panels.push(Panel::new(
-                format!("{w}, {th} thread{}", if *th == 1 { "" } else { "s" }),
-                GroupedBars {
-                    x_label: "batch, hidden".into(),
-                    y_label: "instances / s (log scale)".into(),
-                    y_scale: Scale::Log10,
-                    categories,
-                    series,
-                    reference_lines: Vec::new(),
-                },
-            ));
-        }
-    }
-    let cols = panels.len().clamp(1, 2);
-    let fig = Figure::grid(
+    let fig = figure(
+        ctx,
+        rows,
+        &pts,
+        "instances / s (log scale)",
         format!(
             "batchlab beside the real DyNet and PyTorch on {}: instances per second (higher is better)",
             list(&rows.distinct("provenance.machine.cpu"))
         ),
-        panels,
-        cols,
-        ctx.stamp.clone(),
     );
-    let fig = fig
-        .clone()
-        .with_size(fig.width.max(1600) + 200 * cols as u32, fig.height + 100);
     ctx.figure(sec, "peers", fig)?;
     ctx.table(sec, t)?;
     ctx.table(sec, split)?;
@@ -495,4 +457,61 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         sec.notes.push(q);
     }
     Ok(())
+}
+
+/// The peers' figure: per workload and thread count a panel of grouped bars,
+/// one bar per system of [`SYSTEMS`] that measured there (instances per
+/// second, log scale), two panels a row.
+pub(super) fn figure(
+    ctx: &Ctx,
+    rows: &RowSet,
+    pts: &[(Point, BTreeMap<String, &Value>)],
+    y_label: &str,
+    title: String,
+) -> Figure {
+    let tput = |m: &BTreeMap<String, &Value>, s: &str| {
+        m.get(s)
+            .filter(|r| ok(r))
+            .and_then(|r| num(r, "metrics.instances_per_s"))
+    };
+    let mut panels = Vec::new();
+    for w in &rows.distinct("config.workload") {
+        for th in &rows.distinct_u64("config.threads") {
+            let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
+                .iter()
+                .filter(|(p, _)| p.0 == *w && p.3 == *th)
+                .collect();
+            if here.is_empty() {
+                continue;
+            }
+            let categories: Vec<String> = here
+                .iter()
+                .map(|((_, b, h, _), _)| format!("b{b} h{h}"))
+                .collect();
+            let series: Vec<BarSeries> = SYSTEMS
+                .iter()
+                .filter(|(s, _)| here.iter().any(|(_, m)| tput(m, s).is_some()))
+                .map(|(s, c)| BarSeries {
+                    name: (*c).to_string(),
+                    values: here.iter().map(|(_, m)| tput(m, s)).collect(),
+                    paper: Vec::new(),
+                })
+                .collect();
+            panels.push(Panel::new(
+                format!("{w}, {th} thread{}", if *th == 1 { "" } else { "s" }),
+                GroupedBars {
+                    x_label: "batch, hidden".into(),
+                    y_label: y_label.into(),
+                    y_scale: Scale::Log10,
+                    categories,
+                    series,
+                    reference_lines: Vec::new(),
+                },
+            ));
+        }
+    }
+    let cols = panels.len().clamp(1, 2);
+    let fig = Figure::grid(title, panels, cols, ctx.stamp.clone());
+    let (w, h) = (fig.width.max(1600) + 200 * cols as u32, fig.height + 100);
+    fig.with_size(w, h)
 }

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 
-use figures::{BarSeries, Figure, GroupedBars, Panel, RefLine, Scale};
 use serde_json::Value;
 
 use crate::error::Result;
@@ -17,20 +16,10 @@ use crate::report::fmt::{ms, sig, span};
 use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, field_string, num, uint};
+use crate::rows::{RowSet, field_string, num};
 
+use super::peers::{SYSTEMS, figure, ok, points};
 use super::{list, quick_note};
-
-/// The systems in table order, with their column names.
-const SYSTEMS: [(&str, &str); 7] = [
-    ("dynet-none", "DyNet"),
-    ("dynet-agenda", "DyNet autobatch"),
-    ("torch", "PyTorch eager"),
-    ("reference", "batchlab reference"),
-    ("dynet", "batchlab dynet"),
-    ("cavs", "batchlab cavs"),
-    ("edbatch", "batchlab edbatch"),
-];
 
 /// batchlab's batching executors, one of which is "batchlab's best".
 const BATCHLAB_BEST: [&str; 3] = ["dynet", "cavs", "edbatch"];
@@ -41,37 +30,6 @@ pub const GRAD_TOLERANCE: f64 = 1e-4;
 /// The paper's statements: none, this item compares with the real systems.
 pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
     Ok(Vec::new())
-}
-
-type Point = (String, u64, u64, u64);
-
-fn ok(r: &Value) -> bool {
-    r["error"].is_null() && r["metrics"].is_object()
-}
-
-/// Rows grouped by grid point (first-seen order); per system its row.
-fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
-    let mut out: Vec<(Point, BTreeMap<String, &Value>)> = Vec::new();
-    for r in &rows.rows {
-        let p = (|| {
-            Some((
-                field_string(r, "config.workload")?,
-                uint(r, "config.batch")?,
-                uint(r, "config.hidden")?,
-                uint(r, "config.threads")?,
-            ))
-        })();
-        let (Some(p), Some(s)) = (p, field_string(r, "config.system")) else {
-            continue;
-        };
-        match out.iter_mut().find(|(q, _)| *q == p) {
-            Some((_, m)) => {
-                m.insert(s, r);
-            }
-            None => out.push((p, BTreeMap::from([(s, r)]))),
-        }
-    }
-    out
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
@@ -209,56 +167,18 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         }
     }
 
-    let mut panels = Vec::new();
     let workloads = rows.distinct("config.workload");
     let threads = rows.distinct_u64("config.threads");
-    for w in &workloads {
-        for th in &threads {
-            let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
-                .iter()
-                .filter(|(p, _)| p.0 == *w && p.3 == *th)
-                .collect();
-            if here.is_empty() {
-                continue;
-            }
-            let series: Vec<BarSeries> = SYSTEMS
-                .iter()
-                .filter(|(s, _)| here.iter().any(|(_, m)| tput(m, s).is_some()))
-                .map(|(s, c)| BarSeries {
-                    name: (*c).to_string(),
-                    values: here.iter().map(|(_, m)| tput(m, s)).collect(),
-                    paper: Vec::new(),
-                })
-                .collect();
-            panels.push(Panel::new(
-                format!("{w}, {th} thread{}", if *th == 1 { "" } else { "s" }),
-                GroupedBars {
-                    x_label: "batch, hidden".into(),
-                    y_label: "training instances / s (log scale)".into(),
-                    y_scale: Scale::Log10,
-                    categories: here
-                        .iter()
-                        .map(|((_, b, h, _), _)| format!("b{b} h{h}"))
-                        .collect(),
-                    series,
-                    reference_lines: Vec::<RefLine>::new(),
-                },
-            ));
-        }
-    }
-    let cols = panels.len().clamp(1, 2);
-    let fig = Figure::grid(
+    let fig = figure(
+        ctx,
+        rows,
+        &pts,
+        "training instances / s (log scale)",
         format!(
             "Training: batchlab beside the real DyNet and PyTorch on {} (higher is better)",
             list(&rows.distinct("provenance.machine.cpu"))
         ),
-        panels,
-        cols,
-        ctx.stamp.clone(),
     );
-    let fig = fig
-        .clone()
-        .with_size(fig.width.max(1600) + 200 * cols as u32, fig.height + 100);
     ctx.figure(sec, "peers-train", fig)?;
     ctx.table(sec, t)?;
     ctx.table(sec, split)?;
