@@ -307,6 +307,65 @@ multiversion! {
     }
 }
 
+/// The vector–Jacobian products of the backward row ops: each writes
+/// `dx = …` when `store` (the op is the gradient's first writer) and
+/// `dx += …` otherwise.
+macro_rules! vjp {
+    ($(#[$m:meta])* pub fn $name:ident($dy:ident, $v:ident: $vt:ty, $dx:ident) => |$g:ident, $x:ident| $e:expr) => {
+        multiversion! {
+            $(#[$m])*
+            pub fn $name($dy: &[f32], $v: $vt, $dx: &mut [f32], store: bool) {
+                if store {
+                    vjp!(@loop $dy, $v, $dx, $g, $x, =, $e);
+                } else {
+                    vjp!(@loop $dy, $v, $dx, $g, $x, +=, $e);
+                }
+            }
+        }
+    };
+    (@loop $dy:ident, $v:ident, $dx:ident, $g:ident, $x:ident, $op:tt, $e:expr) => {
+        for ((d, &$g), &$x) in $dx.iter_mut().zip($dy).zip($v) {
+            *d $op $e;
+        }
+    };
+}
+
+vjp! {
+    /// Sigmoid's: `dx (+)= dy · y(1 − y)` (`v` = `y`).
+    pub fn sigmoid_vjp(dy, v: &[f32], dx) => |g, y| g * y * (1.0 - y)
+}
+
+vjp! {
+    /// Tanh's: `dx (+)= dy · (1 − y²)` (`v` = `y`).
+    pub fn tanh_vjp(dy, v: &[f32], dx) => |g, y| g * (1.0 - y * y)
+}
+
+vjp! {
+    /// ReLU's: `dx (+)= dy · [x > 0]` (`v` = `x`).
+    pub fn relu_vjp(dy, v: &[f32], dx) => |g, x| if x > 0.0 { g } else { 0.0 }
+}
+
+vjp! {
+    /// A product's, per factor: `dx (+)= dy · o` (`v` = the other factor).
+    pub fn mul_vjp(dy, v: &[f32], dx) => |g, o| g * o
+}
+
+multiversion! {
+    /// A scaled identity's (add, sub, sum, mean, concat, slice, bias):
+    /// `dx (+)= s · dy`.
+    pub fn scaled_vjp(dy: &[f32], s: f32, dx: &mut [f32], store: bool) {
+        if store {
+            for (d, &g) in dx.iter_mut().zip(dy) {
+                *d = g * s;
+            }
+        } else {
+            for (d, &g) in dx.iter_mut().zip(dy) {
+                *d += g * s;
+            }
+        }
+    }
+}
+
 multiversion! {
     /// `y *= s` elementwise.
     pub fn scale(y: &mut [f32], s: f32) {

@@ -5,17 +5,22 @@
 //! [`GradPlan`], then the parameter gradients (per batch, or deferred to one
 //! product per parameter: lazy batching).
 //!
-//! Memory: the forward records of every node (what backward reads), the
-//! gradient records of every node (laid out in backward batch order), the
-//! output gradients of every node (store-shaped) and the parameter
-//! gradients. All are sized once per trace and reused by every run;
-//! [`TrainRun::kept_bytes`] reports them.
+//! Memory: the forward records of every node (what backward reads), one
+//! batch's gradient records (a scratch reused by every batch, so it stays in
+//! cache), what lazy batching keeps of them for the deferred weight
+//! gradients (the products' output gradients, laid out in backward batch
+//! order), the output gradients of every node (store-shaped) and the
+//! parameter gradients. All are sized once per trace and reused by every
+//! run; [`TrainRun::kept_bytes`] reports them.
 
 use std::time::Instant;
 
 use super::exec::{KeptRecords, RowBuffers};
-use super::gemm::{ASeg, COut, GemmScratch, Init, MAX_SEGS, OuterScratch, gemm, gemm_outer_acc};
-use super::grad::{GDst, GKind, GRowOp, GStep, GradPlan};
+use super::gemm::{
+    ASeg, COut, GemmScratch, MAX_SEGS, OuterScratch, PackedRows, gemm_outer_acc,
+    gemm_outer_acc_packed, gemm_reusing,
+};
+use super::grad::{GDst, GKind, GRowOp, GStep, GradPlan, LazyGroup, ParamTerm};
 use super::plan::{Buf, View};
 use super::threads::{SharedMut, Threads};
 use super::{CpuReplay, CpuRun, ops};
@@ -72,13 +77,27 @@ pub(crate) struct Backward {
     reversed: Graph,
     /// Output gradients of every node (the store's layout).
     dout: Store,
-    /// Gradient records, one per node, in backward batch order.
+    /// Per node, the index of its first output in `dout_set`.
+    dout_at: Vec<usize>,
+    /// Whether an output gradient holds a value yet this run: the first
+    /// contribution stores, later ones add, and one never set reads as zero
+    /// (no per-run zeroing of `dout`).
+    dout_set: Vec<bool>,
+    /// One batch's gradient records (grown to the largest batch).
     grads: Vec<f32>,
-    bump: usize,
+    /// Lazy batching: every node's [`GradPlan::dy_ranges`], packed per role
+    /// and range (rows in backward order) at `packed[role][range]`
+    /// (allocated by the first lazy run: `kept_total` floats).
+    kept_dy: Vec<f32>,
+    kept_total: usize,
+    packed: Vec<Vec<(usize, PackedRows)>>,
+    /// Rows of each role kept so far in this run.
+    next_row: Vec<usize>,
     /// Parameter gradients per role (the program's parameter order).
     pub pgrads: Vec<Vec<f32>>,
-    /// Lazy parameter terms' rows, per role and term.
-    lazy: Vec<Vec<Vec<(usize, usize)>>>,
+    /// Lazy batching's rows, per role and [`LazyGroup`]: the address of
+    /// each row's input (none for biases).
+    lazy: Vec<Vec<Vec<usize>>>,
     rows: Vec<(usize, usize)>,
     fwd_ptrs: Vec<usize>,
     in_ptrs: Vec<usize>,
@@ -114,10 +133,31 @@ impl Backward {
             .zip(programs)
             .map(|(rm, p)| GradPlan::new(rm, p, true))
             .collect();
-        let total: usize = g
-            .nodes()
-            .map(|v| plans[model.type_role[g.node_type(v).index()]].units)
-            .sum();
+        let mut dout_at = Vec::with_capacity(g.len());
+        let mut outputs = 0;
+        for v in g.nodes() {
+            dout_at.push(outputs);
+            outputs += plans[model.type_role[g.node_type(v).index()]].outputs.len();
+        }
+        let mut rows = vec![0usize; plans.len()];
+        for v in g.nodes() {
+            rows[model.type_role[g.node_type(v).index()]] += 1;
+        }
+        let mut kept = 0;
+        let packed: Vec<Vec<(usize, PackedRows)>> = plans
+            .iter()
+            .zip(&rows)
+            .map(|(p, &k)| {
+                p.dy_ranges
+                    .iter()
+                    .map(|&(_, m)| {
+                        let layout = PackedRows { m, k };
+                        kept += layout.len();
+                        (kept - layout.len(), layout)
+                    })
+                    .collect()
+            })
+            .collect();
         let widest = model
             .roles
             .iter()
@@ -132,14 +172,19 @@ impl Backward {
         Ok(Backward {
             lazy: plans
                 .iter()
-                .map(|p| vec![Vec::new(); p.terms.len()])
+                .map(|p| vec![Vec::new(); p.lazy.len()])
                 .collect(),
             pgrads: plans.iter().map(|p| vec![0.0; p.pgrad_len]).collect(),
             plans,
             reversed: g.reversed(),
             dout: Store::new(g, model),
-            grads: vec![0.0; total],
-            bump: 0,
+            dout_at,
+            dout_set: vec![false; outputs],
+            grads: Vec::new(),
+            kept_dy: Vec::new(),
+            kept_total: kept,
+            packed,
+            next_row: vec![0; rows.len()],
             rows: Vec::new(),
             fwd_ptrs: Vec::new(),
             in_ptrs: Vec::new(),
@@ -155,6 +200,7 @@ impl Backward {
     pub(crate) fn bytes(&self) -> u64 {
         4 * (self.dout.arena.len()
             + self.grads.len()
+            + self.kept_dy.len()
             + self.pgrads.iter().map(Vec::len).sum::<usize>()) as u64
     }
 }
@@ -418,13 +464,15 @@ fn run_backward(
     opts: &TrainOptions,
 ) -> Result<CpuRun, ReplayError> {
     let t0 = Instant::now();
-    // Output gradients start at zero but for the loss sums' (d loss = 1).
-    bw.dout.arena.fill(0.0);
+    // Output gradients start unset (zero) but for the loss sums' (d loss =
+    // 1).
+    bw.dout_set.fill(false);
     for v in g.nodes() {
         if bw.seeds[model.type_role[g.node_type(v).index()]] {
             let role = model.type_role[g.node_type(v).index()];
             for j in 0..bw.plans[role].outputs.len() {
                 bw.dout.output_mut(v, role, j).fill(1.0);
+                bw.dout_set[bw.dout_at[v.index()] + j] = true;
             }
         }
     }
@@ -434,7 +482,10 @@ fn run_backward(
     for l in bw.lazy.iter_mut().flatten() {
         l.clear();
     }
-    bw.bump = 0;
+    bw.next_row.fill(0);
+    if opts.lazy && bw.kept_dy.len() < bw.kept_total {
+        bw.kept_dy.resize(bw.kept_total, 0.0);
+    }
     let rg = std::mem::replace(&mut bw.reversed, Graph::empty());
     let exact = matches!(&order, Order::Policy(p) if p.needs_sub_frontier());
     let st = threads.install(|| {
@@ -491,19 +542,36 @@ fn run_backward(
     }
     bw.reversed = rg;
     result?;
-    // Lazy batching: every parameter term as one product over all its rows.
+    // Lazy batching: every stack of parameter terms as one product over all
+    // its rows.
     if opts.lazy {
         let t = Instant::now();
         for (role, plan) in bw.plans.iter().enumerate() {
-            for (ti, term) in plan.terms.iter().enumerate() {
-                let rows = &bw.lazy[role][ti];
-                if rows.is_empty() {
+            for (gi, group) in plan.lazy.iter().enumerate() {
+                let rows = &bw.lazy[role][gi];
+                if bw.next_row[role] == 0 {
                     continue;
                 }
+                assert_eq!(
+                    bw.next_row[role],
+                    bw.packed[role].first().map_or(0, |p| p.1.k),
+                    "a backward pass that did not visit every node"
+                );
                 // SAFETY: the rows are addresses of kept forward values and of
-                // gradient records of this run, none inside the parameter
-                // gradients.
-                unsafe { param_term(threads, term, rows, &mut bw.pgrads[role], &mut bw.outer) };
+                // kept output gradients of this run, none inside the
+                // parameter gradients.
+                unsafe {
+                    lazy_group(
+                        threads,
+                        group,
+                        &plan.terms,
+                        rows,
+                        &bw.kept_dy,
+                        &bw.packed[role],
+                        &mut bw.pgrads[role],
+                        &mut bw.outer,
+                    )
+                };
                 c.kernels += 1;
             }
         }
@@ -523,6 +591,34 @@ enum Order<'a> {
     /// Reversed forward batches (`None`: node by node, the reference).
     Reverse(Option<&'a crate::sched::Schedule>),
     Policy(&'a mut dyn BatchPolicy),
+}
+
+/// One [`LazyGroup`] over its rows (`xs` their inputs), the output
+/// gradients packed ahead.
+///
+/// # Safety
+/// As [`gemm_outer_acc_packed`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn lazy_group(
+    threads: &Threads,
+    group: &LazyGroup,
+    terms: &[ParamTerm],
+    xs: &[usize],
+    kept_dy: &[f32],
+    packed: &[(usize, PackedRows)],
+    pgrad: &mut [f32],
+    outer: &mut OuterScratch,
+) {
+    let outs: Vec<(&[f32], PackedRows, usize)> = group
+        .terms
+        .iter()
+        .map(|&t| {
+            let (at, layout) = packed[terms[t].range];
+            (&kept_dy[at..at + layout.len()], layout, terms[t].dw)
+        })
+        .collect();
+    // SAFETY: the caller's contract; the terms' dW are distinct parameters.
+    unsafe { gemm_outer_acc_packed(threads, group.n, xs, &outs, pgrad, outer) };
 }
 
 /// `dW += Σ dy ⊗ x` (or `db += Σ dy`) over `rows`.
@@ -576,10 +672,23 @@ fn backward_batch(
     grow(&mut bw.fwd_ptrs, k);
     grow(&mut bw.in_ptrs, k * n_in);
     grow(&mut bw.out_ptrs, k * n_out);
-    let base = bw.bump;
-    bw.bump += k * plan.units;
-    let grads = &mut bw.grads[base..base + k * plan.units];
-    grads.fill(0.0);
+    if bw.grads.len() < k * plan.units {
+        bw.grads.resize(k * plan.units, 0.0);
+    }
+    let grads = &mut bw.grads[..k * plan.units];
+    // Only what is read before it is written starts at zero (the plan's
+    // first writers store).
+    match plan.zero.as_slice() {
+        [] => {}
+        [(0, n)] if *n == plan.units => grads.fill(0.0),
+        ranges => {
+            for rec in grads.chunks_exact_mut(plan.units) {
+                for &(at, n) in ranges {
+                    rec[at..at + n].fill(0.0);
+                }
+            }
+        }
+    }
     let arena = kept.arena.as_ptr();
     let store_arena = store.arena.as_ptr();
     let zeros = bw.zeros.as_ptr().expose_provenance();
@@ -625,9 +734,13 @@ fn backward_batch(
             }
         }
         for (j, &(off, n)) in plan.outputs.iter().enumerate() {
-            let src = bw.dout.output(v, role, j);
             // SAFETY: row r's gradient record.
-            unsafe { std::slice::from_raw_parts_mut(b.grad(r, off), n) }.copy_from_slice(src);
+            let dst = unsafe { std::slice::from_raw_parts_mut(b.grad(r, off), n) };
+            if bw.dout_set[bw.dout_at[v.index()] + j] {
+                dst.copy_from_slice(bw.dout.output(v, role, j));
+            } else {
+                dst.fill(0.0);
+            }
             c.bytes_gathered += 4 * n as u64;
         }
     }
@@ -642,14 +755,15 @@ fn backward_batch(
                 }
                 // SAFETY: as above.
                 let out = unsafe { COut::raw(b.grad(0, s.c), plan.units) };
-                gemm(
+                gemm_reusing(
                     threads,
                     k,
                     &a[..s.a.len()],
                     &s.b,
                     out,
-                    Init::Accumulate,
+                    s.init,
                     &mut bw.gemm,
+                    s.reuse_a,
                 );
                 c.kernels += 1;
             }
@@ -679,29 +793,46 @@ fn backward_batch(
             GStep::Params(terms) => {
                 for &ti in terms {
                     let term = &plan.terms[ti];
-                    let rows = if opts.lazy {
-                        &mut bw.lazy[role][ti]
-                    } else {
-                        &mut bw.rows
-                    };
-                    if !opts.lazy {
-                        rows.clear();
+                    if opts.lazy && term.x.is_some() {
+                        // Deferred: the rows are kept at the end of the
+                        // batch. (Biases are sums, not products: nothing to
+                        // batch, and the records are in cache now.)
+                        continue;
                     }
+                    bw.rows.clear();
                     for r in 0..k {
                         let dy = b.grad(r, term.dy).expose_provenance();
                         let x = term.x.map_or(0, |x| b.ptr(x, r).expose_provenance());
-                        rows.push((dy, x));
+                        bw.rows.push((dy, x));
                     }
-                    if !opts.lazy {
-                        // SAFETY: addresses of this batch's gradient records
-                        // and kept forward values.
-                        unsafe {
-                            param_term(threads, term, &bw.rows, &mut bw.pgrads[role], &mut bw.outer)
-                        };
-                        c.kernels += 1;
-                    }
+                    // SAFETY: addresses of this batch's gradient records and
+                    // kept forward values.
+                    unsafe {
+                        param_term(threads, term, &bw.rows, &mut bw.pgrads[role], &mut bw.outer)
+                    };
+                    c.kernels += 1;
                 }
             }
+        }
+    }
+    if opts.lazy && !plan.lazy.is_empty() {
+        // Keep the products' output gradients for the deferred terms, packed
+        // as their products read them: the records are scratch the next
+        // batch overwrites.
+        let p0 = bw.next_row[role];
+        bw.next_row[role] += k;
+        for (d, &(at, m)) in plan.dy_ranges.iter().enumerate() {
+            let (off, layout) = bw.packed[role][d];
+            let dst = &mut bw.kept_dy[off..off + layout.len()];
+            for r in 0..k {
+                // SAFETY: row r's gradient record.
+                let src = unsafe { std::slice::from_raw_parts(b.grad(r, at), m) };
+                layout.put(dst, p0 + r, src);
+            }
+        }
+        for (gi, group) in plan.lazy.iter().enumerate() {
+            let rows = &mut bw.lazy[role][gi];
+            rows.extend((0..k).map(|r| b.ptr(group.x, r).expose_provenance()));
         }
     }
     // Exit: input gradients into the producers' output gradients.
@@ -713,7 +844,14 @@ fn backward_batch(
                 for (j, &(off, n)) in inputs.iter().enumerate() {
                     // SAFETY: row r's gradient record.
                     let src = unsafe { std::slice::from_raw_parts(b.grad(r, off), n) };
-                    super::simd::accumulate(bw.dout.output_mut(u, ur, j), src);
+                    let dst = bw.dout.output_mut(u, ur, j);
+                    let set = &mut bw.dout_set[bw.dout_at[u.index()] + j];
+                    if *set {
+                        super::simd::accumulate(dst, src);
+                    } else {
+                        dst.copy_from_slice(src);
+                        *set = true;
+                    }
                     c.bytes_scattered += 4 * n as u64;
                 }
             }
@@ -735,49 +873,21 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
         let val = |i: usize| std::slice::from_raw_parts(b.val(op.vals[i], r), op.arg_len[i]);
         let y = || std::slice::from_raw_parts(b.val(op.y, r), len);
         let dx = |i: usize| std::slice::from_raw_parts_mut(b.dst(r, op.dx[i]), op.arg_len[i]);
+        let st = |i: usize| op.store[i];
+        use super::simd::{mul_vjp, relu_vjp, scaled_vjp, sigmoid_vjp, tanh_vjp};
         match &op.kind {
-            GKind::Sigmoid => {
-                let (y, d) = (y(), dx(0));
-                for ((d, &g), &y) in d.iter_mut().zip(dy).zip(y) {
-                    *d += g * y * (1.0 - y);
-                }
-            }
-            GKind::Tanh => {
-                let (y, d) = (y(), dx(0));
-                for ((d, &g), &y) in d.iter_mut().zip(dy).zip(y) {
-                    *d += g * (1.0 - y * y);
-                }
-            }
-            GKind::Relu => {
-                let (x, d) = (val(0), dx(0));
-                for ((d, &g), &x) in d.iter_mut().zip(dy).zip(x) {
-                    if x > 0.0 {
-                        *d += g;
-                    }
-                }
-            }
-            GKind::OneMinus => {
-                for (d, &g) in dx(0).iter_mut().zip(dy) {
-                    *d -= g;
-                }
-            }
+            GKind::Sigmoid => sigmoid_vjp(dy, y(), dx(0), st(0)),
+            GKind::Tanh => tanh_vjp(dy, y(), dx(0), st(0)),
+            GKind::Relu => relu_vjp(dy, val(0), dx(0), st(0)),
+            GKind::OneMinus => scaled_vjp(dy, -1.0, dx(0), st(0)),
             GKind::Add | GKind::Sub => {
-                super::simd::accumulate(dx(0), dy);
-                let d = dx(1);
-                if op.kind == GKind::Add {
-                    super::simd::accumulate(d, dy);
-                } else {
-                    for (d, &g) in d.iter_mut().zip(dy) {
-                        *d -= g;
-                    }
-                }
+                scaled_vjp(dy, 1.0, dx(0), st(0));
+                let s = if op.kind == GKind::Add { 1.0 } else { -1.0 };
+                scaled_vjp(dy, s, dx(1), st(1));
             }
             GKind::Mul => {
                 for i in 0..2 {
-                    let other = val(1 - i);
-                    for ((d, &g), &o) in dx(i).iter_mut().zip(dy).zip(other) {
-                        *d += g * o;
-                    }
+                    mul_vjp(dy, val(1 - i), dx(i), st(i));
                 }
             }
             GKind::Sum { mean } => {
@@ -787,21 +897,19 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
                     1.0
                 };
                 for i in 0..op.vals.len() {
-                    for (d, &g) in dx(i).iter_mut().zip(dy) {
-                        *d += g * s;
-                    }
+                    scaled_vjp(dy, s, dx(i), st(i));
                 }
             }
             GKind::Concat => {
                 let mut at = 0;
                 for i in 0..op.vals.len() {
                     let n = op.arg_len[i];
-                    super::simd::accumulate(dx(i), &dy[at..at + n]);
+                    scaled_vjp(&dy[at..at + n], 1.0, dx(i), st(i));
                     at += n;
                 }
             }
             GKind::Slice { start } => {
-                super::simd::accumulate(&mut dx(0)[*start..*start + len], dy);
+                scaled_vjp(dy, 1.0, &mut dx(0)[*start..*start + len], st(0));
             }
             GKind::Lookup { rows } => {
                 let row = data.0 as usize % rows;
@@ -816,7 +924,7 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
                 {
                     let s: f32 = yc.iter().zip(gc).map(|(y, g)| y * g).sum();
                     for ((d, &y), &g) in dc.iter_mut().zip(yc).zip(gc) {
-                        *d += y * (g - s);
+                        *d = y * (g - s) + if st(0) { 0.0 } else { *d };
                     }
                 }
             }
@@ -846,7 +954,7 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
                             (xc[i] - max).exp()
                         };
                         let onehot = if i == label { 1.0 } else { 0.0 };
-                        *d += g * (e / sum - onehot);
+                        *d = g * (e / sum - onehot) + if st(0) { 0.0 } else { *d };
                     }
                 }
             }
