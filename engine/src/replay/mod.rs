@@ -128,6 +128,20 @@ pub struct Counters {
     pub bytes_scattered: u64,
 }
 
+impl Counters {
+    /// Adds what one chunk of a batch's rows did: its bytes always, its
+    /// batch and kernels only for the first chunk (a batch is one launch
+    /// however the CPU splits its rows).
+    pub(crate) fn add_chunk(&mut self, part: &Counters, first: bool) {
+        if first {
+            self.batches += part.batches;
+            self.kernels += part.kernels;
+        }
+        self.bytes_gathered += part.bytes_gathered;
+        self.bytes_scattered += part.bytes_scattered;
+    }
+}
+
 /// Timing split of one run (ED-Batch Fig. 9), in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TimeSplit {

@@ -90,6 +90,44 @@ fn batched_executors_match_the_reference_on_every_workload_on_cuda() {
     batched_executors_match_the_reference_on(DeviceKind::Cuda(0));
 }
 
+/// Large batches run in chunks of rows: chunked down to three rows, every
+/// workload's outputs are bit-identical to the whole-batch run's (a row's
+/// arithmetic does not depend on its batch), with the same counters.
+#[test]
+fn chunked_batches_give_the_same_outputs_and_counts() {
+    use crate::replay::cpu::TEST_CHUNK_ROWS;
+    let cells = CellLibrary::builtin().unwrap();
+    for w in WORKLOADS {
+        let trace = record(w.name, 8, 16);
+        let m = model(&trace, &cells, 5).unwrap();
+        let run = || {
+            let mut ex = Executor::Policy(Box::new(TypewisePolicy));
+            // One thread: several run batches whole.
+            let opts = SessionOptions {
+                cpu: crate::replay::cpu::CpuOptions {
+                    threads: Some(1),
+                    fuse: true,
+                },
+            };
+            let mut session =
+                Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
+            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+            let out: Vec<Vec<f32>> = trace
+                .graph
+                .nodes()
+                .map(|v| session.outputs().node(v).to_vec())
+                .collect();
+            (run.counters, out)
+        };
+        let (whole_counts, whole) = run();
+        let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
+        let (chunked_counts, chunked) = run();
+        TEST_CHUNK_ROWS.with(|c| c.set(old));
+        assert_eq!(chunked, whole, "{}", w.name);
+        assert_eq!(chunked_counts, whole_counts, "{}", w.name);
+    }
+}
+
 #[test]
 fn other_seed_gives_other_numbers() {
     let cells = CellLibrary::builtin().unwrap();
@@ -290,6 +328,42 @@ mod training {
                     w.name
                 );
             }
+        }
+    }
+
+    /// Large batches run in chunks of rows (their records kept in cache):
+    /// chunked down to three rows, every workload's loss and gradients
+    /// equal the whole-batch run's.
+    #[test]
+    fn chunked_backward_batches_compute_the_same_gradients() {
+        use crate::replay::cpu::TEST_CHUNK_ROWS;
+        let cells = CellLibrary::builtin().unwrap();
+        for w in WORKLOADS {
+            let trace = record(w.name, 6, 8);
+            let m = model(&trace, &cells, 9).unwrap();
+            let run = || {
+                train(
+                    &trace,
+                    &m,
+                    &cells,
+                    Executor::Cavs,
+                    // One thread: several run batches whole.
+                    SessionOptions {
+                        cpu: CpuOptions {
+                            threads: Some(1),
+                            fuse: true,
+                        },
+                    },
+                    TrainOptions { lazy: true },
+                )
+            };
+            let (loss, whole) = run();
+            let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
+            let (chunked_loss, chunked) = run();
+            TEST_CHUNK_ROWS.with(|c| c.set(old));
+            assert_eq!(loss, chunked_loss);
+            let (err, role, v) = worst_gradient(&chunked, &whole);
+            assert!(err < 1e-5, "{} role {role} value {v}: {err:.2e}", w.name);
         }
     }
 

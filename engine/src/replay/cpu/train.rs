@@ -508,19 +508,25 @@ fn run_backward(
         let mut on_batch = |batch: &[NodeId]| {
             let t = Instant::now();
             let role = model.type_role[g.node_type(batch[0]).index()];
-            backward_batch(
-                g,
-                model,
-                &fwd_plans[role],
-                role,
-                bw,
-                kept,
-                store,
-                threads,
-                batch,
-                opts,
-                &mut c,
-            );
+            // In chunks of rows whose gradient records stay in cache (a
+            // 1,200-row leaf batch at h512 has 24 MB of them).
+            for (i, part) in batch.chunks(super::chunk_rows(threads)).enumerate() {
+                let mut pc = Counters::default();
+                backward_batch(
+                    g,
+                    model,
+                    &fwd_plans[role],
+                    role,
+                    bw,
+                    kept,
+                    store,
+                    threads,
+                    part,
+                    opts,
+                    &mut pc,
+                );
+                c.add_chunk(&pc, i == 0);
+            }
             exec += t.elapsed().as_secs_f64();
         };
         match order {
