@@ -410,31 +410,8 @@ unsafe fn outer_block(
         unsafe { std::slice::from_raw_parts(x(p), n) }
     });
     let c = COut::new(dw, 0, n, m, n);
-    let packed: &[f32] = a;
-    let isa = simd::isa();
-    let (n_panels, m_panels) = (b.n_pad() / NR, m_pad / MR);
     let t = threads.count_for(2 * m * n * k);
-    let b: &PackedB = b;
-    if t <= 1 {
-        run_block(
-            isa,
-            m,
-            packed,
-            b,
-            c,
-            Init::Accumulate,
-            0..n_panels,
-            0..m_panels,
-        );
-    } else if n_panels >= 2 * t || m_panels < t {
-        threads.split(n_panels, t, |r| {
-            run_block(isa, m, packed, b, c, Init::Accumulate, r, 0..m_panels)
-        });
-    } else {
-        threads.split(m_panels, t, |r| {
-            run_block(isa, m, packed, b, c, Init::Accumulate, 0..n_panels, r)
-        });
-    }
+    run_panels(threads, t, m, a, b, c, Init::Accumulate);
 }
 
 /// The output gradients of a deferred weight-gradient product, packed as
@@ -453,16 +430,11 @@ pub struct PackedRows {
 
 impl PackedRows {
     /// Floats the packed rows take.
-    pub fn len(&self) -> usize {
+    pub fn floats(&self) -> usize {
         self.m.div_ceil(MR) * MR * self.k
     }
 
-    /// Whether there is nothing to pack.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Puts row `p` (`m` floats of `src`) into `dst` (`len()` floats; the
+    /// Puts row `p` (`m` floats of `src`) into `dst` (`floats()` of them; the
     /// padding floats are never written, so `dst` must start zeroed).
     pub fn put(&self, dst: &mut [f32], p: usize, src: &[f32]) {
         let m_pad = self.m.div_ceil(MR) * MR;
@@ -508,7 +480,7 @@ pub unsafe fn gemm_outer_acc_packed(
     let k = xs.len();
     for &(a, rows, w) in outs {
         assert!(
-            rows.k == k && a.len() >= rows.len(),
+            rows.k == k && a.len() >= rows.floats(),
             "packed rows do not match"
         );
         assert!(dw.len() >= w + rows.m * n, "dW too small");
@@ -534,29 +506,8 @@ pub unsafe fn gemm_outer_acc_packed(
             let m_pad = m.div_ceil(MR) * MR;
             let packed = &a[k0 * m_pad..][..m_pad * kc];
             let c = COut::new(dw, w, n, m, n);
-            let isa = simd::isa();
-            let (n_panels, m_panels) = (b.n_pad() / NR, m_pad / MR);
             let t = threads.count_for(2 * m * n * kc);
-            if t <= 1 {
-                run_block(
-                    isa,
-                    m,
-                    packed,
-                    b,
-                    c,
-                    Init::Accumulate,
-                    0..n_panels,
-                    0..m_panels,
-                );
-            } else if n_panels >= 2 * t || m_panels < t {
-                threads.split(n_panels, t, |r| {
-                    run_block(isa, m, packed, b, c, Init::Accumulate, r, 0..m_panels)
-                });
-            } else {
-                threads.split(m_panels, t, |r| {
-                    run_block(isa, m, packed, b, c, Init::Accumulate, 0..n_panels, r)
-                });
-            }
+            run_panels(threads, t, m, packed, b, c, Init::Accumulate);
         }
     }
 }
@@ -637,9 +588,23 @@ pub fn gemm_reusing(
             pack_a(m, a, k, packed);
         }
     }
-    let packed: &[f32] = packed;
+    run_panels(threads, t, m, packed, b, c, init);
+}
+
+/// Every kernel call of `C = init + A·Wᵀ` (`A` packed for `m` rows, one
+/// or more K blocks as `b`) on `t` threads: split over weight panels when
+/// there are enough of them, else over row panels.
+fn run_panels(
+    threads: &super::threads::Threads,
+    t: usize,
+    m: usize,
+    packed: &[f32],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+) {
     let isa = simd::isa();
-    let n_panels = b.n_pad() / NR;
+    let (n_panels, m_panels) = (b.n_pad() / NR, m.div_ceil(MR));
     if t <= 1 {
         run_block(isa, m, packed, b, c, init, 0..n_panels, 0..m_panels);
     } else if n_panels >= 2 * t || m_panels < t {
@@ -1192,7 +1157,7 @@ mod tests {
             .iter()
             .zip(&dys)
             .map(|(l, dy)| {
-                let mut a = vec![0.0; l.len()];
+                let mut a = vec![0.0; l.floats()];
                 for p in 0..k {
                     l.put(&mut a, p, &dy[p * l.m..][..l.m]);
                 }

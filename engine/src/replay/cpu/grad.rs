@@ -194,8 +194,6 @@ pub struct GradPlan {
 #[derive(Clone, Debug)]
 pub(crate) struct LazyGroup {
     pub x: View,
-    /// Floats of `x`.
-    pub n: usize,
     /// The terms, in the plan's order.
     pub terms: Vec<usize>,
 }
@@ -303,11 +301,7 @@ fn lazy_groups(terms: &[ParamTerm]) -> Vec<LazyGroup> {
         let Some(x) = t.x else { continue };
         match groups.iter_mut().find(|g| g.x == x) {
             Some(g) => g.terms.push(i),
-            None => groups.push(LazyGroup {
-                x,
-                n: t.n,
-                terms: vec![i],
-            }),
+            None => groups.push(LazyGroup { x, terms: vec![i] }),
         }
     }
     groups
@@ -342,12 +336,8 @@ fn first_writers(
             range.fill(true);
             return true;
         }
-        for i in at..at + n {
-            if !written[i] {
-                written[i] = true;
-                zero[i] = true;
-            }
-        }
+        // Adds: whatever is unwritten starts at zero.
+        read(written, zero, at, n);
         false
     };
     for &(at, n) in outputs {

@@ -152,8 +152,8 @@ impl Backward {
                     .iter()
                     .map(|&(_, m)| {
                         let layout = PackedRows { m, k };
-                        kept += layout.len();
-                        (kept - layout.len(), layout)
+                        kept += layout.floats();
+                        (kept - layout.floats(), layout)
                     })
                     .collect()
             })
@@ -620,11 +620,13 @@ unsafe fn lazy_group(
         .iter()
         .map(|&t| {
             let (at, layout) = packed[terms[t].range];
-            (&kept_dy[at..at + layout.len()], layout, terms[t].dw)
+            (&kept_dy[at..at + layout.floats()], layout, terms[t].dw)
         })
         .collect();
+    // Every term of the group reads the same input, so the same n.
+    let n = terms[group.terms[0]].n;
     // SAFETY: the caller's contract; the terms' dW are distinct parameters.
-    unsafe { gemm_outer_acc_packed(threads, group.n, xs, &outs, pgrad, outer) };
+    unsafe { gemm_outer_acc_packed(threads, n, xs, &outs, pgrad, outer) };
 }
 
 /// `dW += Σ dy ⊗ x` (or `db += Σ dy`) over `rows`.
@@ -829,7 +831,7 @@ fn backward_batch(
         bw.next_row[role] += k;
         for (d, &(at, m)) in plan.dy_ranges.iter().enumerate() {
             let (off, layout) = bw.packed[role][d];
-            let dst = &mut bw.kept_dy[off..off + layout.len()];
+            let dst = &mut bw.kept_dy[off..off + layout.floats()];
             for r in 0..k {
                 // SAFETY: row r's gradient record.
                 let src = unsafe { std::slice::from_raw_parts(b.grad(r, at), m) };
