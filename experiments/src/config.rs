@@ -66,7 +66,7 @@ pub struct Grid {
     pub threads: Option<Vec<usize>>,
     /// Systems (kind `peers`), checked by [`crate::peers::parse_system`].
     pub systems: Vec<String>,
-    /// Rounds (kind `peers`).
+    /// Rounds (kinds `peers`, default 3, and `replay`, default 1).
     pub rounds: usize,
     /// Optimiser rule (kind `policies`; `None` without an `optimise` block).
     pub optimise: Option<OptimiseRule>,
@@ -120,6 +120,10 @@ pub struct OptimiseRule {
     pub budget_ms: u64,
     /// Widest beam.
     pub max_width: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// One run's parameters: what its `config_hash` is computed over.
@@ -204,6 +208,11 @@ pub enum RunConfig {
         device: String,
         /// Timed repetitions after one warm-up.
         repeats: usize,
+        /// Rounds: the trace's runs are measured this many times, the
+        /// executors' order rotated each round, and the row folds every
+        /// round's samples (absent: 1, which keeps older rows' hashes).
+        #[serde(skip_serializing_if = "is_one")]
+        rounds: usize,
         /// Compared with the reference executor.
         check: bool,
         /// CPU worker threads (null: the machine's available parallelism;

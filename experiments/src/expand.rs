@@ -194,6 +194,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                                     executor: e.clone(),
                                                     device: d.clone(),
                                                     repeats: g.repeats,
+                                                    rounds: g.rounds,
                                                     check: g.check,
                                                     threads,
                                                     fsm: fsm.then(|| g.fsm.clone()),

@@ -1,6 +1,9 @@
 //! Kind `replay` (ED-Batch Fig. 6, 9, Table 6; Cavs Fig. 8): each executor on
 //! each trace, timed with `engine::replay::measure` (one warm-up, `repeats`
-//! timed runs, medians, raw totals as samples). Runs are sequential. Per
+//! timed runs, medians, raw totals as samples). Runs are sequential; with
+//! `rounds` > 1 a trace's runs are repeated round after round, their order
+//! rotated each round, and each row folds its rounds (interleaved A/B: a
+//! slow spell of a shared machine hits every executor alike). Per
 //! trace, the reference outputs are computed once (the `reference` executor,
 //! if listed, runs first so its timed run serves as the check); the FSM is
 //! trained once per workload and rule, the layouts planned once per hidden
@@ -91,20 +94,85 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
             Ok((trace, model))
         });
         let mut reference: Option<Store> = None;
-        for run in group {
+        // Rounds: every run of the trace once per round, the order rotated
+        // each round (the reference stays first in round 0, for the check).
+        let rounds = group
+            .iter()
+            .map(|r| rounds_of(&r.config))
+            .max()
+            .unwrap_or(1);
+        let mut outcomes: Vec<Vec<Outcome>> = group.iter().map(|_| Vec::new()).collect();
+        for run in &group {
             sink.started(run);
+        }
+        for round in 0..rounds {
+            for k in 0..group.len() {
+                let i = (k + round) % group.len();
+                let outcome = match &prepared {
+                    Ok((trace, model)) => {
+                        guarded(|| one(group[i], trace, model, &shared, &mut reference))
+                    }
+                    Err(e) => Err(RunFailure::Message(chain(e))),
+                };
+                outcomes[i].push(outcome);
+            }
+        }
+        for (run, outs) in group.iter().zip(outcomes) {
             let device = match &run.config {
                 RunConfig::Replay { device, .. } => device.clone(),
                 _ => "cpu".into(),
             };
-            let outcome = match &prepared {
-                Ok((trace, model)) => guarded(|| one(run, trace, model, &shared, &mut reference)),
-                Err(e) => Err(RunFailure::Message(chain(e))),
-            };
-            sink.finish(run, &device, Some(s), outcome)?;
+            sink.finish(run, &device, Some(s), fold_rounds(outs))?;
         }
     }
     Ok(())
+}
+
+fn rounds_of(c: &RunConfig) -> usize {
+    match c {
+        RunConfig::Replay { rounds, .. } => (*rounds).max(1),
+        _ => 1,
+    }
+}
+
+/// One row from a run's rounds: the first failure if any round failed;
+/// else every round's samples in round order, the total their median, each
+/// part of the time split and the CPU time the median over the rounds, page
+/// faults the most, the check's error the largest.
+fn fold_rounds(mut outs: Vec<Outcome>) -> Outcome {
+    use engine::replay::measure::median;
+    if outs.len() == 1 {
+        return outs.remove(0);
+    }
+    let mut rounds = Vec::with_capacity(outs.len());
+    for o in outs {
+        match o? {
+            (Metrics::Replay(m), samples) => rounds.push((m, samples)),
+            (other, samples) => return Ok((other, samples)),
+        }
+    }
+    let samples: Vec<f64> = rounds.iter().flat_map(|r| r.1.iter().copied()).collect();
+    let med =
+        |f: fn(&ReplayMetrics) -> f64| median(&rounds.iter().map(|r| f(&r.0)).collect::<Vec<_>>());
+    let opt_med = |f: fn(&ReplayMetrics) -> Option<f64>| {
+        let v: Vec<f64> = rounds.iter().filter_map(|r| f(&r.0)).collect();
+        (v.len() == rounds.len()).then(|| median(&v))
+    };
+    let total_s = median(&samples);
+    let mut m = rounds[0].0.clone();
+    m.construction_s = med(|m| m.construction_s);
+    m.scheduling_s = med(|m| m.scheduling_s);
+    m.execution_s = med(|m| m.execution_s);
+    m.total_s = total_s;
+    m.instances_per_s = m.instances as f64 / total_s.max(1e-12);
+    m.device_s = opt_med(|m| m.device_s);
+    m.cpu_s = opt_med(|m| m.cpu_s);
+    m.page_faults = rounds.iter().filter_map(|r| r.0.page_faults).max();
+    m.max_rel_error = rounds
+        .iter()
+        .filter_map(|r| r.0.max_rel_error)
+        .reduce(f64::max);
+    Ok((Metrics::Replay(m), samples))
 }
 
 /// Measures `executor` on `device` through an engine [`Session`] (the CPU, or

@@ -107,6 +107,7 @@ fn config(hidden: usize, executor: &str) -> RunConfig {
         executor: executor.into(),
         device: "cpu".into(),
         repeats: 3,
+        rounds: 1,
         check: true,
         threads: None,
         fsm: None,

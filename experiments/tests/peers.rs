@@ -67,10 +67,21 @@ fn bad_peers_specs_name_file_line_and_field() {
     assert!(e.contains("executors: not used by kind peers"), "{e}");
     let e = err(&GOOD.replace("systems: [dynet-agenda, torch, reference, edbatch]\n", ""));
     assert!(e.contains("systems: missing"), "{e}");
-    let e = err(
-        "kind: replay\nname: r\nworkloads: [tree-lstm]\nbatches: [2]\nexecutors: [cavs]\nrounds: 2\n",
-    );
-    assert!(e.contains("rounds: not used by kind replay"), "{e}");
+    let replay = "kind: replay\nname: r\nworkloads: [tree-lstm]\nbatches: [2]\nexecutors: [cavs]\n";
+    let e = err(&format!("{replay}systems: [torch]\n"));
+    assert!(e.contains("systems: not used by kind replay"), "{e}");
+    let e = err(&format!("{replay}rounds: 0\n"));
+    assert!(e.contains("rounds: 0 is out of range"), "{e}");
+    // Replay rounds default to 1 (absent from the run's hash) and are kept.
+    let one = parse_spec(replay, "r.yaml", false).unwrap();
+    assert_eq!(one.grid.rounds, 1);
+    let two = parse_spec(&format!("{replay}rounds: 2\n"), "r.yaml", false).unwrap();
+    let runs = expand(&two);
+    assert!(matches!(
+        &runs[0].config,
+        RunConfig::Replay { rounds: 2, .. }
+    ));
+    assert_ne!(runs[0].hash, expand(&one)[0].hash);
 }
 
 #[test]

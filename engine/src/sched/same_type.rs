@@ -1,18 +1,28 @@
-//! The same-type dependency DAG: for each node v of type t, its *nearest* type-t
-//! ancestors (type-t nodes u with a path u → v on which no other type-t node
-//! lies). ED-Batch's G^t keeps only type-t nodes; v is on Frontier(G^t) exactly
-//! when all of its nearest type-t ancestors have run (a farther unexecuted one
-//! would keep a nearer one unexecuted too). Precomputed once per graph so that
-//! a frontier step updates |Frontier(G^t)| in O(same-type out-edges).
+//! The same-type dependency DAG: for each type t, the transitive reduction of
+//! "u is an ancestor of v" over the type-t nodes. Its edges u → v are the
+//! type-t pairs with no type-t node w such that u → w → v; ED-Batch's G^t is
+//! the transitive closure of it. v is on Frontier(G^t) exactly when all of its
+//! predecessors here have run: every type-t ancestor of v is an ancestor of one
+//! of them, and a node runs only after all of its ancestors. Precomputed once
+//! per graph so that a frontier step updates |Frontier(G^t)| in O(same-type
+//! out-edges).
+//!
+//! Why the reduction and not the nearest same-type ancestors (no type-t node on
+//! *some* path between): on a lattice, every word cell is a nearest word-type
+//! ancestor of every later word of its sentence (through the character chain),
+//! so the nearest-ancestor DAG is quadratic per sentence and its construction
+//! cost about as much as a small replay; the reduction keeps only the words
+//! that start before the next word ends (ED-Batch §2; docs/replay.md).
 //!
 //! It also holds h(v), the number of nodes on the longest same-type chain
-//! starting at v: a longest chain only steps to *nearest* same-type
-//! successors, so one reverse topological pass over this DAG gives it
+//! starting at v: a longest chain never takes a shortcut edge, so one reverse
+//! topological pass over the reduction gives it
 //! ([`RemainingBound`](super::RemainingBound) reads it).
 
 use crate::graph::{Graph, NodeId};
 
-/// Nearest same-type successors in CSR form, plus the initial in-degrees.
+/// Same-type successors (the reduction's edges) in CSR form, plus the initial
+/// in-degrees.
 #[derive(Clone, Debug)]
 pub struct SameTypeDag {
     succ_start: Vec<u32>,
@@ -23,26 +33,46 @@ pub struct SameTypeDag {
 }
 
 impl SameTypeDag {
-    /// Builds the DAG by a forward search from every node that stops at nodes of
-    /// the start's type, and never enters a node from which the start's type
-    /// cannot be reached (each node's set of descendant types is computed
-    /// first, in one reverse topological sweep). Without that pruning a node
-    /// whose type never recurs below it — an embedding lookup, a source —
-    /// searched everything downstream, quadratic on long chains and lattices.
+    /// Builds the DAG by a forward search from every node `u` of type t that
+    /// visits nodes in topological order and keeps the type-t nodes it meets
+    /// that no earlier-met type-t node reaches (see [`search_range`]). A search
+    /// never enters a node from which t cannot be reached (each node's set of
+    /// descendant types is computed first, in one reverse topological sweep):
+    /// without that pruning a node whose type never recurs below it — an
+    /// embedding lookup, a source — searched everything downstream.
+    ///
+    /// The searches run on rayon's current pool; see [`sequential`](Self::sequential).
     pub fn new(g: &Graph) -> Self {
+        Self::build(g, true)
+    }
+
+    /// [`new`](Self::new) on the calling thread alone: for a one-thread
+    /// replay, where handing the work to a pool thread and waiting for it costs
+    /// about 0.1 ms per run (two context switches), more than a small graph's
+    /// searches.
+    pub fn sequential(g: &Graph) -> Self {
+        Self::build(g, false)
+    }
+
+    fn build(g: &Graph, parallel: bool) -> Self {
         use rayon::prelude::*;
         let n = g.len();
-        let below = DescendantTypes::new(g);
+        let order = TopoPos::new(g);
+        let below = DescendantTypes::new(g, &order);
         // The searches are independent: nodes are split into ranges searched in
         // parallel (each with its own visit stamps), then concatenated in id
         // order, so the result does not depend on the thread count.
-        let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
-        let parts: Vec<(Vec<u32>, Vec<NodeId>)> = (0..n)
-            .step_by(chunk)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|lo| search_range(g, &below, lo..(lo + chunk).min(n)))
-            .collect();
+        let parts: Vec<(Vec<u32>, Vec<NodeId>)> = if parallel {
+            let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
+            (0..n)
+                .step_by(chunk)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|lo| search_range(g, &below, &order, lo..(lo + chunk).min(n)))
+                .collect()
+        } else {
+            vec![search_range(g, &below, &order, 0..n)]
+        };
         let mut succ_start = Vec::with_capacity(n + 1);
         let mut succ: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
         succ_start.push(0);
@@ -62,7 +92,7 @@ impl SameTypeDag {
             height: vec![1; n],
             max_height: Vec::new(),
         };
-        for &v in g.topo_order().iter().rev() {
+        for v in order.reverse(g) {
             if let Some(h) = dag
                 .successors(v)
                 .iter()
@@ -102,7 +132,8 @@ impl SameTypeDag {
         }
     }
 
-    /// Nearest same-type successors of `v`, in id order.
+    /// Same-type successors of `v` (the type-t nodes it reaches with no other
+    /// type-t node between them on any path), in id order.
     #[inline]
     pub fn successors(&self, v: NodeId) -> &[NodeId] {
         let i = v.index();
@@ -141,35 +172,86 @@ fn max_heights(g: &Graph, height: &[u32]) -> Vec<u32> {
     m
 }
 
-/// Nearest same-type successors of the nodes in `range`: the end offset of
-/// each node's list (relative to the range's first) and the lists, sorted.
+/// Same-type successors of the nodes in `range`: the end offset of each
+/// node's list (relative to the range's first) and the lists, sorted.
+///
+/// From `u` of type t, the search pops nodes in topological order (`pos`), so
+/// a node is popped only after every searched node that reaches it. A type-t
+/// node popped *live* is a successor; it and everything below it are marked
+/// *blocked* (a type-t node below it is not minimal), blocked nodes pass the
+/// mark on when popped, and live non-t nodes extend the search. The search
+/// stops once no live node is queued: from there only blocked nodes follow.
+/// Cost: the nodes between `u` and its successors, not everything below `u`.
 fn search_range(
     g: &Graph,
     below: &DescendantTypes,
+    order: &TopoPos,
     range: std::ops::Range<usize>,
 ) -> (Vec<u32>, Vec<NodeId>) {
-    // Visit stamps avoid clearing a visited set per search.
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    // Visit stamps (the search's start) avoid clearing per search.
     let mut seen = vec![u32::MAX; g.len()];
-    let mut stack: Vec<NodeId> = Vec::new();
+    let mut blocked = vec![u32::MAX; g.len()];
+    // Queue entries are `pos << 32 | id` in one u64: a (u32, u32) pair is
+    // written as two halves and read back whole by the heap's sift, which
+    // stalls store forwarding (perf: half of the search's time).
+    let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let key = |x: NodeId| Reverse(u64::from(order.pos(x)) << 32 | u64::from(x.0));
     let mut ends = Vec::with_capacity(range.len());
     let mut succ = Vec::new();
     for i in range {
         let u = NodeId(i as u32);
         let t = g.node_type(u);
-        stack.clear();
-        if below.reaches(u, t.index()) {
-            stack.extend_from_slice(g.users(u));
-        }
         let first = succ.len();
-        while let Some(w) = stack.pop() {
-            if seen[w.index()] == u.0 {
+        heap.clear();
+        // Queued nodes not blocked.
+        let mut live = 0usize;
+        if below.reaches(u, t.index()) {
+            for &w in g.users(u) {
+                if seen[w.index()] != u.0 {
+                    seen[w.index()] = u.0;
+                    heap.push(key(w));
+                    live += 1;
+                }
+            }
+        }
+        while live > 0 {
+            let Some(Reverse(k)) = heap.pop() else {
+                break;
+            };
+            let w = NodeId(k as u32);
+            let is_blocked = blocked[w.index()] == u.0;
+            if !is_blocked {
+                live -= 1;
+            }
+            let found = !is_blocked && g.node_type(w) == t;
+            if found {
+                succ.push(w);
+            }
+            if !below.reaches(w, t.index()) {
                 continue;
             }
-            seen[w.index()] = u.0;
-            if g.node_type(w) == t {
-                succ.push(w);
-            } else if below.reaches(w, t.index()) {
-                stack.extend_from_slice(g.users(w));
+            for &x in g.users(w) {
+                let xi = x.index();
+                if is_blocked || found {
+                    if blocked[xi] == u.0 {
+                        continue;
+                    }
+                    blocked[xi] = u.0;
+                    if seen[xi] == u.0 {
+                        // Queued live (it cannot have been popped: it comes
+                        // after `w`), now blocked.
+                        live -= 1;
+                    } else {
+                        seen[xi] = u.0;
+                        heap.push(key(x));
+                    }
+                } else if seen[xi] != u.0 {
+                    seen[xi] = u.0;
+                    heap.push(key(x));
+                    live += 1;
+                }
             }
         }
         // Sorted successor lists keep every later walk deterministic.
@@ -177,6 +259,42 @@ fn search_range(
         ends.push(succ.len() as u32);
     }
     (ends, succ)
+}
+
+/// Topological positions. Recorded traces number nodes after their arguments,
+/// so ids are already topological there and the position is the id (no
+/// table, and sweeps walk memory in order); other graphs use their
+/// topological order.
+struct TopoPos {
+    pos: Option<Vec<u32>>,
+}
+
+impl TopoPos {
+    fn new(g: &Graph) -> Self {
+        let by_id = g.nodes().all(|v| g.args(v).iter().all(|a| a.0 < v.0));
+        TopoPos {
+            pos: (!by_id).then(|| {
+                let mut pos = vec![0u32; g.len()];
+                for (i, v) in g.topo_order().iter().enumerate() {
+                    pos[v.index()] = i as u32;
+                }
+                pos
+            }),
+        }
+    }
+
+    #[inline]
+    fn pos(&self, v: NodeId) -> u32 {
+        self.pos.as_ref().map_or(v.0, |p| p[v.index()])
+    }
+
+    /// Nodes in reverse topological order.
+    fn reverse<'g>(&self, g: &'g Graph) -> Box<dyn Iterator<Item = NodeId> + 'g> {
+        match self.pos {
+            None => Box::new((0..g.len() as u32).rev().map(NodeId)),
+            Some(_) => Box::new(g.topo_order().iter().rev().copied()),
+        }
+    }
 }
 
 /// Per node, the set of types among its strict descendants (a bitset of
@@ -187,10 +305,10 @@ struct DescendantTypes {
 }
 
 impl DescendantTypes {
-    fn new(g: &Graph) -> Self {
+    fn new(g: &Graph, order: &TopoPos) -> Self {
         let words = g.types().len().div_ceil(64).max(1);
         let mut bits = vec![0u64; g.len() * words];
-        for &v in g.topo_order().iter().rev() {
+        for v in order.reverse(g) {
             let vi = v.index() * words;
             for &w in g.users(v) {
                 let t = g.node_type(w).index();

@@ -441,7 +441,74 @@ mod prop {
         total
     }
 
+    /// The same-type DAG from its definition: u → v when both have type t, u
+    /// reaches v, and no type-t node w has u → w → v.
+    fn brute_reduction(g: &Graph) -> Vec<Vec<NodeId>> {
+        let n = g.len();
+        let mut reach = vec![vec![false; n]; n];
+        for &v in g.topo_order().iter().rev() {
+            for &w in g.users(v) {
+                let below = reach[w.index()].clone();
+                let row = &mut reach[v.index()];
+                row[w.index()] = true;
+                for (r, b) in row.iter_mut().zip(below) {
+                    *r |= b;
+                }
+            }
+        }
+        let ty = |i: usize| g.node_type(NodeId(i as u32));
+        (0..n)
+            .map(|u| {
+                (0..n)
+                    .filter(|&v| {
+                        ty(v) == ty(u)
+                            && reach[u][v]
+                            && !(0..n).any(|w| ty(w) == ty(u) && reach[u][w] && reach[w][v])
+                    })
+                    .map(|v| NodeId(v as u32))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// `g` with its ids reversed (arguments then come after their users), and
+    /// the new id of each old one.
+    fn ids_reversed(g: &Graph) -> (Graph, impl Fn(NodeId) -> NodeId) {
+        let n = g.len() as u32;
+        let flip = move |v: NodeId| NodeId(n - 1 - v.0);
+        let rows: Vec<(u32, Vec<u32>)> = (0..n)
+            .map(|j| {
+                let old = flip(NodeId(j));
+                let args = g.args(old).iter().map(|a| flip(*a).0).collect();
+                (g.node_type(old).0, args)
+            })
+            .collect();
+        (graph(&["A", "B", "C!"], &rows), flip)
+    }
+
     proptest! {
+        #[test]
+        fn same_type_dag_is_the_transitive_reduction_of_each_type(g in dag()) {
+            let want = brute_reduction(&g);
+            let st = SameTypeDag::new(&g);
+            let seq = SameTypeDag::sequential(&g);
+            for v in g.nodes() {
+                prop_assert_eq!(st.successors(v), &want[v.index()][..], "node {}", v.0);
+                prop_assert_eq!(seq.successors(v), st.successors(v));
+                prop_assert_eq!(seq.height(v), st.height(v));
+            }
+            // Ids that are not topological (as on the reversed graph of the
+            // backward pass) take the topological-position path.
+            let (r, flip) = ids_reversed(&g);
+            let rst = SameTypeDag::new(&r);
+            for v in g.nodes() {
+                let mut mapped: Vec<NodeId> = want[v.index()].iter().map(|w| flip(*w)).collect();
+                mapped.sort_unstable();
+                prop_assert_eq!(rst.successors(flip(v)), &mapped[..]);
+                prop_assert_eq!(rst.height(flip(v)), st.height(v));
+            }
+        }
+
         #[test]
         fn remaining_bound_equals_brute_force_and_critical_means_it_drops(
             g in dag(),

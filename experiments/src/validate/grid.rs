@@ -110,6 +110,7 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
     let threads = sizes(&r.threads, q.map(|q| &q.threads), "threads", MAX_THREADS)?;
     let rounds = match pick(&r.rounds, q.map(|q| &q.rounds), "rounds") {
         Some((v, f)) => cx.range(v, &f, 1, MAX_ROUNDS)?,
+        None if cx.kind == Kind::Replay => 1,
         None => 3,
     };
     let optimise = optimise(cx, r, q.and_then(|q| q.optimise_budget.as_ref()))?;

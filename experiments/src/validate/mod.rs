@@ -26,7 +26,7 @@ pub const MAX_HIDDEN: u64 = 4096;
 pub const MAX_REPEATS: u64 = 1000;
 /// Most CPU threads a spec may ask for.
 pub const MAX_THREADS: u64 = 256;
-/// Most rounds of a `peers` spec.
+/// Most rounds of a `peers` or `replay` spec.
 pub const MAX_ROUNDS: u64 = 100;
 /// Largest FSM episode budget.
 pub const MAX_EPISODES: u64 = 1_000_000;

@@ -235,7 +235,16 @@ pub fn run_batch(
         let arena = SharedMut(store.arena.as_mut_ptr());
         let store: &Store = store;
         let zeros = bufs.zeros.as_ptr().expose_provenance();
-        let per_row = plan.units.min(64) + plan.outputs.len();
+        // Work per row: the floats copied into the record (inputs read in
+        // place cost one table entry), so rows with large inputs — MV-RNN's
+        // h × h matrices — split over the threads.
+        let per_row = plan.outputs.len()
+            + plan
+                .inputs
+                .iter()
+                .flatten()
+                .map(|&(home, n)| if matches!(home.buf, Buf::In(_)) { 1 } else { n })
+                .sum::<usize>();
         threads.rows(k, per_row, |rows| {
             let mut bytes = 0;
             for r in rows {

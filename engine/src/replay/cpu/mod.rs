@@ -8,7 +8,8 @@
 //! - [`plan`]: a role's cell program compiled into steps — shared-weight
 //!   GEMMs, and fused per-instance passes over everything else.
 //! - [`exec`], [`dynet`]: running batches (cell level, and DyNet's op level).
-//! - [`threads`]: the session's thread pool; every step splits over it.
+//! - [`threads`], [`team`]: the session's threads (the caller and spinning
+//!   workers); every step splits over them.
 //!
 //! A [`CpuReplay`] owns every buffer a run needs — the node store, the batch
 //! records and temporaries, the GEMM's packing buffer, DyNet's arena — sized
@@ -23,6 +24,7 @@ pub mod ops;
 pub mod plan;
 pub mod roofline;
 pub mod simd;
+pub mod team;
 pub mod threads;
 mod train;
 
@@ -71,7 +73,7 @@ use super::incell::CellProgram;
 use super::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
-use crate::sched::{CavsPolicy, SameTypeDag, run_policy_with};
+use crate::sched::{CavsPolicy, run_policy_with};
 use crate::trace::Trace;
 
 /// CPU options of a session.
@@ -326,13 +328,7 @@ impl CpuReplay {
                 // The per-run structure the policy reads, built on the
                 // session's threads (and only those).
                 let exact = policy.needs_sub_frontier();
-                let st = threads.install(|| {
-                    if exact {
-                        SameTypeDag::new(g)
-                    } else {
-                        SameTypeDag::without_edges(g)
-                    }
-                });
+                let st = threads.same_type_dag(g, exact);
                 time.construction = t0.elapsed().as_secs_f64();
                 let t1 = Instant::now();
                 let mut exec = 0.0;
