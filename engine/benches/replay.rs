@@ -1,5 +1,7 @@
 //! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
-//! engine's own shapes, the vectorised transcendentals against libm, and
+//! engine's own shapes, the vectorised transcendentals against libm, the
+//! two-thread fork–join of a step (`team`: an empty step, and a step of 20 µs
+//! of work on one thread against two), and
 //! whole steady-state runs of the executors (a session reused across
 //! iterations, as `engine replay` measures). Figures in docs/benchmarks.md.
 
@@ -8,7 +10,7 @@ use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
 use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
 use engine::replay::cpu::simd;
-use engine::replay::cpu::threads::Threads;
+use engine::replay::cpu::threads::{SharedMut, Threads};
 use engine::replay::{self, Executor, Session};
 use engine::sched::{AgendaPolicy, TypewisePolicy};
 use engine::trace::Level;
@@ -140,5 +142,35 @@ fn executors(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, gemm_shapes, transcendentals, executors);
+fn team(c: &mut Criterion) {
+    let mut g = c.benchmark_group("team");
+    let two = Threads::new(2).with_min_flops(0);
+    let one = Threads::new(1);
+    g.bench_function("empty_step_2_threads", |b| {
+        b.iter(|| {
+            two.split(2, 2, |r| {
+                std::hint::black_box(r);
+            })
+        })
+    });
+    // About 20 µs of elementwise work: a lattice batch's row step.
+    let x: Vec<f32> = (0..64 * 1024).map(|i| (i % 97) as f32 * 0.01).collect();
+    let mut y = vec![0.0f32; x.len()];
+    let out = SharedMut(y.as_mut_ptr());
+    let step = |th: &Threads| {
+        th.split(64, th.count(), |rows| {
+            let (lo, n) = (rows.start * 1024, rows.len() * 1024);
+            // SAFETY: each part writes its own rows of `y`, which outlives
+            // the step.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(lo), n) };
+            simd::sigmoid(&x[lo..lo + n], dst);
+        });
+    };
+    g.bench_function("sigmoid_64k_1_thread", |b| b.iter(|| step(&one)));
+    g.bench_function("sigmoid_64k_2_threads", |b| b.iter(|| step(&two)));
+    g.finish();
+    std::hint::black_box(&y);
+}
+
+criterion_group!(benches, gemm_shapes, transcendentals, team, executors);
 criterion_main!(benches);

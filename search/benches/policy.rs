@@ -3,6 +3,9 @@
 //!
 //! - `env_step`: one full episode of lattice-lstm (batch 32, hidden 64, record
 //!   seed 7) with a seeded random policy; throughput in node executions.
+//! - `same_type_dag`: building the same-type DAG (the transitive reduction
+//!   per type) of that lattice-lstm trace and of tree-lstm's, on the calling
+//!   thread (what a one-thread replay pays per run) and on rayon's pool.
 //! - `fsm_decision`: on tree-lstm-2type, whose trained sort policy covers its
 //!   trace (on the other workloads typewise already reaches the best rollout
 //!   at episode 0, so the kept table is empty and every decision would be a
@@ -263,8 +266,25 @@ fn optimise_and_certify(c: &mut Criterion) {
     group.finish();
 }
 
+fn same_type_dag(c: &mut Criterion) {
+    let mut group = c.benchmark_group("same_type_dag");
+    for name in ["lattice-lstm", "tree-lstm"] {
+        let t = record(name);
+        group.throughput(Throughput::Elements(t.graph.len() as u64));
+        let id = name.replace('-', "_");
+        group.bench_function(format!("{id}_b32_sequential"), |b| {
+            b.iter(|| black_box(SameTypeDag::sequential(&t.graph).num_edges()))
+        });
+        group.bench_function(format!("{id}_b32_parallel"), |b| {
+            b.iter(|| black_box(SameTypeDag::new(&t.graph).num_edges()))
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
+    same_type_dag,
     remaining_bound,
     optimise_and_certify,
     env_step,

@@ -105,7 +105,7 @@ impl<'g> Frontier<'g> {
         self.remaining[t.index()]
     }
 
-    /// Unexecuted nearest same-type ancestors of `v` (see [`SameTypeDag`]): 0
+    /// Unexecuted same-type predecessors of `v` in the [`SameTypeDag`]: 0
     /// exactly when `v` is executed or on Frontier(G^t) of its type t. Lets a
     /// caller that mirrors |Frontier(G^t)| per node (the offline optimiser's
     /// remaining lower bound) see which nodes a step moved onto it.
@@ -115,7 +115,7 @@ impl<'g> Frontier<'g> {
     }
 
     /// Nodes that entered Frontier(G^t) of their type t in the last step (their
-    /// last unexecuted nearest same-type ancestor ran in it), each once.
+    /// last unexecuted same-type predecessor ran in it), each once.
     pub fn entered_sub_frontier(&self) -> &[NodeId] {
         &self.entered
     }
@@ -194,6 +194,39 @@ impl<'g> Frontier<'g> {
             }
         }
         self.finish_batch(t, out, start)
+    }
+
+    /// Switches to the same-type DAG `st` mid-run (the first started edgeless,
+    /// see [`run_policy_on_demand`](super::run_policy_on_demand)): recounts
+    /// every node's unexecuted same-type predecessors and |Frontier(G^t)| per
+    /// type from the nodes executed so far, in O(nodes + edges of `st`).
+    pub fn attach(&mut self, st: &'g SameTypeDag) {
+        let g = self.g;
+        // Executed: every argument ran and the node is not waiting in a ready
+        // list (ready nodes have no pending arguments either).
+        let mut waiting = vec![false; g.len()];
+        for r in &self.ready {
+            for v in r {
+                waiting[v.index()] = true;
+            }
+        }
+        let done = |v: NodeId| self.pending[v.index()] == 0 && !waiting[v.index()];
+        self.same_pending.clear();
+        self.same_pending.extend_from_slice(st.in_degrees());
+        for v in g.nodes().filter(|&v| done(v)) {
+            for &w in st.successors(v) {
+                self.same_pending[w.index()] -= 1;
+            }
+        }
+        let mut sub = vec![0u32; self.sub_frontier.len()];
+        for v in g.nodes() {
+            if !done(v) && self.same_pending[v.index()] == 0 {
+                sub[g.node_type(v).index()] += 1;
+            }
+        }
+        self.sub_frontier = sub;
+        self.entered.clear();
+        self.st = st;
     }
 
     fn finish_batch(&mut self, t: TypeId, out: &[NodeId], start: usize) -> usize {

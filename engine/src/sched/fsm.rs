@@ -243,4 +243,21 @@ impl BatchPolicy for FsmPolicy {
     fn needs_sub_frontier(&self) -> bool {
         self.file.encoding.needs_sub_frontier() || self.fallback.needs_sub_frontier()
     }
+
+    /// On demand when only the fallback reads it: a run the table covers
+    /// never builds the exact same-type DAG.
+    fn sub_frontier_on_demand(&self) -> bool {
+        !self.file.encoding.needs_sub_frontier() && self.fallback.needs_sub_frontier()
+    }
+
+    /// A miss is coming: the state's key is not in the table (or its action
+    /// has no ready node). Encoders that follow steps are never on demand,
+    /// so encoding here has no side effect.
+    fn wants_sub_frontier(&mut self, f: &Frontier) -> bool {
+        self.encoder.encode(f, &self.rank, &mut self.key);
+        !matches!(
+            self.table.get(self.key.as_slice()),
+            Some(&a) if matches!(self.action_type.get(usize::from(a)), Some(Some(t)) if f.ready_count(*t) > 0)
+        )
+    }
 }

@@ -49,7 +49,9 @@ pub use encoding::{
 pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
-pub use policy::{BatchPolicy, Choice, PolicyError, RunStats, run_policy, run_policy_with};
+pub use policy::{
+    BatchPolicy, Choice, PolicyError, RunStats, run_policy, run_policy_on_demand, run_policy_with,
+};
 pub use policy_arg::{PolicyArg, PolicyArgError};
 pub use policy_file::{
     Exploration, Hyperparameters, POLICY_FORMAT, POLICY_VERSION, POLICY_VERSIONS_READ, PolicyFile,

@@ -65,6 +65,22 @@ pub trait BatchPolicy {
     fn needs_sub_frontier(&self) -> bool {
         true
     }
+
+    /// Whether |Frontier(G^t)| is read on some decisions only (an FSM whose
+    /// encoding does not read it, falling back on a miss to a heuristic that
+    /// does): [`run_policy_on_demand`] then starts without the exact
+    /// same-type DAG and builds it when [`wants_sub_frontier`](Self::wants_sub_frontier)
+    /// first says so — never, when the table covers the run.
+    fn sub_frontier_on_demand(&self) -> bool {
+        false
+    }
+
+    /// Whether the next `choose(f)` reads |Frontier(G^t)| (asked only of
+    /// policies with [`sub_frontier_on_demand`](Self::sub_frontier_on_demand),
+    /// until the exact DAG is there).
+    fn wants_sub_frontier(&mut self, _f: &Frontier) -> bool {
+        self.needs_sub_frontier()
+    }
 }
 
 /// Counters of one scheduling run.
@@ -95,12 +111,60 @@ pub fn run_policy_with(
     on_batch: &mut dyn FnMut(&[NodeId]),
 ) -> Result<(Schedule, RunStats), PolicyError> {
     policy.prepare(g)?;
-    let mut f = Frontier::new(g, st);
+    let f = Frontier::new(g, st);
+    run_loop(g, f, policy, on_batch, &mut |_, _| {})
+}
+
+/// [`run_policy_with`] for a policy whose |Frontier(G^t)| reads are
+/// [on demand](BatchPolicy::sub_frontier_on_demand): the run starts on an
+/// edgeless DAG and, the first time the policy wants |Frontier(G^t)|, builds
+/// the exact one with `exact` and brings the frontier up to date
+/// ([`Frontier::attach`]). Also returns the seconds spent building the exact
+/// DAG, `None` when none was built. Other policies that read |Frontier(G^t)|
+/// get the exact DAG up front.
+pub fn run_policy_on_demand(
+    g: &Graph,
+    policy: &mut dyn BatchPolicy,
+    exact: &dyn Fn(&Graph) -> SameTypeDag,
+    on_batch: &mut dyn FnMut(&[NodeId]),
+) -> Result<(Schedule, RunStats, Option<f64>), PolicyError> {
+    let t0 = std::time::Instant::now();
+    let (start, lazy) = if !policy.needs_sub_frontier() {
+        (SameTypeDag::without_edges(g), false)
+    } else if policy.sub_frontier_on_demand() {
+        (SameTypeDag::without_edges(g), true)
+    } else {
+        (exact(g), false)
+    };
+    let mut built = (policy.needs_sub_frontier() && !lazy).then(|| t0.elapsed().as_secs_f64());
+    // Declared before the frontier, which borrows what is built into it.
+    let cell: std::cell::OnceCell<SameTypeDag> = std::cell::OnceCell::new();
+    policy.prepare(g)?;
+    let f = Frontier::new(g, &start);
+    let (s, stats) = run_loop(g, f, policy, on_batch, &mut |f, policy| {
+        if lazy && cell.get().is_none() && policy.wants_sub_frontier(f) {
+            let t = std::time::Instant::now();
+            f.attach(cell.get_or_init(|| exact(g)));
+            built = Some(t.elapsed().as_secs_f64());
+        }
+    })?;
+    Ok((s, stats, built))
+}
+
+/// Algorithm 1's loop; `before` runs before every decision.
+fn run_loop<'g>(
+    g: &'g Graph,
+    mut f: Frontier<'g>,
+    policy: &mut dyn BatchPolicy,
+    on_batch: &mut dyn FnMut(&[NodeId]),
+    before: &mut dyn FnMut(&mut Frontier<'g>, &mut dyn BatchPolicy),
+) -> Result<(Schedule, RunStats), PolicyError> {
     let mut s = Schedule::new();
     let misses_before = policy.misses();
     // Topological depths, computed only if a policy batches by depth.
     let mut depth: Option<Vec<u32>> = None;
     while !f.is_done() {
+        before(&mut f, policy);
         let choice = policy.choose(&f);
         let (ty, n) = match choice {
             Choice::All(t) => (t, f.step(t, s.buffer())),

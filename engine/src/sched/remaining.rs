@@ -5,8 +5,9 @@
 //! For a batchable type t the longest chain of unexecuted type-t nodes starts
 //! on Frontier(G^t) (executed sets are closed under ancestors), so its length
 //! is the largest h(v) over v ∈ Frontier(G^t), where h(v) counts the nodes of
-//! the longest same-type chain starting at v. A longest chain only steps to
-//! *nearest* same-type successors, so h comes from one reverse pass over the
+//! the longest same-type chain starting at v. A longest chain never skips a
+//! type-t node it could pass through, so it only takes edges of the per-type
+//! transitive reduction and h comes from one reverse pass over the
 //! [`SameTypeDag`](super::SameTypeDag), which keeps h. Per type, histograms of h over Frontier(G^t) and over the
 //! ready type-t nodes give, in O(1):
 //!

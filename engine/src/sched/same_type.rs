@@ -140,7 +140,7 @@ impl SameTypeDag {
         &self.succ[self.succ_start[i] as usize..self.succ_start[i + 1] as usize]
     }
 
-    /// Number of nearest same-type ancestors of every node.
+    /// Number of same-type predecessors (in the reduction) of every node.
     pub fn in_degrees(&self) -> &[u32] {
         &self.in_degree
     }

@@ -204,6 +204,31 @@ fn fsm_follows_its_table_and_counts_misses() {
     assert_eq!(fsm.misses(), 3);
 }
 
+/// The FSM's fallback (typewise) reads |Frontier(G^t)|, its `sort` encoding
+/// does not: the exact same-type DAG is built at the first miss, never when
+/// the table covers the run, and the schedule is the one an up-front DAG gives.
+#[test]
+fn an_fsm_builds_the_same_type_dag_only_at_its_first_miss() {
+    let g = fig1();
+    let exact = |g: &Graph| SameTypeDag::new(g);
+    let full = fig1_policy();
+    let mut early = fig1_policy();
+    early.states.remove(1); // {O, I}: misses from the second decision
+    let mut late = fig1_policy();
+    late.states.remove(2); // {O}: misses once the I chain is done
+    for (p, misses) in [(full, 0), (early, 3), (late, 1)] {
+        let mut a = FsmPolicy::new(p.clone()).unwrap();
+        assert!(a.sub_frontier_on_demand());
+        let st = SameTypeDag::new(&g);
+        let (want, _) = run_policy(&g, &st, &mut a).unwrap();
+        let mut b = FsmPolicy::new(p).unwrap();
+        let (got, stats, built) = run_policy_on_demand(&g, &mut b, &exact, &mut |_| {}).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(stats.misses, misses);
+        assert_eq!(built.is_some(), misses > 0);
+    }
+}
+
 #[test]
 fn fsm_matches_types_across_hidden_sizes() {
     // A policy over `a[h=64]` drives a trace of `a[h=128]`.
@@ -558,6 +583,34 @@ mod prop {
                 let (s, stats) = run_policy(&g, &st, p.as_mut()).unwrap();
                 prop_assert!(validate_schedule(&g, &s).is_ok(), "{name}");
                 prop_assert!(stats.batches >= lb, "{name}: {} < {lb}", stats.batches);
+            }
+        }
+
+        #[test]
+        fn a_dag_attached_mid_run_gives_the_incremental_counts(g in dag(), at in 0usize..40) {
+            let edgeless = SameTypeDag::without_edges(&g);
+            let st = SameTypeDag::new(&g);
+            let mut f = Frontier::new(&g, &edgeless);
+            let mut done = vec![false; g.len()];
+            let mut out = Vec::new();
+            let mut step = 0;
+            while !f.is_done() {
+                if step == at {
+                    f.attach(&st);
+                }
+                if step >= at {
+                    for t in 0..3 {
+                        let t = TypeId(t);
+                        prop_assert_eq!(f.sub_frontier(t), brute_sub_frontier(&g, &done, t));
+                    }
+                }
+                let t = f.ready_types().next().unwrap();
+                out.clear();
+                f.step(t, &mut out);
+                for v in &out {
+                    done[v.index()] = true;
+                }
+                step += 1;
             }
         }
 
