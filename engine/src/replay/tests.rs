@@ -97,15 +97,15 @@ fn batched_executors_match_the_reference_on_every_workload_on_cuda() {
 fn chunked_batches_give_the_same_outputs_and_counts() {
     use crate::replay::cpu::TEST_CHUNK_ROWS;
     let cells = CellLibrary::builtin().unwrap();
-    for w in WORKLOADS {
+    // One thread chunks by `rows`, several by `2 × rows` per thread.
+    for (w, threads) in WORKLOADS.iter().flat_map(|w| [(w, 1), (w, 2)]) {
         let trace = record(w.name, 8, 16);
         let m = model(&trace, &cells, 5).unwrap();
         let run = || {
             let mut ex = Executor::Policy(Box::new(TypewisePolicy));
-            // One thread: several run batches whole.
             let opts = SessionOptions {
                 cpu: crate::replay::cpu::CpuOptions {
-                    threads: Some(1),
+                    threads: Some(threads),
                     fuse: true,
                 },
             };
@@ -123,8 +123,12 @@ fn chunked_batches_give_the_same_outputs_and_counts() {
         let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
         let (chunked_counts, chunked) = run();
         TEST_CHUNK_ROWS.with(|c| c.set(old));
-        assert_eq!(chunked, whole, "{}", w.name);
-        assert_eq!(chunked_counts, whole_counts, "{}", w.name);
+        assert_eq!(chunked, whole, "{} on {threads} threads", w.name);
+        assert_eq!(
+            chunked_counts, whole_counts,
+            "{} on {threads} threads",
+            w.name
+        );
     }
 }
 

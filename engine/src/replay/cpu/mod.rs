@@ -30,16 +30,15 @@ mod train;
 
 pub use train::{BackwardSchedule, TrainOptions, TrainRun};
 
-/// Rows of a batch run at a time on one thread. A batch's rows are
+/// Rows of a batch run at a time, per thread. A batch's rows are
 /// independent, and a large one (a tree batch's leaves: 4,800 rows at batch
 /// 256) run whole had records far larger than the caches (96 MB at h512);
 /// in chunks of 64 rows the records stay cached between a chunk's GEMMs and
 /// row passes. Measured on tree-lstm, one thread: inference at batch 256
 /// 10–11 % faster at h64 and h512 (64–256 rows alike, 32 slower), the
-/// training backward at batch 64 4–6 % faster at h256/h512. On two threads
-/// chunks of 128–512 rows were no faster and 64 rows 12 % slower (a fork and
-/// join per chunk and step), so several threads run batches whole. Batches
-/// and kernels are still counted once per batch (what a device would
+/// training backward at batch 64 4–6 % faster at h256/h512. Several threads
+/// run chunks of `2 × CHUNK_ROWS` rows per thread (see [`chunk_rows`]).
+/// Batches and kernels are still counted once per batch (what a device would
 /// launch).
 const CHUNK_ROWS: usize = 64;
 
@@ -56,8 +55,13 @@ pub(crate) fn chunk_rows(threads: &Threads) -> usize {
     let rows = TEST_CHUNK_ROWS.with(std::cell::Cell::get);
     #[cfg(not(test))]
     let rows = CHUNK_ROWS;
+    // Several threads split each step of a chunk, so a chunk holds twice
+    // the rows per thread: tree-lstm b256 h512 `cavs`, two threads, 5
+    // interleaved rounds: whole batches 166 ms, 64 rows a thread 150, 128
+    // rows 147, 256 rows 155 (h64 and bilstm-tagger b256: 128 rows level or
+    // better). With the rayon pool chunks were slower (a wake-up per step).
     if threads.count() > 1 {
-        usize::MAX
+        2 * rows * threads.count()
     } else {
         rows
     }
