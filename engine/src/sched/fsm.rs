@@ -157,6 +157,15 @@ impl FsmPolicy {
     pub fn num_states(&self) -> usize {
         self.table.len()
     }
+
+    /// Encodes `f` and returns the table's action for it, if the state is in
+    /// the table and its action has a ready node (else the decision misses).
+    fn table_action(&mut self, f: &Frontier) -> Option<TypeId> {
+        self.encoder.encode(f, &self.rank, &mut self.key);
+        let &action = self.table.get(self.key.as_slice())?;
+        let t = (*self.action_type.get(usize::from(action))?)?;
+        (f.ready_count(t) > 0).then_some(t)
+    }
 }
 
 impl BatchPolicy for FsmPolicy {
@@ -208,12 +217,8 @@ impl BatchPolicy for FsmPolicy {
         } else if let Some((t, batch)) = &self.last {
             self.encoder.observe(f, *t, batch);
         }
-        self.encoder.encode(f, &self.rank, &mut self.key);
-        if let Some(&action) = self.table.get(self.key.as_slice())
-            && let Some(Some(t)) = self.action_type.get(usize::from(action))
-            && f.ready_count(*t) > 0
-        {
-            return Choice::All(*t);
+        if let Some(t) = self.table_action(f) {
+            return Choice::All(t);
         }
         self.misses += 1;
         self.fallback.choose(f)
@@ -254,10 +259,6 @@ impl BatchPolicy for FsmPolicy {
     /// has no ready node). Encoders that follow steps are never on demand,
     /// so encoding here has no side effect.
     fn wants_sub_frontier(&mut self, f: &Frontier) -> bool {
-        self.encoder.encode(f, &self.rank, &mut self.key);
-        !matches!(
-            self.table.get(self.key.as_slice()),
-            Some(&a) if matches!(self.action_type.get(usize::from(a)), Some(Some(t)) if f.ready_count(*t) > 0)
-        )
+        self.table_action(f).is_none()
     }
 }

@@ -77,7 +77,7 @@ use super::incell::CellProgram;
 use super::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
-use crate::sched::{CavsPolicy, run_policy_on_demand};
+use crate::sched::{CavsPolicy, SameTypeDag, run_policy_on_demand};
 use crate::trace::Trace;
 
 /// CPU options of a session.
@@ -340,12 +340,8 @@ impl CpuReplay {
                 // The same-type DAG the policy reads is per-run construction,
                 // built up front or, for an FSM that needs it only on a miss,
                 // at the first miss (never when its table covers the run).
-                let (schedule, stats, dag) = run_policy_on_demand(
-                    g,
-                    policy,
-                    &|g| threads.same_type_dag(g, true),
-                    &mut on_batch,
-                )?;
+                let (schedule, stats, dag) =
+                    run_policy_on_demand(g, policy, &SameTypeDag::sequential, &mut on_batch)?;
                 let dag_s = dag.unwrap_or(0.0);
                 time.construction = setup + dag_s;
                 self.last_schedule = Some(schedule);

@@ -8,8 +8,6 @@
 use std::ops::Range;
 
 use super::team::Team;
-use crate::graph::Graph;
-use crate::sched::SameTypeDag;
 
 /// GEMM flops below which a product stays on one thread: about 13 µs at
 /// 150 GFLOP/s, several times the cost of waking the pool.
@@ -98,18 +96,6 @@ impl Threads {
             self.n
         };
         self.split(rows, t, f);
-    }
-
-    /// The same-type DAG a policy reads (`exact`: the real one, else the
-    /// edgeless stand-in), built on the calling thread: its searches take
-    /// about 40 ns per node (0.4 ms on a 10 000-node lattice batch), less
-    /// than handing them to other threads would save.
-    pub fn same_type_dag(&self, g: &Graph, exact: bool) -> SameTypeDag {
-        if exact {
-            SameTypeDag::sequential(g)
-        } else {
-            SameTypeDag::without_edges(g)
-        }
     }
 }
 
