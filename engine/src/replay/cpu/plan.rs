@@ -280,9 +280,12 @@ pub(crate) fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> 
         let first = &cell.ops[b.ops[0]];
         let product = matches!(first.kind, PrimOp::Affine | PrimOp::Matmul);
         // Row ops run op by op where their operands are not one strided
-        // block (see `Compiler::batch`); products read and write strided.
+        // block (see `Compiler::batch`); per-instance products read and
+        // write strided. Shared-weight products read each input where it
+        // lives (GEMM row segments), so only their results are pinned.
         if product && b.ops.len() > 1 {
-            for (i, acc) in b.args.iter().enumerate() {
+            let shared = shared_weight_terms(cell, first).is_some();
+            for (i, acc) in b.args.iter().enumerate().filter(|_| !shared) {
                 if *acc == Access::InPlace {
                     for &o in &b.ops {
                         pinned[cell.ops[o].args[i].index()] = true;
@@ -321,6 +324,27 @@ pub(crate) fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> 
         }
     }
     home
+}
+
+/// The `(weight, input)` argument pairs of `op` when it is a product with
+/// shared weights (every weight a parameter, every input a vector of the
+/// weight's width), compiled to GEMMs; `None` for any other op.
+fn shared_weight_terms(cell: &Cell, op: &crate::cells::Op) -> Option<Vec<(usize, usize)>> {
+    let pairs: Vec<(usize, usize)> = match op.kind {
+        PrimOp::Affine => (1..op.args.len())
+            .step_by(2)
+            .map(|i| (i, i + 1))
+            .collect(),
+        PrimOp::Matmul => vec![(0, 1)],
+        _ => return None,
+    };
+    let param = |v: usize| cell.values[v].kind == ValueKind::Param;
+    let shared = pairs.iter().all(|&(wi, xi)| {
+        let (w, x) = (op.args[wi].index(), op.args[xi].index());
+        let nn = cell.values[w].shape.get(1).copied().unwrap_or(1);
+        param(w) && !param(x) && cell.values[x].numel() == nn
+    });
+    shared.then_some(pairs)
 }
 
 struct Compiler<'a> {
@@ -367,9 +391,8 @@ impl Compiler<'_> {
     }
 
     /// The view of operand `i` of in-cell batch `b` (gathering it first when
-    /// the layout does not have it consecutive; only the blocks of the ops in
-    /// `read` when given — a grouped product reads its groups' first ops').
-    fn operand(&mut self, b: usize, i: usize, read: Option<&[usize]>) -> View {
+    /// the layout does not have it consecutive).
+    fn operand(&mut self, b: usize, i: usize) -> View {
         let batch = &self.prog.batches[b];
         let ops: Vec<usize> = batch.ops.clone();
         let values: Vec<usize> = ops
@@ -407,12 +430,7 @@ impl Compiler<'_> {
             }
             Access::Gather => {
                 let off = self.temp(values.len() * numel);
-                let mut copied = 0;
                 for (j, &v) in values.iter().enumerate() {
-                    if read.is_some_and(|r| !r.contains(&j)) {
-                        continue;
-                    }
-                    copied += 1;
                     self.push_row(RowOp {
                         kind: RowKind::Copy,
                         m: 1,
@@ -424,7 +442,7 @@ impl Compiler<'_> {
                     });
                 }
                 self.copy_kernels += 1;
-                self.copy_bytes += (copied * numel * 4) as u64;
+                self.copy_bytes += (values.len() * numel * 4) as u64;
                 View {
                     buf: Buf::Tmp,
                     off,
@@ -447,19 +465,14 @@ impl Compiler<'_> {
             self.flush_rows();
         }
         let groups = self.product_groups(b);
-        let args: Vec<View> = (0..arity)
-            .map(|i| {
-                // A grouped product reads its inputs (not its weights or bias)
-                // through the first op of each distinct input value.
-                let read = match &groups {
-                    Some(g) if !self.is_param(first.args[i].index()) => {
-                        Some(self.distinct_readers(&ops, i, g))
-                    }
-                    _ => None,
-                };
-                self.operand(b, i, read.as_deref())
-            })
-            .collect();
+        let args: Vec<View> = match &groups {
+            // A shared-weight product's GEMMs pack their weights from the
+            // parameters and read each group's inputs where they live (A is
+            // a list of row segments, so nothing needs to be consecutive):
+            // no operand views, hence no gathers.
+            Some(_) => Vec::new(),
+            None => (0..arity).map(|i| self.operand(b, i)).collect(),
+        };
         let result = if in_place {
             View {
                 os: out,
@@ -599,23 +612,7 @@ impl Compiler<'_> {
     /// other batch.
     fn product_groups(&self, b: usize) -> Option<Vec<Vec<usize>>> {
         let ops = &self.prog.batches[b].ops;
-        let first = &self.cell.ops[ops[0]];
-        let pairs: Vec<(usize, usize)> = match first.kind {
-            PrimOp::Affine => (1..first.args.len())
-                .step_by(2)
-                .map(|i| (i, i + 1))
-                .collect(),
-            PrimOp::Matmul => vec![(0, 1)],
-            _ => return None,
-        };
-        let shared = pairs.iter().all(|&(wi, xi)| {
-            let (w, x) = (first.args[wi].index(), first.args[xi].index());
-            let nn = self.cell.values[w].shape.get(1).copied().unwrap_or(1);
-            self.is_param(w) && !self.is_param(x) && self.numel(x) == nn
-        });
-        if !shared {
-            return None;
-        }
+        let pairs = shared_weight_terms(self.cell, &self.cell.ops[ops[0]])?;
         let inputs_of = |o: usize| -> Vec<usize> {
             pairs
                 .iter()
@@ -630,21 +627,6 @@ impl Compiler<'_> {
             }
         }
         Some(groups)
-    }
-
-    /// For operand `i` of a grouped product, the ops whose blocks are read:
-    /// of the groups' first ops, the first with each distinct value.
-    fn distinct_readers(&self, ops: &[usize], i: usize, groups: &[Vec<usize>]) -> Vec<usize> {
-        let mut seen: Vec<usize> = Vec::new();
-        let mut read = Vec::new();
-        for g in groups {
-            let v = self.cell.ops[ops[g[0]]].args[i].index();
-            if !seen.contains(&v) {
-                seen.push(v);
-                read.push(g[0]);
-            }
-        }
-        read
     }
 
     /// An affine or matmul batch: shared-weight GEMMs (one per group) where
@@ -719,21 +701,6 @@ impl Compiler<'_> {
                 .collect()
         };
         groups.sort_by_key(|g| inputs_of(g));
-        // Per term, the op whose block holds each input value (a gathered
-        // operand holds one copy per distinct value).
-        let readers: Vec<Vec<usize>> = pairs
-            .iter()
-            .map(|&(_, xi)| self.distinct_readers(&ops, xi, &groups))
-            .collect();
-        let block = |t: usize, j0: usize| -> usize {
-            let xi = pairs[t].1;
-            let v = self.cell.ops[ops[j0]].args[xi].index();
-            readers[t]
-                .iter()
-                .copied()
-                .find(|&j| self.cell.ops[ops[j]].args[xi].index() == v)
-                .unwrap_or(j0)
-        };
         for g in groups {
             // Terms in chunks of at most MAX_SEGS inputs: the first chunk
             // starts from the bias, the others accumulate.
@@ -767,7 +734,10 @@ impl Compiler<'_> {
                 let j0 = g[0];
                 let a = chunk
                     .iter()
-                    .map(|&t| (args[pairs[t].1].op(block(t, j0)), dims[t].1))
+                    .map(|&t| {
+                        let x = self.cell.ops[ops[j0]].args[pairs[t].1].index();
+                        (self.home[x], dims[t].1)
+                    })
                     .collect();
                 self.shapes.push((n, k_total));
                 // Cell values are written once, so equal views of a directly
