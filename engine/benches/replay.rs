@@ -1,7 +1,7 @@
 //! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
 //! engine's own shapes, the vectorised transcendentals against libm, the
-//! two-thread fork–join of a step (`team`: an empty step, and a step of 20 µs
-//! of work on one thread against two), and
+//! two-thread fork–join of a step (`team`: an empty step, a step of 20 µs
+//! of work and a lattice trace's same-type DAG on one thread against two), and
 //! whole steady-state runs of the executors (a session reused across
 //! iterations, as `engine replay` measures). Figures in docs/benchmarks.md.
 
@@ -12,7 +12,7 @@ use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
 use engine::replay::cpu::simd;
 use engine::replay::cpu::threads::{SharedMut, Threads};
 use engine::replay::{self, Executor, Session};
-use engine::sched::{AgendaPolicy, TypewisePolicy};
+use engine::sched::{AgendaPolicy, SameTypeDag, TypewisePolicy};
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions};
 
@@ -168,6 +168,34 @@ fn team(c: &mut Criterion) {
     };
     g.bench_function("sigmoid_64k_1_thread", |b| b.iter(|| step(&one)));
     g.bench_function("sigmoid_64k_2_threads", |b| b.iter(|| step(&two)));
+    // The per-run same-type DAG of a lattice-lstm b128 trace (22k nodes), as
+    // the CPU replay builds it for an FSM: on one thread, and its searches
+    // split over the two-thread team.
+    let cells = CellLibrary::builtin().unwrap();
+    let trace = workloads::record(
+        &RecordOptions {
+            workload: workloads::workload("lattice-lstm").unwrap(),
+            data: DataChoice::Default,
+            batch: 128,
+            hidden: 16,
+            level: Level::Cell,
+            seed: 101,
+        },
+        &cells,
+    )
+    .unwrap();
+    let lat = &trace.graph;
+    g.bench_function("same_type_dag_lattice_b128_1_thread", |b| {
+        b.iter(|| SameTypeDag::sequential(lat))
+    });
+    let teamed = Threads::new(2);
+    g.bench_function("same_type_dag_lattice_b128_2_threads", |b| {
+        b.iter(|| {
+            SameTypeDag::with_parts(lat, 2, &|part| {
+                teamed.split(2, 2, |parts| parts.for_each(part));
+            })
+        })
+    });
     g.finish();
     std::hint::black_box(&y);
 }

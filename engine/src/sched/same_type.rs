@@ -19,7 +19,13 @@
 //! topological pass over the reduction gives it
 //! ([`RemainingBound`](super::RemainingBound) reads it).
 
+use std::ops::Range;
+
 use crate::graph::{Graph, NodeId};
+
+/// One node range's searches: the end offset of each node's successor list
+/// (relative to the range's first) and the lists.
+type Part = (Vec<u32>, Vec<NodeId>);
 
 /// Same-type successors (the reduction's edges) in CSR form, plus the initial
 /// in-degrees.
@@ -54,25 +60,66 @@ impl SameTypeDag {
         Self::build(g, false)
     }
 
+    /// [`new`](Self::new) with the searches split into `parts ≥ 1` node
+    /// ranges (near-equal, in id order; some may be empty) that `run_parts`
+    /// runs: it must call its argument once with every part index in
+    /// `0..parts`, on any threads, in any order. The result does not depend
+    /// on `parts`. The CPU replay runs the parts on its own worker team, where
+    /// handing work over costs about a microsecond (waking a rayon pool costs
+    /// ~0.1 ms, more than a small graph's searches).
+    pub fn with_parts(
+        g: &Graph,
+        parts: usize,
+        run_parts: &dyn Fn(&(dyn Fn(usize) + Sync)),
+    ) -> Self {
+        assert!(parts >= 1, "at least one part");
+        Self::build_by(g, &|search| {
+            let slots: Vec<std::sync::Mutex<Option<Part>>> =
+                (0..parts).map(|_| std::sync::Mutex::new(None)).collect();
+            let n = g.len();
+            run_parts(&|i| {
+                let part = search(n * i / parts..n * (i + 1) / parts);
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(part);
+            });
+            slots
+                .into_iter()
+                .map(|s| {
+                    s.into_inner()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .expect("run_parts ran every part")
+                })
+                .collect()
+        })
+    }
+
     fn build(g: &Graph, parallel: bool) -> Self {
         use rayon::prelude::*;
         let n = g.len();
+        Self::build_by(g, &|search| {
+            if parallel {
+                let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
+                (0..n)
+                    .step_by(chunk)
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .map(|lo| search(lo..(lo + chunk).min(n)))
+                    .collect()
+            } else {
+                vec![search(0..n)]
+            }
+        })
+    }
+
+    /// The DAG from searches over node ranges: `searches` covers `0..len`
+    /// with ranges in id order and returns their parts in that order. The
+    /// searches are independent (each part has its own visit stamps) and
+    /// the parts are concatenated in id order, so the result does not
+    /// depend on how the nodes were split.
+    fn build_by(g: &Graph, searches: &dyn Fn(&(dyn Fn(Range<usize>) -> Part + Sync)) -> Vec<Part>) -> Self {
+        let n = g.len();
         let order = TopoPos::new(g);
         let below = DescendantTypes::new(g, &order);
-        // The searches are independent: nodes are split into ranges searched in
-        // parallel (each with its own visit stamps), then concatenated in id
-        // order, so the result does not depend on the thread count.
-        let parts: Vec<(Vec<u32>, Vec<NodeId>)> = if parallel {
-            let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
-            (0..n)
-                .step_by(chunk)
-                .collect::<Vec<_>>()
-                .into_par_iter()
-                .map(|lo| search_range(g, &below, &order, lo..(lo + chunk).min(n)))
-                .collect()
-        } else {
-            vec![search_range(g, &below, &order, 0..n)]
-        };
+        let parts = searches(&|r| search_range(g, &below, &order, r));
         let mut succ_start = Vec::with_capacity(n + 1);
         let mut succ: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
         succ_start.push(0);
@@ -125,9 +172,8 @@ impl SameTypeDag {
 
     /// The exact DAG ([`sequential`](Self::sequential), on the calling
     /// thread) when `exact`, else [`without_edges`](Self::without_edges): what
-    /// the CPU replay builds per run. Its searches take about 40 ns per node
-    /// (0.4 ms on a 10,000-node lattice batch), less than handing them to
-    /// other threads would save.
+    /// the CPU training and op-level replays build per run. Its searches take
+    /// about 40 ns per node (0.4 ms on a 10,000-node lattice batch).
     pub fn sequential_if(g: &Graph, exact: bool) -> Self {
         if exact {
             Self::sequential(g)
@@ -199,8 +245,8 @@ fn search_range(
     g: &Graph,
     below: &DescendantTypes,
     order: &TopoPos,
-    range: std::ops::Range<usize>,
-) -> (Vec<u32>, Vec<NodeId>) {
+    range: Range<usize>,
+) -> Part {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     // Visit stamps (the search's start) avoid clearing per search.

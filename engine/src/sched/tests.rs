@@ -517,10 +517,22 @@ mod prop {
             let want = brute_reduction(&g);
             let st = SameTypeDag::new(&g);
             let seq = SameTypeDag::sequential(&g);
+            // Split into parts run last to first: neither the split nor the
+            // order the parts run in may change the DAG.
+            let split: Vec<SameTypeDag> = (1..=5)
+                .map(|k| SameTypeDag::with_parts(&g, k, &|part| (0..k).rev().for_each(part)))
+                .collect();
             for v in g.nodes() {
                 prop_assert_eq!(st.successors(v), &want[v.index()][..], "node {}", v.0);
                 prop_assert_eq!(seq.successors(v), st.successors(v));
                 prop_assert_eq!(seq.height(v), st.height(v));
+                for p in &split {
+                    prop_assert_eq!(p.successors(v), st.successors(v));
+                    prop_assert_eq!(p.height(v), st.height(v));
+                }
+            }
+            for p in &split {
+                prop_assert_eq!(p.in_degrees(), st.in_degrees());
             }
             // Ids that are not topological (as on the reversed graph of the
             // backward pass) take the topological-position path.

@@ -341,7 +341,7 @@ impl CpuReplay {
                 // built up front or, for an FSM that needs it only on a miss,
                 // at the first miss (never when its table covers the run).
                 let (schedule, stats, dag) =
-                    run_policy_on_demand(g, policy, &SameTypeDag::sequential, &mut on_batch)?;
+                    run_policy_on_demand(g, policy, &|g| exact_dag(g, threads), &mut on_batch)?;
                 let dag_s = dag.unwrap_or(0.0);
                 time.construction = setup + dag_s;
                 self.last_schedule = Some(schedule);
@@ -356,4 +356,16 @@ impl CpuReplay {
             misses,
         })
     }
+}
+
+/// The exact same-type DAG of a run's graph, its searches split over the
+/// session's threads (one part per thread; on one thread, inline).
+fn exact_dag(g: &crate::graph::Graph, threads: &Threads) -> SameTypeDag {
+    let t = threads.count();
+    if t <= 1 {
+        return SameTypeDag::sequential(g);
+    }
+    SameTypeDag::with_parts(g, t, &|part| {
+        threads.split(t, t, |parts| parts.for_each(part));
+    })
 }
