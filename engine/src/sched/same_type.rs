@@ -27,6 +27,13 @@ use crate::graph::{Graph, NodeId};
 /// (relative to the range's first) and the lists.
 type Part = (Vec<u32>, Vec<NodeId>);
 
+/// Runs a part-index callback once for every part (see
+/// [`SameTypeDag::with_parts`]).
+type PartRunner<'a> = dyn Fn(&(dyn Fn(usize) + Sync)) + 'a;
+
+/// Searches node ranges (in id order) and returns their parts in that order.
+type RangeSearches<'a> = dyn Fn(&(dyn Fn(Range<usize>) -> Part + Sync)) -> Vec<Part> + 'a;
+
 /// Same-type successors (the reduction's edges) in CSR form, plus the initial
 /// in-degrees.
 #[derive(Clone, Debug)]
@@ -67,11 +74,7 @@ impl SameTypeDag {
     /// on `parts`. The CPU replay runs the parts on its own worker team, where
     /// handing work over costs about a microsecond (waking a rayon pool costs
     /// ~0.1 ms, more than a small graph's searches).
-    pub fn with_parts(
-        g: &Graph,
-        parts: usize,
-        run_parts: &dyn Fn(&(dyn Fn(usize) + Sync)),
-    ) -> Self {
+    pub fn with_parts(g: &Graph, parts: usize, run_parts: &PartRunner<'_>) -> Self {
         assert!(parts >= 1, "at least one part");
         Self::build_by(g, &|search| {
             let slots: Vec<std::sync::Mutex<Option<Part>>> =
@@ -115,7 +118,7 @@ impl SameTypeDag {
     /// searches are independent (each part has its own visit stamps) and
     /// the parts are concatenated in id order, so the result does not
     /// depend on how the nodes were split.
-    fn build_by(g: &Graph, searches: &dyn Fn(&(dyn Fn(Range<usize>) -> Part + Sync)) -> Vec<Part>) -> Self {
+    fn build_by(g: &Graph, searches: &RangeSearches<'_>) -> Self {
         let n = g.len();
         let order = TopoPos::new(g);
         let below = DescendantTypes::new(g, &order);
@@ -241,12 +244,7 @@ fn max_heights(g: &Graph, height: &[u32]) -> Vec<u32> {
 /// mark on when popped, and live non-t nodes extend the search. The search
 /// stops once no live node is queued: from there only blocked nodes follow.
 /// Cost: the nodes between `u` and its successors, not everything below `u`.
-fn search_range(
-    g: &Graph,
-    below: &DescendantTypes,
-    order: &TopoPos,
-    range: Range<usize>,
-) -> Part {
+fn search_range(g: &Graph, below: &DescendantTypes, order: &TopoPos, range: Range<usize>) -> Part {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     // Visit stamps (the search's start) avoid clearing per search.
@@ -266,8 +264,16 @@ fn search_range(
         heap.clear();
         // Queued nodes not blocked.
         let mut live = 0usize;
+        // Only type-t nodes and nodes above one matter: any other node can
+        // neither be a successor nor block one. Queued live, such a node
+        // (a loss below a chain cell, numbered after the whole chain) kept
+        // the search going through everything numbered before it.
+        let relevant = |x: NodeId| g.node_type(x) == t || below.reaches(x, t.index());
         if below.reaches(u, t.index()) {
             for &w in g.users(u) {
+                if !relevant(w) {
+                    continue;
+                }
                 if seen[w.index()] != u.0 {
                     seen[w.index()] = u.0;
                     heap.push(key(w));
@@ -292,6 +298,9 @@ fn search_range(
                 continue;
             }
             for &x in g.users(w) {
+                if !relevant(x) {
+                    continue;
+                }
                 let xi = x.index();
                 if is_blocked || found {
                     if blocked[xi] == u.0 {
@@ -347,11 +356,30 @@ impl TopoPos {
         self.pos.as_ref().map_or(v.0, |p| p[v.index()])
     }
 
-    /// Nodes in reverse topological order.
-    fn reverse<'g>(&self, g: &'g Graph) -> Box<dyn Iterator<Item = NodeId> + 'g> {
+    /// Nodes in reverse topological order (an enum, not a boxed iterator:
+    /// the sweeps call `next` once per node).
+    fn reverse<'g>(&self, g: &'g Graph) -> Reverse<'g> {
         match self.pos {
-            None => Box::new((0..g.len() as u32).rev().map(NodeId)),
-            Some(_) => Box::new(g.topo_order().iter().rev().copied()),
+            None => Reverse::Ids((0..g.len() as u32).rev()),
+            Some(_) => Reverse::Topo(g.topo_order().iter().rev()),
+        }
+    }
+}
+
+/// [`TopoPos::reverse`]'s iterator.
+enum Reverse<'g> {
+    Ids(std::iter::Rev<Range<u32>>),
+    Topo(std::iter::Rev<std::slice::Iter<'g, NodeId>>),
+}
+
+impl Iterator for Reverse<'_> {
+    type Item = NodeId;
+
+    #[inline]
+    fn next(&mut self) -> Option<NodeId> {
+        match self {
+            Reverse::Ids(r) => r.next().map(NodeId),
+            Reverse::Topo(t) => t.next().copied(),
         }
     }
 }
@@ -367,6 +395,16 @@ impl DescendantTypes {
     fn new(g: &Graph, order: &TopoPos) -> Self {
         let words = g.types().len().div_ceil(64).max(1);
         let mut bits = vec![0u64; g.len() * words];
+        if words == 1 {
+            // Up to 64 types (every built-in workload): one word per node.
+            for v in order.reverse(g) {
+                let below = g.users(v).iter().fold(0u64, |b, &w| {
+                    b | 1 << g.node_type(w).index() | bits[w.index()]
+                });
+                bits[v.index()] = below;
+            }
+            return DescendantTypes { words, bits };
+        }
         for v in order.reverse(g) {
             let vi = v.index() * words;
             for &w in g.users(v) {

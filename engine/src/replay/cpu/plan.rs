@@ -331,10 +331,7 @@ pub(crate) fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> 
 /// weight's width), compiled to GEMMs; `None` for any other op.
 fn shared_weight_terms(cell: &Cell, op: &crate::cells::Op) -> Option<Vec<(usize, usize)>> {
     let pairs: Vec<(usize, usize)> = match op.kind {
-        PrimOp::Affine => (1..op.args.len())
-            .step_by(2)
-            .map(|i| (i, i + 1))
-            .collect(),
+        PrimOp::Affine => (1..op.args.len()).step_by(2).map(|i| (i, i + 1)).collect(),
         PrimOp::Matmul => vec![(0, 1)],
         _ => return None,
     };
