@@ -168,34 +168,38 @@ fn team(c: &mut Criterion) {
     };
     g.bench_function("sigmoid_64k_1_thread", |b| b.iter(|| step(&one)));
     g.bench_function("sigmoid_64k_2_threads", |b| b.iter(|| step(&two)));
-    // The per-run same-type DAG of a lattice-lstm b128 trace (22k nodes), as
-    // the CPU replay builds it for an FSM: on one thread, and its searches
-    // split over the two-thread team.
+    // The per-run same-type DAG as the CPU replay builds it for an FSM, on
+    // one thread and with its searches split over the two-thread team:
+    // lattice-lstm b128 (22k nodes) and bilstm-tagger b256 (28k nodes; its
+    // loss cells, numbered after the chains, once made every search walk the
+    // rest of its chain).
     let cells = CellLibrary::builtin().unwrap();
-    let trace = workloads::record(
-        &RecordOptions {
-            workload: workloads::workload("lattice-lstm").unwrap(),
-            data: DataChoice::Default,
-            batch: 128,
-            hidden: 16,
-            level: Level::Cell,
-            seed: 101,
-        },
-        &cells,
-    )
-    .unwrap();
-    let lat = &trace.graph;
-    g.bench_function("same_type_dag_lattice_b128_1_thread", |b| {
-        b.iter(|| SameTypeDag::sequential(lat))
-    });
     let teamed = Threads::new(2);
-    g.bench_function("same_type_dag_lattice_b128_2_threads", |b| {
-        b.iter(|| {
-            SameTypeDag::with_parts(lat, 2, &|part| {
-                teamed.split(2, 2, |parts| parts.for_each(part));
+    for (w, batch) in [("lattice-lstm", 128), ("bilstm-tagger", 256)] {
+        let trace = workloads::record(
+            &RecordOptions {
+                workload: workloads::workload(w).unwrap(),
+                data: DataChoice::Default,
+                batch,
+                hidden: 16,
+                level: Level::Cell,
+                seed: 101,
+            },
+            &cells,
+        )
+        .unwrap();
+        let graph = &trace.graph;
+        g.bench_function(format!("same_type_dag_{w}_b{batch}_1_thread"), |b| {
+            b.iter(|| SameTypeDag::sequential(graph))
+        });
+        g.bench_function(format!("same_type_dag_{w}_b{batch}_2_threads"), |b| {
+            b.iter(|| {
+                SameTypeDag::with_parts(graph, 2, &|part| {
+                    teamed.split(2, 2, |parts| parts.for_each(part));
+                })
             })
-        })
-    });
+        });
+    }
     g.finish();
     std::hint::black_box(&y);
 }
