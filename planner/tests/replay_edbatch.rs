@@ -175,3 +175,64 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
         );
     }
 }
+
+/// Training through the planned layouts: the backward reads every forward
+/// value where the forward plan left it (in the record, or in place in its
+/// producer's slot now that products no longer pin their operands), so on
+/// every workload the loss and the gradients equal the unbatched reference's.
+#[test]
+fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
+    use engine::replay::cpu::{BackwardSchedule, TrainOptions};
+    let cells = CellLibrary::builtin().unwrap();
+    let (planned, _) = layouts(&cells);
+    type Grads = Vec<Vec<Vec<f32>>>;
+    fn step(
+        trace: &engine::trace::Trace,
+        m: &engine::replay::Model,
+        cells: &CellLibrary,
+        mut ex: Executor,
+    ) -> (f64, Grads) {
+        let mut s = Session::open(DeviceKind::Cpu, trace, m, cells, &ex).unwrap();
+        let run = s
+            .train(
+                trace,
+                m,
+                cells,
+                &mut ex,
+                BackwardSchedule::ReverseForward,
+                &TrainOptions { lazy: true },
+            )
+            .unwrap();
+        (run.loss, s.gradients(m).unwrap())
+    }
+    for w in WORKLOADS {
+        let trace = workloads::record(
+            &RecordOptions {
+                workload: workloads::workload(w.name).unwrap(),
+                data: DataChoice::Default,
+                batch: 5,
+                hidden: HIDDEN,
+                level: Level::Cell,
+                seed: 9,
+            },
+            &cells,
+        )
+        .unwrap();
+        let m = replay::model(&trace, &cells, 4).unwrap();
+        let (want_loss, want) = step(&trace, &m, &cells, Executor::Reference);
+        let progs = compile_layouts(&m, &planned).unwrap();
+        let (loss, got) = step(
+            &trace,
+            &m,
+            &cells,
+            Executor::EdBatch(Box::new(TypewisePolicy), progs),
+        );
+        assert!(
+            ((loss - want_loss) / want_loss).abs() < 1e-5,
+            "{}: loss {loss} vs {want_loss}",
+            w.name
+        );
+        let (err, role, v) = replay::worst_gradient(&got, &want);
+        assert!(err < 1e-4, "{} role {role} value {v}: {err:.2e}", w.name);
+    }
+}

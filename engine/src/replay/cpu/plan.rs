@@ -15,7 +15,11 @@
 //!   whether the stacked weights are consecutive in memory cannot matter here,
 //!   unlike on the GPU where cuBLAS reads them in place). A multi-term affine
 //!   is one product over the concatenated inputs, its bias the accumulators'
-//!   start; `C` is written straight into the instance records.
+//!   start; `C` is written straight into the instance records. A is a list
+//!   of row segments, so each group of ops over the same inputs reads them
+//!   where they live: the in-cell gathers the layout's program asks for
+//!   (operands not consecutive) are skipped for products, whatever the
+//!   layout.
 //! - **Everything else runs row by row** ([`RowOp`]): consecutive non-GEMM
 //!   batches form one [`Step::Rows`], run for one instance's record at a time
 //!   (Cavs §3.5's fusion: the record stays in L1 through the whole chain of
@@ -279,25 +283,13 @@ pub(crate) fn homes(cell: &Cell, prog: &CellProgram, direct: bool) -> Vec<View> 
     for b in &prog.batches {
         let first = &cell.ops[b.ops[0]];
         let product = matches!(first.kind, PrimOp::Affine | PrimOp::Matmul);
-        // Row ops run op by op where their operands are not one strided
-        // block (see `Compiler::batch`); per-instance products read and
-        // write strided. Shared-weight products read each input where it
-        // lives (GEMM row segments), so only their results are pinned.
-        if product && b.ops.len() > 1 {
-            let shared = shared_weight_terms(cell, first).is_some();
-            for (i, acc) in b.args.iter().enumerate().filter(|_| !shared) {
-                if *acc == Access::InPlace {
-                    for &o in &b.ops {
-                        pinned[cell.ops[o].args[i].index()] = true;
-                    }
-                }
-            }
-            if b.result_in_place {
-                for &o in &b.ops {
-                    pinned[cell.ops[o].out.index()] = true;
-                }
-            }
-        }
+        // Operands are never pinned: row ops (per-instance products
+        // included) run op by op where their operands are not one strided
+        // block (see `Compiler::batch`), and shared-weight products read each
+        // input where it lives (GEMM row segments). Pinning MV-RNN's h × h
+        // child matrices for its batched `B·a, A·b` copied 130 KB per node
+        // at h128 into the record. Products' results stay in the record: a
+        // GEMM writes its rows at one stride.
         if product {
             for &o in &b.ops {
                 pinned[cell.ops[o].out.index()] = true;
@@ -670,7 +662,9 @@ impl Compiler<'_> {
                 a.push(args[wi]);
                 a.push(args[xi]);
             }
-            self.push_row(RowOp {
+            // `a` lists the op's own arguments in order (bias, then weight
+            // and input of each term), as `push_split` expects.
+            let row = RowOp {
                 kind: RowKind::Product {
                     bias: affine,
                     terms: dims,
@@ -681,7 +675,12 @@ impl Compiler<'_> {
                 args: a,
                 out: result,
                 starts: Vec::new(),
-            });
+            };
+            if self.uniform(b, &row) {
+                self.push_row(row);
+            } else {
+                self.push_split(b, row);
+            }
             return;
         }
         self.flush_rows();
