@@ -213,6 +213,17 @@ fn eval_and_compare_cover_heuristics_and_policy_files() {
     assert_eq!(e["batches"], 7);
     assert_eq!(e["lower_bound"], 6);
     assert_eq!(e["misses"], 0);
+    // Per type: the rows add up to the schedule and to the trace, and no
+    // type runs in fewer batches than its term of the bound.
+    let rows = e["by_type"].as_array().unwrap();
+    let sum = |k: &str| rows.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("batches"), 7);
+    assert_eq!(sum("lower_bound"), 6);
+    assert_eq!(sum("nodes"), e["nodes"].as_u64().unwrap());
+    for r in rows {
+        assert!(r["batches"].as_u64() >= r["lower_bound"].as_u64(), "{r}");
+        assert!(r["largest"].as_u64() <= r["nodes"].as_u64(), "{r}");
+    }
     let out = path("fig1.yaml");
     json(&search(&["train", "--trace", &t, "--out", &out, "--json"]));
     let c = json(&search(&[

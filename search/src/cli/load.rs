@@ -52,6 +52,8 @@ pub(crate) struct Outcome {
     pub misses: u64,
     /// Median wall time of one scheduling run.
     pub seconds: f64,
+    /// The schedule itself (every run gave this one).
+    pub schedule: Schedule,
 }
 
 /// Runs `policy` `repeats` times (at least once) on the trace, validates the
@@ -94,5 +96,6 @@ pub(crate) fn evaluate(
         batches: schedule.len() as u64,
         misses,
         seconds: super::median(times),
+        schedule,
     })
 }
