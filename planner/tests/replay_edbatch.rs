@@ -14,6 +14,19 @@ use planner::{PlanOptions, plan_cell};
 
 const HIDDEN: usize = 16;
 
+/// A cell-level trace of `workload` on its default data at [`HIDDEN`].
+fn record(cells: &CellLibrary, workload: &str, batch: usize, seed: u64) -> engine::trace::Trace {
+    let opts = RecordOptions {
+        workload: workloads::workload(workload).unwrap(),
+        data: DataChoice::Default,
+        batch,
+        hidden: HIDDEN,
+        level: Level::Cell,
+        seed,
+    };
+    workloads::record(&opts, cells).unwrap()
+}
+
 /// Layout files with the names they would have on disk.
 type Files = Vec<(String, LayoutFile)>;
 
@@ -40,18 +53,7 @@ fn edbatch_matches_the_reference_on(device: DeviceKind) {
     let cells = CellLibrary::builtin().unwrap();
     let (planned, baseline) = layouts(&cells);
     for w in WORKLOADS {
-        let trace = workloads::record(
-            &RecordOptions {
-                workload: workloads::workload(w.name).unwrap(),
-                data: DataChoice::Default,
-                batch: 6,
-                hidden: HIDDEN,
-                level: Level::Cell,
-                seed: 5,
-            },
-            &cells,
-        )
-        .unwrap();
+        let trace = record(&cells, w.name, 6, 5);
         let m = replay::model(&trace, &cells, 3).unwrap();
         let (_, reference) = replay::replay(&trace, &m, &cells, &mut Executor::Reference).unwrap();
         let mut moved = Vec::new();
@@ -101,18 +103,7 @@ fn edbatch_with_planned_and_baseline_layouts_matches_the_reference_on_cuda() {
 fn lstm_planned_layout_removes_the_gate_weight_gathers() {
     let cells = CellLibrary::builtin().unwrap();
     let (planned, baseline) = layouts(&cells);
-    let trace = workloads::record(
-        &RecordOptions {
-            workload: workloads::workload("fixed-lstm").unwrap(),
-            data: DataChoice::Default,
-            batch: 4,
-            hidden: HIDDEN,
-            level: Level::Cell,
-            seed: 1,
-        },
-        &cells,
-    )
-    .unwrap();
+    let trace = record(&cells, "fixed-lstm", 4, 1);
     let m = replay::model(&trace, &cells, 1).unwrap();
     let role = m.roles.iter().position(|r| r.cell.name == "lstm").unwrap();
     let cell = &m.roles[role].cell;
@@ -145,18 +136,7 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
     let cells = CellLibrary::builtin().unwrap();
     let (planned, _) = layouts(&cells);
     for w in ["lattice-lstm", "lattice-gru"] {
-        let trace = workloads::record(
-            &RecordOptions {
-                workload: workloads::workload(w).unwrap(),
-                data: DataChoice::Default,
-                batch: 6,
-                hidden: HIDDEN,
-                level: Level::Cell,
-                seed: 5,
-            },
-            &cells,
-        )
-        .unwrap();
+        let trace = record(&cells, w, 6, 5);
         let m = replay::model(&trace, &cells, 3).unwrap();
         let mut gathered = Vec::new();
         let progs = compile_layouts(&m, &planned).unwrap();
@@ -206,18 +186,7 @@ fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
         (run.loss, s.gradients(m).unwrap())
     }
     for w in WORKLOADS {
-        let trace = workloads::record(
-            &RecordOptions {
-                workload: workloads::workload(w.name).unwrap(),
-                data: DataChoice::Default,
-                batch: 5,
-                hidden: HIDDEN,
-                level: Level::Cell,
-                seed: 9,
-            },
-            &cells,
-        )
-        .unwrap();
+        let trace = record(&cells, w.name, 5, 9);
         let m = replay::model(&trace, &cells, 4).unwrap();
         let (want_loss, want) = step(&trace, &m, &cells, Executor::Reference);
         let progs = compile_layouts(&m, &planned).unwrap();

@@ -31,9 +31,6 @@ type Part = (Vec<u32>, Vec<NodeId>);
 /// [`SameTypeDag::with_parts`]).
 type PartRunner<'a> = dyn Fn(&(dyn Fn(usize) + Sync)) + 'a;
 
-/// Searches node ranges (in id order) and returns their parts in that order.
-type RangeSearches<'a> = dyn Fn(&(dyn Fn(Range<usize>) -> Part + Sync)) -> Vec<Part> + 'a;
-
 /// Same-type successors (the reduction's edges) in CSR form, plus the initial
 /// in-degrees.
 #[derive(Clone, Debug)]
@@ -56,7 +53,12 @@ impl SameTypeDag {
     ///
     /// The searches run on rayon's current pool; see [`sequential`](Self::sequential).
     pub fn new(g: &Graph) -> Self {
-        Self::build(g, true)
+        use rayon::prelude::*;
+        let chunk = g.len().div_ceil(4 * rayon::current_num_threads()).max(1024);
+        let parts = g.len().div_ceil(chunk).max(1);
+        Self::with_parts(g, parts, &|part| {
+            (0..parts).into_par_iter().for_each(part);
+        })
     }
 
     /// [`new`](Self::new) on the calling thread alone: for a one-thread
@@ -64,65 +66,37 @@ impl SameTypeDag {
     /// about 0.1 ms per run (two context switches), more than a small graph's
     /// searches.
     pub fn sequential(g: &Graph) -> Self {
-        Self::build(g, false)
+        Self::with_parts(g, 1, &|part| part(0))
     }
 
     /// [`new`](Self::new) with the searches split into `parts ≥ 1` node
     /// ranges (near-equal, in id order; some may be empty) that `run_parts`
     /// runs: it must call its argument once with every part index in
-    /// `0..parts`, on any threads, in any order. The result does not depend
-    /// on `parts`. The CPU replay runs the parts on its own worker team, where
-    /// handing work over costs about a microsecond (waking a rayon pool costs
-    /// ~0.1 ms, more than a small graph's searches).
+    /// `0..parts`, on any threads, in any order. The searches are independent
+    /// (each part has its own visit stamps) and the parts are concatenated in
+    /// id order, so the result does not depend on `parts`. The CPU replay
+    /// runs the parts on its own worker team, where handing work over costs
+    /// about a microsecond (waking a rayon pool costs ~0.1 ms, more than a
+    /// small graph's searches).
     pub fn with_parts(g: &Graph, parts: usize, run_parts: &PartRunner<'_>) -> Self {
         assert!(parts >= 1, "at least one part");
-        Self::build_by(g, &|search| {
-            let slots: Vec<std::sync::Mutex<Option<Part>>> =
-                (0..parts).map(|_| std::sync::Mutex::new(None)).collect();
-            let n = g.len();
-            run_parts(&|i| {
-                let part = search(n * i / parts..n * (i + 1) / parts);
-                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(part);
-            });
-            slots
-                .into_iter()
-                .map(|s| {
-                    s.into_inner()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .expect("run_parts ran every part")
-                })
-                .collect()
-        })
-    }
-
-    fn build(g: &Graph, parallel: bool) -> Self {
-        use rayon::prelude::*;
-        let n = g.len();
-        Self::build_by(g, &|search| {
-            if parallel {
-                let chunk = n.div_ceil(4 * rayon::current_num_threads()).max(1024);
-                (0..n)
-                    .step_by(chunk)
-                    .collect::<Vec<_>>()
-                    .into_par_iter()
-                    .map(|lo| search(lo..(lo + chunk).min(n)))
-                    .collect()
-            } else {
-                vec![search(0..n)]
-            }
-        })
-    }
-
-    /// The DAG from searches over node ranges: `searches` covers `0..len`
-    /// with ranges in id order and returns their parts in that order. The
-    /// searches are independent (each part has its own visit stamps) and
-    /// the parts are concatenated in id order, so the result does not
-    /// depend on how the nodes were split.
-    fn build_by(g: &Graph, searches: &RangeSearches<'_>) -> Self {
         let n = g.len();
         let order = TopoPos::new(g);
         let below = DescendantTypes::new(g, &order);
-        let parts = searches(&|r| search_range(g, &below, &order, r));
+        let slots: Vec<std::sync::Mutex<Option<Part>>> =
+            (0..parts).map(|_| std::sync::Mutex::new(None)).collect();
+        run_parts(&|i| {
+            let part = search_range(g, &below, &order, n * i / parts..n * (i + 1) / parts);
+            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(part);
+        });
+        let parts: Vec<Part> = slots
+            .into_iter()
+            .map(|s| {
+                s.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("run_parts ran every part")
+            })
+            .collect();
         let mut succ_start = Vec::with_capacity(n + 1);
         let mut succ: Vec<NodeId> = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
         succ_start.push(0);
@@ -170,18 +144,6 @@ impl SameTypeDag {
             in_degree: vec![0; g.len()],
             max_height: max_heights(g, &height),
             height,
-        }
-    }
-
-    /// The exact DAG ([`sequential`](Self::sequential), on the calling
-    /// thread) when `exact`, else [`without_edges`](Self::without_edges): what
-    /// the CPU training and op-level replays build per run. Its searches take
-    /// about 40 ns per node (0.4 ms on a 10,000-node lattice batch).
-    pub fn sequential_if(g: &Graph, exact: bool) -> Self {
-        if exact {
-            Self::sequential(g)
-        } else {
-            Self::without_edges(g)
         }
     }
 

@@ -25,7 +25,7 @@ use crate::replay::incell::CellProgram;
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, ReplayError, TimeSplit};
-use crate::sched::{BatchPolicy, SameTypeDag, run_policy_with};
+use crate::sched::{BatchPolicy, run_policy_with};
 use crate::trace::Trace;
 use crate::workloads::{ArgSrc, OpOrigin, expand};
 
@@ -257,7 +257,7 @@ impl DynetCpu {
         let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
         let og = &prog.graph;
         let exact = policy.needs_sub_frontier();
-        let st = SameTypeDag::sequential_if(og, exact);
+        let st = super::per_run_dag(og, exact, threads);
         self.numel.clear();
         self.numel.extend(prog.origins.iter().map(|o| match o {
             OpOrigin::PortSum { numel, .. } => *numel as usize,

@@ -340,8 +340,12 @@ impl CpuReplay {
                 // The same-type DAG the policy reads is per-run construction,
                 // built up front or, for an FSM that needs it only on a miss,
                 // at the first miss (never when its table covers the run).
-                let (schedule, stats, dag) =
-                    run_policy_on_demand(g, policy, &|g| exact_dag(g, threads), &mut on_batch)?;
+                let (schedule, stats, dag) = run_policy_on_demand(
+                    g,
+                    policy,
+                    &|g| per_run_dag(g, true, threads),
+                    &mut on_batch,
+                )?;
                 let dag_s = dag.unwrap_or(0.0);
                 time.construction = setup + dag_s;
                 self.last_schedule = Some(schedule);
@@ -358,9 +362,15 @@ impl CpuReplay {
     }
 }
 
-/// The exact same-type DAG of a run's graph, its searches split over the
-/// session's threads (one part per thread; on one thread, inline).
-fn exact_dag(g: &crate::graph::Graph, threads: &Threads) -> SameTypeDag {
+/// The same-type DAG a run's policy reads, built per run as the per-input
+/// construction it is (forward, backward and op-level runs alike): exact when
+/// `exact`, its searches split over the session's threads (one part per
+/// thread; on one thread, inline), else edgeless
+/// ([`SameTypeDag::without_edges`]).
+pub(crate) fn per_run_dag(g: &crate::graph::Graph, exact: bool, threads: &Threads) -> SameTypeDag {
+    if !exact {
+        return SameTypeDag::without_edges(g);
+    }
     let t = threads.count();
     if t <= 1 {
         return SameTypeDag::sequential(g);

@@ -28,7 +28,7 @@ use crate::graph::{Graph, NodeId};
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
-use crate::sched::{BatchPolicy, SameTypeDag, run_policy_with};
+use crate::sched::{BatchPolicy, run_policy_with};
 use crate::trace::Trace;
 
 /// How the backward pass picks its batches.
@@ -488,7 +488,7 @@ fn run_backward(
     }
     let rg = std::mem::replace(&mut bw.reversed, Graph::empty());
     let exact = matches!(&order, Order::Policy(p) if p.needs_sub_frontier());
-    let st = SameTypeDag::sequential_if(&rg, exact);
+    let st = super::per_run_dag(&rg, exact, threads);
     let mut time = TimeSplit {
         construction: t0.elapsed().as_secs_f64(),
         ..TimeSplit::default()
