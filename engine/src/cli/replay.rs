@@ -440,11 +440,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         c.bytes_scattered as f64 / 1e3
     );
     engine::outln!(
-        "  time {:.3} ms (construction {:.3}, scheduling {:.3}, execution {:.3}); {:.0} instances/s; misses {}; max rel error {}",
+        "  time {:.3} ms (construction {:.3}, scheduling {:.3}, execution {:.3}; {:.3} of the scheduling ran while execution waited); {:.0} instances/s; misses {}; max rel error {}",
         report.total_s * 1e3,
         report.time.construction * 1e3,
         report.time.scheduling * 1e3,
         report.time.execution * 1e3,
+        report.time.overlapped * 1e3,
         report.instances_per_s,
         report.policy_misses,
         report

@@ -108,6 +108,19 @@ pub struct Graph {
     user_start: Vec<u32>,
     users: Vec<NodeId>,
     topo: Vec<NodeId>,
+    /// Every node's arguments have smaller ids, so id order is a topological
+    /// order (graphs built node by node after their arguments, as recorded
+    /// traces are): per-run analyses then walk ids instead of `topo`.
+    ids_topological: bool,
+}
+
+/// True when every argument's id is below its user's.
+fn ids_topological(arg_start: &[u32], args: &[NodeId]) -> bool {
+    arg_start.windows(2).enumerate().all(|(v, w)| {
+        args[w[0] as usize..w[1] as usize]
+            .iter()
+            .all(|a| a.index() < v)
+    })
 }
 
 impl Graph {
@@ -122,6 +135,7 @@ impl Graph {
             user_start: vec![0],
             users: Vec::new(),
             topo: Vec::new(),
+            ids_topological: true,
         }
     }
 
@@ -144,7 +158,15 @@ impl Graph {
             user_start: self.arg_start.clone(),
             users: self.args.clone(),
             topo: self.topo.iter().rev().copied().collect(),
+            ids_topological: ids_topological(&self.user_start, &self.users),
         }
+    }
+
+    /// Whether id order is a topological order (every argument's id is below
+    /// its user's), known since the graph was built.
+    #[inline]
+    pub fn ids_topological(&self) -> bool {
+        self.ids_topological
     }
 
     /// Number of nodes.
@@ -339,6 +361,7 @@ impl GraphBuilder {
         }
         let (user_start, users) = topo::users_csr(n, &self.arg_start, &self.args);
         let topo = topo::kahn(n, &self.arg_start, &self.args, &user_start, &users)?;
+        let ids_topological = ids_topological(&self.arg_start, &self.args);
         Ok(Graph {
             types: self.types,
             node_type: self.node_type,
@@ -348,6 +371,7 @@ impl GraphBuilder {
             user_start,
             users,
             topo,
+            ids_topological,
         })
     }
 }

@@ -120,6 +120,19 @@ fn topo_order_accepts_forward_references() {
 }
 
 #[test]
+fn ids_are_known_topological_exactly_when_every_argument_comes_first() {
+    let forward = graph(&["A"], &[(0, &[2]), (0, &[]), (0, &[1])]).unwrap();
+    assert!(!forward.ids_topological());
+    let chain = graph(&["A"], &[(0, &[]), (0, &[0]), (0, &[1])]).unwrap();
+    assert!(chain.ids_topological());
+    // Reversed, a chain's arguments come after their users.
+    assert!(!chain.reversed().ids_topological());
+    assert!(forward.reversed().reversed().ids_topological() == forward.ids_topological());
+    let isolated = graph(&["A"], &[(0, &[]), (0, &[])]).unwrap();
+    assert!(isolated.reversed().ids_topological());
+}
+
+#[test]
 fn cycle_error_names_the_nodes_on_the_cycle() {
     // 0 is a source; 1 -> 2 -> 3 -> 1 is a cycle; 4 hangs off it.
     let err = graph(

@@ -159,6 +159,7 @@ pub fn measure_on(
         construction: part(|t| t.construction),
         scheduling: part(|t| t.scheduling),
         execution: part(|t| t.execution),
+        overlapped: part(|t| t.overlapped),
     };
     let total_s = part(TimeSplit::total);
     Ok(Measured {
@@ -238,6 +239,7 @@ pub fn measure_train(
             construction: part(|t| t.construction),
             scheduling: part(|t| t.scheduling),
             execution: part(|t| t.execution),
+            overlapped: part(|t| t.overlapped),
         }
     };
     let samples: Vec<f64> = runs

@@ -151,6 +151,12 @@ pub struct TimeSplit {
     pub scheduling: f64,
     /// Running kernels and copies.
     pub execution: f64,
+    /// The part of scheduling that ran while execution waited for a worker
+    /// thread (CPU, two or more threads: the policy decides ahead of the
+    /// batches, see `replay::cpu`), so it added next to no wall time;
+    /// `execution` is net of it, and the three parts above add up to the
+    /// run's wall time. 0 where nothing overlaps.
+    pub overlapped: f64,
 }
 
 /// The executors of this module.

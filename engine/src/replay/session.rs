@@ -134,6 +134,7 @@ impl Session {
                     construction: 0.0,
                     scheduling: sched + g.script_s,
                     execution: g.exec_s,
+                    overlapped: 0.0,
                 };
                 (counters, time, 0, Some(g.device_s))
             }
@@ -191,6 +192,7 @@ impl Session {
                         construction: 0.0,
                         scheduling,
                         execution,
+                        overlapped: 0.0,
                     },
                     misses: 0,
                 };

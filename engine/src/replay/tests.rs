@@ -403,3 +403,94 @@ mod training {
         );
     }
 }
+
+/// A policy that behaves like typewise for `good` decisions, then picks a
+/// type with no ready node.
+struct StuckAfter {
+    good: usize,
+}
+
+impl crate::sched::BatchPolicy for StuckAfter {
+    fn name(&self) -> String {
+        "stuck-after".into()
+    }
+
+    fn choose(&mut self, f: &crate::sched::Frontier) -> crate::sched::Choice {
+        if self.good == 0 {
+            let g = f.graph();
+            let idle = g
+                .types()
+                .iter()
+                .map(|(t, _)| t)
+                .find(|&t| f.ready_count(t) == 0)
+                .expect("a type with no ready node");
+            return crate::sched::Choice::All(idle);
+        }
+        self.good -= 1;
+        crate::sched::Choice::All(crate::sched::typewise_choice(f))
+    }
+}
+
+/// Decisions made ahead of the batches, while the team waits for a worker
+/// (two threads), are the policy's schedule: the same batches and kernels as
+/// on one thread, where every decision is made before its batch.
+#[test]
+fn decisions_made_ahead_keep_the_policys_schedule() {
+    let cells = CellLibrary::builtin().unwrap();
+    for name in ["lattice-lstm", "tree-lstm", "bilstm-tagger"] {
+        let trace = record(name, 16, 32);
+        let m = model(&trace, &cells, 5).unwrap();
+        let run = |threads| {
+            let mut ex = Executor::Policy(Box::new(AgendaPolicy::updated()));
+            let opts = SessionOptions {
+                cpu: crate::replay::cpu::CpuOptions {
+                    threads: Some(threads),
+                    fuse: true,
+                },
+            };
+            let mut s =
+                Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
+            let r = s.run(&trace, &m, &cells, &mut ex).unwrap();
+            let t = &r.time;
+            assert!(
+                t.overlapped >= 0.0 && t.execution >= 0.0 && t.scheduling >= 0.0,
+                "{name}: {t:?}"
+            );
+            if threads == 1 {
+                assert_eq!(t.overlapped, 0.0, "{name}: nothing overlaps on one thread");
+            }
+            r.counters
+        };
+        assert_eq!(run(2), run(1), "{name}");
+    }
+}
+
+/// A policy that gets stuck mid-run is the run's error, on one thread and on
+/// two (where the failing decision is likely first made ahead of the
+/// batches), never a panic or a hang.
+#[test]
+fn a_stuck_policy_is_the_runs_error_on_one_thread_and_two() {
+    let cells = CellLibrary::builtin().unwrap();
+    let trace = record("lattice-lstm", 16, 32);
+    let m = model(&trace, &cells, 5).unwrap();
+    for threads in [1, 2] {
+        let mut ex = Executor::Policy(Box::new(StuckAfter { good: 20 }));
+        let opts = SessionOptions {
+            cpu: crate::replay::cpu::CpuOptions {
+                threads: Some(threads),
+                fuse: true,
+            },
+        };
+        let mut s = Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
+        let Err(err) = s.run(&trace, &m, &cells, &mut ex) else {
+            panic!("{threads} threads: a stuck policy's run succeeded");
+        };
+        assert!(
+            matches!(
+                err,
+                ReplayError::Policy(crate::sched::PolicyError::Stuck { .. })
+            ),
+            "{threads} threads: {err}"
+        );
+    }
+}

@@ -116,17 +116,20 @@ impl SameTypeDag {
             height: vec![1; n],
             max_height: Vec::new(),
         };
+        // Heights and, in the same sweep, each type's largest.
+        let mut max_height = vec![0u32; g.types().len()];
         for v in order.reverse(g) {
-            if let Some(h) = dag
+            let h = dag
                 .successors(v)
                 .iter()
-                .map(|w| dag.height[w.index()])
+                .map(|w| dag.height[w.index()] + 1)
                 .max()
-            {
-                dag.height[v.index()] = h + 1;
-            }
+                .unwrap_or(1);
+            dag.height[v.index()] = h;
+            let m = &mut max_height[g.node_type(v).index()];
+            *m = (*m).max(h);
         }
-        dag.max_height = max_heights(g, &dag.height);
+        dag.max_height = max_height;
         dag
     }
 
@@ -301,9 +304,8 @@ struct TopoPos {
 
 impl TopoPos {
     fn new(g: &Graph) -> Self {
-        let by_id = g.nodes().all(|v| g.args(v).iter().all(|a| a.0 < v.0));
         TopoPos {
-            pos: (!by_id).then(|| {
+            pos: (!g.ids_topological()).then(|| {
                 let mut pos = vec![0u32; g.len()];
                 for (i, v) in g.topo_order().iter().enumerate() {
                     pos[v.index()] = i as u32;

@@ -35,6 +35,18 @@ impl Schedule {
         self.types.push(ty);
     }
 
+    /// The last batch's nodes, to reorder (a batch is a set: its order is
+    /// only the order its rows run in).
+    pub(crate) fn last_batch_mut(&mut self) -> &mut [NodeId] {
+        let n = self.starts.len();
+        let lo = if n >= 2 {
+            self.starts[n - 2] as usize
+        } else {
+            0
+        };
+        &mut self.nodes[lo..]
+    }
+
     /// Appends a batch (for tools building schedules by hand, and tests).
     pub fn push(&mut self, ty: TypeId, nodes: &[NodeId]) {
         self.nodes.extend_from_slice(nodes);

@@ -647,3 +647,54 @@ mod prop {
         }
     }
 }
+
+/// `in_id_order` lists every batch in id order and changes nothing else: the
+/// same batches (as sets), types and counters as the run in ready order.
+#[test]
+fn batches_in_id_order_are_the_same_sets() {
+    use crate::workloads::{self, DataChoice, RecordOptions};
+    let cells = crate::cells::CellLibrary::builtin().unwrap();
+    // Some ready-order batch is out of id order, or the test shows nothing.
+    let mut unsorted_somewhere = false;
+    for name in ["lattice-lstm", "tree-lstm", "bilstm-tagger-char"] {
+        let trace = workloads::record(
+            &RecordOptions {
+                workload: workloads::workload(name).unwrap(),
+                data: DataChoice::Default,
+                batch: 16,
+                hidden: 8,
+                level: crate::trace::Level::Cell,
+                seed: 3,
+            },
+            &cells,
+        )
+        .unwrap();
+        let g = &trace.graph;
+        let st = SameTypeDag::new(g);
+        let run = |sorted: bool| {
+            let mut p = TypewisePolicy;
+            let mut r = PolicyRun::new(g, &st, &mut p).unwrap();
+            if sorted {
+                r = r.in_id_order();
+            }
+            while r.advance().unwrap().is_some() {}
+            r.finish()
+        };
+        let (ready, ready_stats, _) = run(false);
+        let (ids, id_stats, _) = run(true);
+        assert_eq!(ready_stats, id_stats, "{name}");
+        validate_schedule(g, &ids).unwrap();
+        for ((t1, b1), (t2, b2)) in ready.batches().zip(ids.batches()) {
+            assert_eq!(t1, t2, "{name}");
+            assert!(b2.is_sorted(), "{name}: {b2:?}");
+            let mut b1s = b1.to_vec();
+            unsorted_somewhere |= !b1.is_sorted();
+            b1s.sort_unstable();
+            assert_eq!(b1s, b2, "{name}");
+        }
+    }
+    assert!(
+        unsorted_somewhere,
+        "every ready-order batch was already in id order"
+    );
+}

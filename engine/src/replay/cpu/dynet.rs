@@ -237,6 +237,7 @@ impl DynetCpu {
                 construction,
                 scheduling: 0.0,
                 execution,
+                overlapped: 0.0,
             },
             misses: 0,
         })
@@ -295,6 +296,7 @@ impl DynetCpu {
             construction,
             execution: exec,
             scheduling: t1.elapsed().as_secs_f64() - exec,
+            overlapped: 0.0,
         };
         // The cell-level view of the results, for comparison with the others.
         let g = &trace.graph;

@@ -77,7 +77,7 @@ use super::incell::CellProgram;
 use super::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
-use crate::sched::{CavsPolicy, SameTypeDag, run_policy_on_demand};
+use crate::sched::{CavsPolicy, PolicyRun, RunDags, SameTypeDag};
 use crate::trace::Trace;
 
 /// CPU options of a session.
@@ -330,28 +330,27 @@ impl CpuReplay {
                     return Err(ReplayError::WrongSession("dynet"));
                 };
                 let setup = t0.elapsed().as_secs_f64();
-                let t1 = Instant::now();
-                let mut exec = 0.0;
-                let mut on_batch = |batch: &[NodeId]| {
-                    let t = Instant::now();
-                    run_one(batch, &mut counters);
-                    exec += t.elapsed().as_secs_f64();
-                };
                 // The same-type DAG the policy reads is per-run construction,
                 // built up front or, for an FSM that needs it only on a miss,
                 // at the first miss (never when its table covers the run).
-                let (schedule, stats, dag) = run_policy_on_demand(
-                    g,
-                    policy,
-                    &|g| per_run_dag(g, true, threads),
-                    &mut on_batch,
-                )?;
-                let dag_s = dag.unwrap_or(0.0);
-                time.construction = setup + dag_s;
+                let exact = |g: &crate::graph::Graph| per_run_dag(g, true, threads);
+                let dags = RunDags::new(g, &*policy, &exact);
+                let run = std::cell::RefCell::new(
+                    PolicyRun::on_demand(g, &dags, policy, &exact)?.in_id_order(),
+                );
+                let (execution, overlapped) =
+                    run_ahead(&run, |batch| run_one(batch, &mut counters))?;
+                let (schedule, stats, dag) = run.into_inner().finish();
+                time.construction = setup + dag.unwrap_or(0.0);
+                time.execution = execution;
+                time.overlapped = overlapped;
+                // What is left of the run's wall time is the decisions (and
+                // the timers); with `execution` net of the overlapped ones,
+                // the three parts add up to the run's wall time.
+                time.scheduling =
+                    (t0.elapsed().as_secs_f64() - time.construction - execution).max(0.0);
                 self.last_schedule = Some(schedule);
                 misses = stats.misses;
-                time.execution = exec;
-                time.scheduling = t1.elapsed().as_secs_f64() - exec - dag_s;
             }
         }
         Ok(CpuRun {
@@ -360,6 +359,60 @@ impl CpuReplay {
             misses,
         })
     }
+}
+
+/// Executes `run`'s batches in order, letting the policy decide ahead while
+/// the team waits for a worker ([`team::with_idle_work`]): a decision costs a
+/// few microseconds (frontier step, state key, table look-up), the caller of a
+/// parallel step otherwise spins until the slowest worker is done, and the
+/// schedule depends on the graph alone. Decisions left when a batch is due
+/// are made before it, as without overlap; on one thread all are. So is a
+/// decision that first builds the same-type DAG (an FSM's first miss): in a
+/// wait it would run on one thread while the worker idles.
+///
+/// Returns the seconds spent executing, net of the decisions made inside
+/// execution, and those decisions' seconds.
+fn run_ahead(
+    run: &std::cell::RefCell<PolicyRun<'_>>,
+    mut execute: impl FnMut(&[NodeId]),
+) -> Result<(f64, f64), ReplayError> {
+    let hidden = std::cell::Cell::new(0.0f64);
+    let stopped = std::cell::Cell::new(false);
+    let mut idle = || {
+        // Not borrowed elsewhere while a batch runs; stay idle if it were.
+        let Ok(mut r) = run.try_borrow_mut() else {
+            return false;
+        };
+        if stopped.get() || r.is_done() || r.next_builds_dag() {
+            return false;
+        }
+        let t = Instant::now();
+        // A failed decision changes nothing: the loop below makes it again
+        // when the batches reach it and returns its error.
+        if r.advance().is_err() {
+            stopped.set(true);
+        }
+        hidden.set(hidden.get() + t.elapsed().as_secs_f64());
+        !stopped.get()
+    };
+    let mut next = 0usize;
+    let mut batch: Vec<NodeId> = Vec::new();
+    let mut window = 0.0;
+    loop {
+        {
+            let mut r = run.borrow_mut();
+            if next == r.schedule().len() && r.advance()?.is_none() {
+                break;
+            }
+            batch.clear();
+            batch.extend_from_slice(r.schedule().batch(next).1);
+        }
+        next += 1;
+        let t = Instant::now();
+        team::with_idle_work(&mut idle, || execute(&batch));
+        window += t.elapsed().as_secs_f64();
+    }
+    Ok(((window - hidden.get()).max(0.0), hidden.get()))
 }
 
 /// The same-type DAG a run's policy reads, built per run as the per-input

@@ -299,6 +299,7 @@ impl RunClock {
             construction: self.construction,
             scheduling: loop_s - exec_s,
             execution: exec_s + wait_s,
+            overlapped: 0.0,
         };
         Ok((time, device_s))
     }
