@@ -5,7 +5,9 @@
 //! and |Frontier(G^t)| (type-t nodes with no unexecuted type-t ancestor, via the
 //! precomputed [`SameTypeDag`]), so one step costs O(batch + out-edges). A
 //! [`BatchPolicy`] picks the next type; [`run_policy`] loops until the graph is
-//! done and returns a [`Schedule`], which [`validate_schedule`] checks.
+//! done and returns a [`Schedule`], which [`validate_schedule`] checks. The loop
+//! itself is [`PolicyRun`], one decision per call, for executors that decide
+//! ahead of the batches they run (the schedule depends on the graph alone).
 //!
 //! ```
 //! use engine::cells::CellLibrary;

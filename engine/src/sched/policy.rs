@@ -173,11 +173,6 @@ impl RunDags {
             built,
         }
     }
-
-    /// Seconds spent building the exact DAG up front (`None`: not built).
-    pub fn built_s(&self) -> Option<f64> {
-        self.built
-    }
 }
 
 /// Where a lazy run builds its exact DAG, and the builder.
