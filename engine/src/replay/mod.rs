@@ -304,4 +304,4 @@ pub fn worst_gradient(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> (f64, us
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

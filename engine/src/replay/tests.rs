@@ -4,9 +4,9 @@ use crate::sched::{AgendaPolicy, DepthPolicy, TypewisePolicy};
 use crate::trace::Level;
 use crate::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
 
-/// `name` recorded at cell level on its default data (seed 3); the replay
-/// tests' and the VPPS tests' trace.
-pub(super) fn record(name: &str, batch: usize, hidden: usize) -> Trace {
+/// `name` recorded at cell level on its default data (seed 3); the replay,
+/// VPPS and scheduling tests' trace.
+pub(crate) fn record(name: &str, batch: usize, hidden: usize) -> Trace {
     workloads::record(
         &RecordOptions {
             workload: workloads::workload(name).unwrap(),
@@ -19,6 +19,16 @@ pub(super) fn record(name: &str, batch: usize, hidden: usize) -> Trace {
         &CellLibrary::builtin().unwrap(),
     )
     .unwrap()
+}
+
+/// Options of a fused CPU session on `threads` threads.
+fn on_threads(threads: usize) -> SessionOptions {
+    SessionOptions {
+        cpu: crate::replay::cpu::CpuOptions {
+            threads: Some(threads),
+            fuse: true,
+        },
+    }
 }
 
 /// The body shared by the CPU test and its CUDA twin: the reference runs on
@@ -103,12 +113,7 @@ fn chunked_batches_give_the_same_outputs_and_counts() {
         let m = model(&trace, &cells, 5).unwrap();
         let run = || {
             let mut ex = Executor::Policy(Box::new(TypewisePolicy));
-            let opts = SessionOptions {
-                cpu: crate::replay::cpu::CpuOptions {
-                    threads: Some(threads),
-                    fuse: true,
-                },
-            };
+            let opts = on_threads(threads);
             let mut session =
                 Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
             let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
@@ -442,12 +447,7 @@ fn decisions_made_ahead_keep_the_policys_schedule() {
         let m = model(&trace, &cells, 5).unwrap();
         let run = |threads| {
             let mut ex = Executor::Policy(Box::new(AgendaPolicy::updated()));
-            let opts = SessionOptions {
-                cpu: crate::replay::cpu::CpuOptions {
-                    threads: Some(threads),
-                    fuse: true,
-                },
-            };
+            let opts = on_threads(threads);
             let mut s =
                 Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
             let r = s.run(&trace, &m, &cells, &mut ex).unwrap();
@@ -475,12 +475,7 @@ fn a_stuck_policy_is_the_runs_error_on_one_thread_and_two() {
     let m = model(&trace, &cells, 5).unwrap();
     for threads in [1, 2] {
         let mut ex = Executor::Policy(Box::new(StuckAfter { good: 20 }));
-        let opts = SessionOptions {
-            cpu: crate::replay::cpu::CpuOptions {
-                threads: Some(threads),
-                fuse: true,
-            },
-        };
+        let opts = on_threads(threads);
         let mut s = Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
         let Err(err) = s.run(&trace, &m, &cells, &mut ex) else {
             panic!("{threads} threads: a stuck policy's run succeeded");

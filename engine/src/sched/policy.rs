@@ -281,8 +281,7 @@ impl<'a> PolicyRun<'a> {
             return Ok(None);
         }
         if let Some((cell, exact)) = self.lazy
-            && cell.get().is_none()
-            && self.policy.wants_sub_frontier(&self.f)
+            && self.next_builds_dag()
         {
             let t = std::time::Instant::now();
             self.f.attach(cell.get_or_init(|| exact(self.g)));

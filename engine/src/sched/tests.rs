@@ -652,23 +652,10 @@ mod prop {
 /// same batches (as sets), types and counters as the run in ready order.
 #[test]
 fn batches_in_id_order_are_the_same_sets() {
-    use crate::workloads::{self, DataChoice, RecordOptions};
-    let cells = crate::cells::CellLibrary::builtin().unwrap();
     // Some ready-order batch is out of id order, or the test shows nothing.
     let mut unsorted_somewhere = false;
     for name in ["lattice-lstm", "tree-lstm", "bilstm-tagger-char"] {
-        let trace = workloads::record(
-            &RecordOptions {
-                workload: workloads::workload(name).unwrap(),
-                data: DataChoice::Default,
-                batch: 16,
-                hidden: 8,
-                level: crate::trace::Level::Cell,
-                seed: 3,
-            },
-            &cells,
-        )
-        .unwrap();
+        let trace = crate::replay::tests::record(name, 16, 8);
         let g = &trace.graph;
         let st = SameTypeDag::new(g);
         let run = |sorted: bool| {
