@@ -137,6 +137,46 @@ fn chunked_batches_give_the_same_outputs_and_counts() {
     }
 }
 
+/// A batch split by rows (each thread its rows through the whole cell) and
+/// one split step by step (each product and row pass over the threads)
+/// compute the same bits as one thread, with the same counters; the
+/// thresholds are lowered so that the small test batches really split.
+#[test]
+fn batches_split_by_rows_or_step_by_step_give_the_same_bits() {
+    use crate::replay::cpu::exec::TEST_ROW_SPLIT_MAX_WEIGHT_BYTES;
+    use crate::replay::cpu::threads::TEST_MIN_WORK;
+    let cells = CellLibrary::builtin().unwrap();
+    for w in WORKLOADS {
+        let trace = record(w.name, 8, 16);
+        let m = model(&trace, &cells, 5).unwrap();
+        let run = |threads: usize, row_split: bool| {
+            let mut outs = Vec::new();
+            for mut ex in [Executor::Cavs, Executor::Policy(Box::new(TypewisePolicy))] {
+                TEST_MIN_WORK.with(|c| c.set(Some(0)));
+                TEST_ROW_SPLIT_MAX_WEIGHT_BYTES
+                    .with(|c| c.set(if row_split { usize::MAX } else { 0 }));
+                let opts = on_threads(threads);
+                let mut session =
+                    Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
+                let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+                TEST_MIN_WORK.with(|c| c.set(None));
+                TEST_ROW_SPLIT_MAX_WEIGHT_BYTES
+                    .with(|c| c.set(crate::replay::cpu::exec::ROW_SPLIT_MAX_WEIGHT_BYTES));
+                let out: Vec<Vec<f32>> = trace
+                    .graph
+                    .nodes()
+                    .map(|v| session.outputs().node(v).to_vec())
+                    .collect();
+                outs.push((run.counters, out));
+            }
+            outs
+        };
+        let one = run(1, false);
+        assert_eq!(run(2, true), one, "{} split by rows", w.name);
+        assert_eq!(run(2, false), one, "{} split step by step", w.name);
+    }
+}
+
 #[test]
 fn other_seed_gives_other_numbers() {
     let cells = CellLibrary::builtin().unwrap();

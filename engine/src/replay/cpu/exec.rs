@@ -50,6 +50,8 @@ pub struct BatchBuffers {
     /// Training: every batch's records kept for the backward pass.
     pub(crate) keep: Option<KeptRecords>,
     gemm: GemmScratch,
+    /// Per thread, the GEMM scratch of a batch split by rows.
+    row_gemm: Vec<GemmScratch>,
     /// The GEMM shapes run, when asked for (the roofline).
     pub(crate) log: Option<GemmLog>,
 }
@@ -228,13 +230,193 @@ pub fn run_batch(
         out_ptrs: SharedMut(bufs.out_ptrs.as_mut_ptr()),
         n_out: plan.outputs.len(),
     };
-    // Cell entry: producers' outputs into the records (or their addresses
-    // into the row tables), the nodes' output slots into the row tables.
-    let gathered = AtomicU64::new(0);
-    {
-        let arena = SharedMut(store.arena.as_mut_ptr());
-        let store: &Store = store;
-        let zeros = bufs.zeros.as_ptr().expose_provenance();
+    let scattered: u64 = plan.outputs.iter().map(|o| o.1 as u64 * 4).sum::<u64>() * k as u64;
+    if let Some(log) = &mut bufs.log {
+        for step in &plan.steps {
+            if let Step::Gemm(s) = step {
+                log.add(k, s.b.n(), s.b.k());
+            }
+        }
+    }
+    let arena = SharedMut(store.arena.as_mut_ptr());
+    let store: &Store = store;
+    let io = BatchIo {
+        g,
+        model,
+        plan,
+        store,
+        arena,
+        zeros: bufs.zeros.as_ptr().expose_provenance(),
+        bases,
+        batch,
+        data: &bufs.data[..k],
+    };
+    let gathered = match split_by_rows(plan, k, threads) {
+        Some(t) => {
+            if bufs.row_gemm.len() < t {
+                bufs.row_gemm.resize_with(t, GemmScratch::default);
+            }
+            io.run_by_rows(threads, t, &mut bufs.row_gemm[..t])
+        }
+        None => io.run_by_steps(threads, &mut bufs.gemm),
+    };
+    c.kernels += plan.kernels + plan.copy_kernels + 2;
+    c.bytes_gathered += gathered + plan.copy_bytes_per_row * k as u64;
+    c.bytes_scattered += scattered;
+    c.batches += 1;
+}
+
+/// Packed weights (bytes, all of a cell's products) up to which a batch runs
+/// whole on each thread's share of its rows ([`split_by_rows`]): both threads
+/// then read every weight panel, cheap while the weights stay in a core's
+/// L2 (2 MiB here) or come from L3, and one hand-over per batch replaces two
+/// per product and one per row pass. Measured on two threads, `cavs`,
+/// interleaved (docs/benchmarks.md): with 1 MiB the h256 cells (2–2.6 MiB)
+/// stayed step by step; with 4 MiB lattice-gru b64 h256 ran 1.4× and
+/// tree-lstm b256 h256 1.3× faster. h512's cells (6–10 MiB: tree-lstm b256
+/// h512, where each weight panel read once matters) split step by step.
+pub const ROW_SPLIT_MAX_WEIGHT_BYTES: usize = 4 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests move the weight limit of [`split_by_rows`] (0: every batch
+    /// step by step) to compare both ways on the same batches.
+    pub(crate) static TEST_ROW_SPLIT_MAX_WEIGHT_BYTES: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(ROW_SPLIT_MAX_WEIGHT_BYTES) };
+}
+
+/// How many threads run a batch of `k` rows of `plan` as one step, each its
+/// share of the rows through the whole cell (entry, every product and row
+/// pass, exit), or `None` to split each product and row pass over the
+/// threads in turn. One thread (`Some(1)`) when the whole batch is below the
+/// threads' parallel thresholds.
+fn split_by_rows(plan: &CpuPlan, k: usize, threads: &Threads) -> Option<usize> {
+    #[cfg(test)]
+    let max_weights = TEST_ROW_SPLIT_MAX_WEIGHT_BYTES.with(std::cell::Cell::get);
+    #[cfg(not(test))]
+    let max_weights = ROW_SPLIT_MAX_WEIGHT_BYTES;
+    if threads.count() <= 1 || plan.packed_bytes() > max_weights {
+        return None;
+    }
+    let floats = plan.outputs.len()
+        + plan.inputs.iter().flatten().map(|i| i.1).sum::<usize>()
+        + plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Rows(ops) => ops.iter().map(|o| o.m * o.len).sum(),
+                Step::Gemm(g) => g.b.n(),
+            })
+            .sum::<usize>();
+    let flops = plan.flops_per_row as usize;
+    let t = threads
+        .count_for(flops * k)
+        .max(threads.rows_for(k, floats));
+    Some(t.min(k))
+}
+
+/// One batch's rows and where they read and write: what both ways of
+/// splitting a batch over the threads need.
+struct BatchIo<'a> {
+    g: &'a Graph,
+    model: &'a Model,
+    plan: &'a CpuPlan,
+    store: &'a Store,
+    /// The store's arena (node slots written through it by one row each).
+    arena: SharedMut<f32>,
+    zeros: usize,
+    bases: Bases,
+    batch: &'a [NodeId],
+    data: &'a [(u32, u32)],
+}
+
+impl BatchIo<'_> {
+    /// Cell entry of rows `rows` (see [`enter_row`]); returns the bytes gathered.
+    ///
+    /// # Safety
+    /// The rows belong to the calling thread.
+    unsafe fn enter(&self, rows: std::ops::Range<usize>) -> u64 {
+        let mut bytes = 0;
+        for r in rows {
+            // SAFETY: row r's record and table entries are this thread's
+            // alone; the store is only read here (its slot addresses taken
+            // for later writes by row r alone).
+            bytes += unsafe {
+                enter_row(
+                    self.g,
+                    self.model,
+                    self.plan,
+                    self.store,
+                    self.arena,
+                    self.zeros,
+                    self.bases,
+                    self.batch[r],
+                    r,
+                )
+            };
+        }
+        bytes
+    }
+
+    /// Row ops `ops` on rows `rows` of `b` (rows numbered from `b`'s row 0,
+    /// data from `first`).
+    ///
+    /// # Safety
+    /// The rows belong to the calling thread.
+    unsafe fn row_ops<B: RowBuffers>(
+        &self,
+        b: &B,
+        ops: &[RowOp],
+        rows: std::ops::Range<usize>,
+        first: usize,
+    ) {
+        for r in rows {
+            for op in ops {
+                // SAFETY: row r belongs to this thread; an op's result never
+                // overlaps its operands (cell values are written once,
+                // temporaries are distinct).
+                unsafe { run_row_op(op, b, r, self.data[first + r]) };
+            }
+        }
+    }
+
+    /// Cell exit of rows `rows`: the outputs not written in place, copied
+    /// into the nodes' slots.
+    ///
+    /// # Safety
+    /// The rows belong to the calling thread.
+    unsafe fn exit(&self, rows: std::ops::Range<usize>) {
+        for r in rows {
+            for (j, &(home, n)) in self.plan.outputs.iter().enumerate() {
+                if matches!(home.buf, Buf::Out(_)) {
+                    continue;
+                }
+                // SAFETY: node batch[r]'s slot is written by this row only (a
+                // batch holds distinct nodes), and row r's record read.
+                unsafe {
+                    let dst = self.bases.get_mut(View::at(Buf::Out(j as u16), 0), r, 0, n);
+                    dst.copy_from_slice(self.bases.get(home, r, 0, n));
+                }
+            }
+        }
+    }
+
+    /// Floats the cell exit copies per row.
+    fn exit_floats(&self) -> usize {
+        self.plan
+            .outputs
+            .iter()
+            .filter(|o| !matches!(o.0.buf, Buf::Out(_)))
+            .map(|o| o.1)
+            .sum()
+    }
+
+    /// The batch step by step, each step split over the threads (a product
+    /// by weight or row panels, a row pass by rows). Returns the bytes
+    /// gathered.
+    fn run_by_steps(&self, threads: &Threads, scratch: &mut GemmScratch) -> u64 {
+        let (plan, k) = (self.plan, self.batch.len());
+        let gathered = AtomicU64::new(0);
         // Work per row: the floats copied into the record (inputs read in
         // place cost one table entry), so rows with large inputs — MV-RNN's
         // h × h matrices — split over the threads.
@@ -246,74 +428,107 @@ pub fn run_batch(
                 .map(|&(home, n)| if matches!(home.buf, Buf::In(_)) { 1 } else { n })
                 .sum::<usize>();
         threads.rows(k, per_row, |rows| {
-            let mut bytes = 0;
-            for r in rows {
-                // SAFETY: row r's record and table entries are this thread's
-                // alone; the store is only read here (its slot addresses
-                // taken for later writes by row r alone).
-                bytes +=
-                    unsafe { enter_row(g, model, plan, store, arena, zeros, bases, batch[r], r) };
-            }
+            // SAFETY: `split` hands each row to one thread.
+            let bytes = unsafe { self.enter(rows) };
             gathered.fetch_add(bytes, Ordering::Relaxed);
         });
-    }
-    let data = &bufs.data[..k];
-    for step in &plan.steps {
-        match step {
-            // SAFETY: A reads the rows' input values and C writes the result
-            // values: distinct variables of the records (or temporaries), so
-            // the ranges never overlap; both lie in buffers fitted to k rows.
-            Step::Gemm(s) => {
-                if let Some(log) = &mut bufs.log {
-                    log.add(k, s.b.n(), s.b.k());
+        for step in &plan.steps {
+            match step {
+                // SAFETY: A reads the rows' input values and C writes the
+                // result values: distinct variables of the records (or
+                // temporaries), so the ranges never overlap; both lie in
+                // buffers fitted to k rows.
+                Step::Gemm(s) => unsafe { run_gemm(s, &self.bases, k, threads, scratch, true) },
+                Step::Rows(row_ops) => {
+                    let work: usize = row_ops.iter().map(|o| o.m * o.len).sum();
+                    threads.rows(k, work, |rows| {
+                        // SAFETY: `split` hands each row to one thread.
+                        unsafe { self.row_ops(&self.bases, row_ops, rows, 0) }
+                    });
                 }
-                // SAFETY: see above.
-                unsafe { run_gemm(s, &bases, k, threads, &mut bufs.gemm, true) }
-            }
-            Step::Rows(row_ops) => {
-                let work: usize = row_ops.iter().map(|o| o.m * o.len).sum();
-                threads.rows(k, work, |rows| {
-                    for r in rows {
-                        for op in row_ops {
-                            // SAFETY: row r belongs to this thread; an op's
-                            // result never overlaps its operands (cell values
-                            // are written once, temporaries are distinct).
-                            unsafe { run_row_op(op, &bases, r, data[r]) };
-                        }
-                    }
-                });
             }
         }
+        let copied = self.exit_floats();
+        if copied > 0 {
+            // SAFETY: `split` hands each row to one thread.
+            threads.rows(k, copied, |rows| unsafe { self.exit(rows) });
+        }
+        gathered.into_inner()
     }
-    // Cell exit: the outputs not written in place into the nodes' slots.
-    let scattered: u64 = plan.outputs.iter().map(|o| o.1 as u64 * 4).sum::<u64>() * k as u64;
-    let copied: usize = plan
-        .outputs
-        .iter()
-        .filter(|o| !matches!(o.0.buf, Buf::Out(_)))
-        .map(|o| o.1)
-        .sum();
-    if copied > 0 {
-        threads.rows(k, copied, |rows| {
-            for r in rows {
-                for (j, &(home, n)) in plan.outputs.iter().enumerate() {
-                    if matches!(home.buf, Buf::Out(_)) {
-                        continue;
+
+    /// The batch as one step over `t` threads, each running its share of
+    /// the rows through the whole cell with its own GEMM scratch (`scratch`,
+    /// at least `t`). A row's results do not depend on which rows share its
+    /// products (each is its own dot products, in the same K order), so this
+    /// computes the same bits as [`run_by_steps`](Self::run_by_steps).
+    /// Returns the bytes gathered.
+    fn run_by_rows(&self, threads: &Threads, t: usize, scratch: &mut [GemmScratch]) -> u64 {
+        assert!(scratch.len() >= t, "GEMM scratch for every thread");
+        let k = self.batch.len();
+        let gathered = AtomicU64::new(0);
+        let scratch = SharedMut(scratch.as_mut_ptr());
+        let copied = self.exit_floats();
+        threads.split_indexed(k, t, |c, rows| {
+            // SAFETY: chunk c is this thread's alone, and c < t ≤ the
+            // scratch's length.
+            let scratch = unsafe { &mut *scratch.get().add(c) };
+            let one = Threads::new(1);
+            let mine = Shifted {
+                inner: &self.bases,
+                r0: rows.start,
+            };
+            let n = rows.len();
+            // SAFETY: `split_indexed` hands each row to one thread, and the
+            // rows of `mine` are exactly those.
+            unsafe {
+                gathered.fetch_add(self.enter(rows.clone()), Ordering::Relaxed);
+                let mut consecutive = false;
+                for step in &self.plan.steps {
+                    match step {
+                        // SAFETY: as in `run_by_steps`, restricted to this
+                        // thread's rows.
+                        Step::Gemm(s) => {
+                            run_gemm(s, &mine, n, &one, scratch, consecutive);
+                            consecutive = true;
+                        }
+                        Step::Rows(row_ops) => {
+                            self.row_ops(&mine, row_ops, 0..n, rows.start);
+                            consecutive = false;
+                        }
                     }
-                    // SAFETY: node batch[r]'s slot is written by this row only
-                    // (a batch holds distinct nodes), and row r's record read.
-                    unsafe {
-                        let dst = bases.get_mut(View::at(Buf::Out(j as u16), 0), r, 0, n);
-                        dst.copy_from_slice(bases.get(home, r, 0, n));
-                    }
+                }
+                if copied > 0 {
+                    self.exit(rows);
                 }
             }
         });
+        gathered.into_inner()
     }
-    c.kernels += plan.kernels + plan.copy_kernels + 2;
-    c.bytes_gathered += gathered.into_inner() + plan.copy_bytes_per_row * k as u64;
-    c.bytes_scattered += scattered;
-    c.batches += 1;
+}
+
+/// A batch's buffers seen from row `r0` on: one thread's share of the rows
+/// as rows `0..`, for the GEMM over those rows alone.
+struct Shifted<'a> {
+    inner: &'a Bases,
+    r0: usize,
+}
+
+impl RowBuffers for Shifted<'_> {
+    fn ptr(&self, v: View, r: usize) -> *mut f32 {
+        self.inner.ptr(v, self.r0 + r)
+    }
+
+    fn stride(&self, v: View) -> usize {
+        self.inner.stride(v)
+    }
+
+    fn row_table(&self, v: View) -> Option<(*const usize, usize)> {
+        self.inner.row_table(v).map(|(table, stride)| {
+            // SAFETY: the table has an entry per row of the batch, and
+            // r0 is one of them.
+            (unsafe { table.add(self.r0 * stride) }, stride)
+        })
+    }
 }
 
 /// Runs a shared-weight product over `k` rows of `b`, reusing the packed

@@ -1,8 +1,10 @@
 //! The CPU replay's threads: a session's `n` threads are the calling thread
-//! and a [`Team`] of `n − 1` spinning workers; it splits every part of a
-//! batch over them — the GEMM's panels, and the rows of
-//! gathers, elementwise chains and scatters — not only the GEMM. Work below a
-//! size threshold runs on the calling thread, where a fork–join would cost
+//! and a [`Team`] of `n − 1` spinning workers; every part of a batch runs on
+//! them — the GEMM's panels, and the rows of gathers, elementwise chains and
+//! scatters — not only the GEMM. A batch whose weights fit a core's L2 runs
+//! as one step, each thread taking its share of the rows through the whole
+//! cell; larger ones split step by step (`exec::split_by_rows`). Work below
+//! a size threshold runs on the calling thread, where a fork–join would cost
 //! more than it saves.
 
 use std::ops::Range;
@@ -16,6 +18,14 @@ pub const MIN_PARALLEL_FLOPS: usize = 1 << 21;
 /// Floats touched by a row step (copies, elementwise maps) below which it
 /// stays on one thread: about 5–10 µs of memory-bound work.
 pub const MIN_PARALLEL_FLOATS: usize = 1 << 14;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests lower the parallel thresholds of the threads made on this
+    /// thread (sessions' threads included), so small batches split.
+    pub(crate) static TEST_MIN_WORK: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
+}
 
 /// A fixed set of worker threads.
 pub struct Threads {
@@ -51,11 +61,17 @@ impl Threads {
         } else {
             None
         };
+        #[cfg(test)]
+        let (min_flops, min_floats) = TEST_MIN_WORK
+            .with(std::cell::Cell::get)
+            .map_or((MIN_PARALLEL_FLOPS, MIN_PARALLEL_FLOATS), |w| (w, w));
+        #[cfg(not(test))]
+        let (min_flops, min_floats) = (MIN_PARALLEL_FLOPS, MIN_PARALLEL_FLOATS);
         Ok(Threads {
             n,
             team,
-            min_flops: MIN_PARALLEL_FLOPS,
-            min_floats: MIN_PARALLEL_FLOATS,
+            min_flops,
+            min_floats,
         })
     }
 
@@ -80,30 +96,50 @@ impl Threads {
     /// Runs `f` on `t` contiguous, near-equal chunks of `0..items` in
     /// parallel, the first on the calling thread. `t ≤ 1` runs inline.
     pub fn split(&self, items: usize, t: usize, f: impl Fn(Range<usize>) + Sync) {
+        self.split_indexed(items, t, |_, r| f(r));
+    }
+
+    /// [`split`](Self::split), telling `f` its chunk's index too (`0..t'`,
+    /// `t'` the chunks really used): for work that needs per-thread scratch.
+    pub fn split_indexed(&self, items: usize, t: usize, f: impl Fn(usize, Range<usize>) + Sync) {
         let t = t.min(items).min(self.n).max(1);
         let chunk = |c: usize| items * c / t..items * (c + 1) / t;
         match &self.team {
-            Some(team) if t > 1 => team.run(t, &|c| f(chunk(c))),
-            _ => f(0..items),
+            Some(team) if t > 1 => team.run(t, &|c| f(c, chunk(c))),
+            _ => f(0, 0..items),
         }
     }
 
     /// Splits the rows `0..rows` of a step touching `floats_per_row` each.
     pub fn rows(&self, rows: usize, floats_per_row: usize, f: impl Fn(Range<usize>) + Sync) {
-        let t = if rows * floats_per_row < self.min_floats {
+        self.split(rows, self.rows_for(rows, floats_per_row), f);
+    }
+
+    /// Threads worth using for `rows` rows touching `floats_per_row` each.
+    pub fn rows_for(&self, rows: usize, floats_per_row: usize) -> usize {
+        if rows * floats_per_row < self.min_floats {
             1
         } else {
             self.n
-        };
-        self.split(rows, t, f);
+        }
     }
 }
 
 /// A raw pointer that may cross threads: for steps whose threads write
 /// disjoint parts of one buffer (rows of records, node slots of the store).
 /// Every use states why the parts are disjoint.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct SharedMut<T>(pub *mut T);
+
+// By hand: a raw pointer is `Copy` whatever it points to (the derive would
+// ask `T: Copy`).
+impl<T> Clone for SharedMut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SharedMut<T> {}
 
 // SAFETY: see the type's docs: users only write disjoint elements.
 unsafe impl<T> Send for SharedMut<T> {}
