@@ -267,15 +267,17 @@ pub fn run_batch(
 }
 
 /// Packed weights (bytes, all of a cell's products) up to which a batch runs
-/// whole on each thread's share of its rows ([`split_by_rows`]): both threads
-/// then read every weight panel, cheap while the weights stay in a core's
-/// L2 (2 MiB here) or come from L3, and one hand-over per batch replaces two
-/// per product and one per row pass. Measured on two threads, `cavs`,
-/// interleaved (docs/benchmarks.md): with 1 MiB the h256 cells (2–2.6 MiB)
-/// stayed step by step; with 4 MiB lattice-gru b64 h256 ran 1.4× and
-/// tree-lstm b256 h256 1.3× faster. h512's cells (6–10 MiB: tree-lstm b256
-/// h512, where each weight panel read once matters) split step by step.
-pub const ROW_SPLIT_MAX_WEIGHT_BYTES: usize = 4 << 20;
+/// whole on each thread's share of its rows ([`split_by_rows`]): every
+/// thread then reads every weight panel, and one hand-over per batch
+/// replaces two per product and one per row pass. Measured on two threads,
+/// `cavs`, interleaved (docs/benchmarks.md): with a 1 MiB limit the h256
+/// cells (2–2.6 MiB) stayed step by step, and lifting it made lattice-gru
+/// b64 h256 1.4× and tree-lstm b256 h256 1.3× faster; lifting it past the
+/// h512 cells (6–10 MiB) made tree-lstm b256 h512, bilstm-tagger b256 h512
+/// and lattice-lstm b128 h512 1–3 % faster (this VM's L3 holds them many
+/// times over). Beyond 16 MiB a cell's weights outgrow a typical L3, and
+/// reading each panel once, split by weight panels, is kept.
+pub const ROW_SPLIT_MAX_WEIGHT_BYTES: usize = 16 << 20;
 
 #[cfg(test)]
 thread_local! {

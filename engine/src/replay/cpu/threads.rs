@@ -1,9 +1,10 @@
 //! The CPU replay's threads: a session's `n` threads are the calling thread
 //! and a [`Team`] of `n − 1` spinning workers; every part of a batch runs on
 //! them — the GEMM's panels, and the rows of gathers, elementwise chains and
-//! scatters — not only the GEMM. A batch whose weights fit a core's L2 runs
-//! as one step, each thread taking its share of the rows through the whole
-//! cell; larger ones split step by step (`exec::split_by_rows`). Work below
+//! scatters — not only the GEMM. A batch whose weights are within
+//! `exec::ROW_SPLIT_MAX_WEIGHT_BYTES` runs as one step, each thread taking
+//! its share of the rows through the whole cell; larger ones split step by
+//! step (`exec::split_by_rows`). Work below
 //! a size threshold runs on the calling thread, where a fork–join would cost
 //! more than it saves.
 
