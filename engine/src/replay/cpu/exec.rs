@@ -267,7 +267,7 @@ pub fn run_batch(
 }
 
 /// Packed weights (bytes, all of a cell's products) up to which a batch runs
-/// whole on each thread's share of its rows ([`split_by_rows`]): every
+/// whole on each thread's share of its rows (`split_by_rows`): every
 /// thread then reads every weight panel, and one hand-over per batch
 /// replaces two per product and one per row pass. Measured on two threads,
 /// `cavs`, interleaved (docs/benchmarks.md): with a 1 MiB limit the h256
