@@ -100,6 +100,26 @@ fn batched_executors_match_the_reference_on_every_workload_on_cuda() {
     batched_executors_match_the_reference_on(DeviceKind::Cuda(0));
 }
 
+/// One CPU run of `ex` on `threads` threads: its counters and every node's
+/// output.
+fn counters_and_outputs(
+    trace: &Trace,
+    m: &Model,
+    cells: &CellLibrary,
+    mut ex: Executor,
+    threads: usize,
+) -> (Counters, Vec<Vec<f32>>) {
+    let opts = on_threads(threads);
+    let mut session = Session::open_with(DeviceKind::Cpu, trace, m, cells, &ex, &opts).unwrap();
+    let run = session.run(trace, m, cells, &mut ex).unwrap();
+    let out = trace
+        .graph
+        .nodes()
+        .map(|v| session.outputs().node(v).to_vec())
+        .collect();
+    (run.counters, out)
+}
+
 /// Large batches run in chunks of rows: chunked down to three rows, every
 /// workload's outputs are bit-identical to the whole-batch run's (a row's
 /// arithmetic does not depend on its batch), with the same counters.
@@ -112,17 +132,8 @@ fn chunked_batches_give_the_same_outputs_and_counts() {
         let trace = record(w.name, 8, 16);
         let m = model(&trace, &cells, 5).unwrap();
         let run = || {
-            let mut ex = Executor::Policy(Box::new(TypewisePolicy));
-            let opts = on_threads(threads);
-            let mut session =
-                Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
-            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
-            let out: Vec<Vec<f32>> = trace
-                .graph
-                .nodes()
-                .map(|v| session.outputs().node(v).to_vec())
-                .collect();
-            (run.counters, out)
+            let ex = Executor::Policy(Box::new(TypewisePolicy));
+            counters_and_outputs(&trace, &m, &cells, ex, threads)
         };
         let (whole_counts, whole) = run();
         let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
@@ -151,23 +162,14 @@ fn batches_split_by_rows_or_step_by_step_give_the_same_bits() {
         let m = model(&trace, &cells, 5).unwrap();
         let run = |threads: usize, row_split: bool| {
             let mut outs = Vec::new();
-            for mut ex in [Executor::Cavs, Executor::Policy(Box::new(TypewisePolicy))] {
+            for ex in [Executor::Cavs, Executor::Policy(Box::new(TypewisePolicy))] {
                 TEST_MIN_WORK.with(|c| c.set(Some(0)));
                 TEST_ROW_SPLIT_MAX_WEIGHT_BYTES
                     .with(|c| c.set(if row_split { usize::MAX } else { 0 }));
-                let opts = on_threads(threads);
-                let mut session =
-                    Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
-                let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+                outs.push(counters_and_outputs(&trace, &m, &cells, ex, threads));
                 TEST_MIN_WORK.with(|c| c.set(None));
                 TEST_ROW_SPLIT_MAX_WEIGHT_BYTES
                     .with(|c| c.set(crate::replay::cpu::exec::ROW_SPLIT_MAX_WEIGHT_BYTES));
-                let out: Vec<Vec<f32>> = trace
-                    .graph
-                    .nodes()
-                    .map(|v| session.outputs().node(v).to_vec())
-                    .collect();
-                outs.push((run.counters, out));
             }
             outs
         };

@@ -300,20 +300,9 @@ fn split_by_rows(plan: &CpuPlan, k: usize, threads: &Threads) -> Option<usize> {
     if threads.count() <= 1 || plan.packed_bytes() > max_weights {
         return None;
     }
-    let floats = plan.outputs.len()
-        + plan.inputs.iter().flatten().map(|i| i.1).sum::<usize>()
-        + plan
-            .steps
-            .iter()
-            .map(|s| match s {
-                Step::Rows(ops) => ops.iter().map(|o| o.m * o.len).sum(),
-                Step::Gemm(g) => g.b.n(),
-            })
-            .sum::<usize>();
-    let flops = plan.flops_per_row as usize;
     let t = threads
-        .count_for(flops * k)
-        .max(threads.rows_for(k, floats));
+        .count_for(plan.flops_per_row as usize * k)
+        .max(threads.rows_for(k, plan.floats_per_row));
     Some(t.min(k))
 }
 

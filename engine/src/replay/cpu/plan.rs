@@ -182,6 +182,10 @@ pub struct CpuPlan {
     pub copy_bytes_per_row: u64,
     /// GEMM flops per instance (shared-weight and per-instance products).
     pub flops_per_row: u64,
+    /// Floats a row touches outside the products' arithmetic: its inputs,
+    /// one per output (a table entry), the row passes' and the products'
+    /// results (how the row split weighs a batch's non-GEMM work).
+    pub(crate) floats_per_row: usize,
     /// `(N, K)` of each shared-weight product (for the roofline).
     pub gemm_shapes: Vec<(usize, usize)>,
     /// Per in-cell batch, its steps (meaningful when compiled unfused: the
@@ -219,7 +223,7 @@ impl CpuPlan {
         }
         c.flush_rows();
         let numel = |v: usize| cell.values[v].numel();
-        let inputs = cell
+        let inputs: Vec<Vec<(View, usize)>> = cell
             .ports
             .iter()
             .map(|p| {
@@ -235,6 +239,15 @@ impl CpuPlan {
             .map(|o| (home[o.index()], numel(o.index())))
             .collect();
         let direct_inputs = home.iter().filter(|h| matches!(h.buf, Buf::In(_))).count();
+        let floats_per_row = cell.outputs.len()
+            + inputs.iter().flatten().map(|i| i.1).sum::<usize>()
+            + c.steps
+                .iter()
+                .map(|s| match s {
+                    Step::Rows(ops) => ops.iter().map(|o| o.m * o.len).sum(),
+                    Step::Gemm(g) => g.b.n(),
+                })
+                .sum::<usize>();
         CpuPlan {
             units: prog.units,
             tunits: c.tunits,
@@ -247,6 +260,7 @@ impl CpuPlan {
             copy_kernels: c.copy_kernels,
             copy_bytes_per_row: c.copy_bytes,
             flops_per_row: c.flops,
+            floats_per_row,
             gemm_shapes: c.shapes,
             op_steps,
         }

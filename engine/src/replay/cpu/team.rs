@@ -446,6 +446,24 @@ mod tests {
         assert_eq!(n.load(Ordering::Relaxed), 4);
     }
 
+    /// A two-part step whose part 1 sleeps `slow` on the worker: part 0 (the
+    /// caller's) returns only once part 1 has started, so the caller cannot
+    /// claim it and has to wait for it. `each` runs at the end of both parts.
+    fn step_with_a_slow_part_on_the_worker(team: &Team, slow: Duration, each: &(dyn Fn() + Sync)) {
+        let started = AtomicBool::new(false);
+        team.run(2, &|c| {
+            if c == 1 {
+                started.store(true, Ordering::Release);
+                std::thread::sleep(slow);
+            } else {
+                while !started.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+            }
+            each();
+        });
+    }
+
     /// The caller's idle work runs while it waits for a slow worker, steps
     /// started inside it run inline, it is never entered from inside itself,
     /// and outside `with_idle_work` nothing calls it.
@@ -467,19 +485,8 @@ mod tests {
             depth.set(depth.get() - 1);
             calls.get() < 1000
         };
-        let started = AtomicBool::new(false);
         with_idle_work(&mut idle, || {
-            team.run(2, &|c| {
-                if c == 1 {
-                    started.store(true, Ordering::Release);
-                    std::thread::sleep(Duration::from_millis(20));
-                } else {
-                    // The worker claims part 1 (else the caller would run it
-                    // and never wait).
-                    while !started.load(Ordering::Acquire) {
-                        std::hint::spin_loop();
-                    }
-                }
+            step_with_a_slow_part_on_the_worker(&team, Duration::from_millis(20), &|| {
                 parts.fetch_add(1, Ordering::Relaxed);
             });
         });
@@ -499,18 +506,9 @@ mod tests {
     fn a_panic_in_idle_work_is_resumed_after_the_step_and_the_team_goes_on() {
         let team = Team::new(1, "test").unwrap();
         let done = AtomicUsize::new(0);
-        let started = AtomicBool::new(false);
         let r = catch_unwind(AssertUnwindSafe(|| {
             with_idle_work(&mut || panic!("idle"), || {
-                team.run(2, &|c| {
-                    if c == 1 {
-                        started.store(true, Ordering::Release);
-                        std::thread::sleep(Duration::from_millis(5));
-                    } else {
-                        while !started.load(Ordering::Acquire) {
-                            std::hint::spin_loop();
-                        }
-                    }
+                step_with_a_slow_part_on_the_worker(&team, Duration::from_millis(5), &|| {
                     done.fetch_add(1, Ordering::Relaxed);
                 });
             })
