@@ -1,5 +1,5 @@
 //! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
-//! engine's own shapes, the vectorised transcendentals against libm, the
+//! engine's own shapes, packing A alone, the vectorised transcendentals against libm, the
 //! two-thread fork–join of a step (`team`: an empty step, a step of 20 µs
 //! of work and a lattice trace's same-type DAG on one thread against two), and
 //! whole steady-state runs of the executors (a session reused across
@@ -8,7 +8,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
-use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
+use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, MR, PackedB, gemm, pack_a};
 use engine::replay::cpu::simd;
 use engine::replay::cpu::threads::{SharedMut, Threads};
 use engine::replay::{self, Executor, Session};
@@ -70,6 +70,25 @@ fn gemm_shapes(c: &mut Criterion) {
                     n as isize,
                     1,
                 )
+            })
+        });
+    }
+    // Packing A alone (what every product does first): a lattice char cell
+    // batch at h128 (x and h_prev, two segments) and tree-lstm's stacked
+    // gates at h512 (four segments).
+    for (m, lens) in [(24usize, vec![128usize, 128]), (256, vec![256; 4])] {
+        let k: usize = lens.iter().sum();
+        let datas: Vec<Vec<f32>> = lens.iter().map(|&l| vec![0.25f32; m * l]).collect();
+        let mut out = vec![0.0f32; m.div_ceil(MR) * MR * k];
+        g.throughput(Throughput::Elements((m * k) as u64));
+        g.bench_function(format!("pack_a_m{m}_k{k}"), |b| {
+            b.iter(|| {
+                let segs: Vec<ASeg<'_>> = datas
+                    .iter()
+                    .zip(&lens)
+                    .map(|(d, &l)| ASeg::new(d, 0, l, l, m))
+                    .collect();
+                pack_a(m, &segs, k, &mut out)
             })
         });
     }
