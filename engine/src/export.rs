@@ -324,9 +324,10 @@ pub fn export_model(
             let (row, label) = model.node_data(v);
             NodeSpec {
                 role: model.type_role[g.node_type(v).index()] as u32,
-                ports: model.bindings[v.index()]
-                    .iter()
-                    .map(|ps| ps.iter().map(|&pos| g.args(v)[pos as usize].0).collect())
+                ports: model
+                    .bindings
+                    .ports(v)
+                    .map(|us| us.iter().map(|u| u.0).collect())
                     .collect(),
                 row,
                 label,

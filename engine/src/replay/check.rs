@@ -45,8 +45,7 @@ pub fn loss_f64(trace: &Trace, model: &Model, params: &Params64) -> f64 {
             })
             .collect();
         for (p, port) in cell.ports.iter().enumerate() {
-            for &pos in &model.bindings[v.index()][p] {
-                let u = g.args(v)[pos as usize];
+            for &u in model.bindings.port(v, p) {
                 for (j, input) in port.inputs.iter().enumerate() {
                     for (d, s) in vals[input.index()].iter_mut().zip(&outs[u.index()][j]) {
                         *d += s;
@@ -94,8 +93,7 @@ pub fn cell_value(
         })
         .collect();
     for (p, port) in cell.ports.iter().enumerate() {
-        for &pos in &model.bindings[v.index()][p] {
-            let u = g.args(v)[pos as usize];
+        for &u in model.bindings.port(v, p) {
             let ur = model.type_role[g.node_type(u).index()];
             for (j, input) in port.inputs.iter().enumerate() {
                 for (d, &s) in vals[input.index()].iter_mut().zip(store.output(u, ur, j)) {

@@ -22,6 +22,62 @@ pub struct RoleModel {
     pub params: Vec<Vec<f32>>,
 }
 
+/// Per node, per port of its cell, the argument nodes bound to it (in
+/// argument order), in one flat table: every executor reads a batch's
+/// bindings row by row, and a table per node and per port (three pointer
+/// hops, each a cache miss on a large batch) was a third of the CPU cell
+/// entry's time.
+#[derive(Clone, Debug)]
+pub struct Bindings {
+    /// Per node, its first port's entry in `port_start` (nodes + 1).
+    node_start: Vec<u32>,
+    /// Per port, its first argument's entry in `args` (ports + 1).
+    port_start: Vec<u32>,
+    args: Vec<NodeId>,
+}
+
+impl Bindings {
+    fn with_capacity(nodes: usize, args: usize) -> Self {
+        let mut node_start = Vec::with_capacity(nodes + 1);
+        node_start.push(0);
+        Bindings {
+            node_start,
+            port_start: vec![0],
+            args: Vec::with_capacity(args),
+        }
+    }
+
+    /// Appends the next node's ports, each its bound arguments.
+    fn push<P: IntoIterator<Item = NodeId>>(&mut self, ports: impl IntoIterator<Item = P>) {
+        for p in ports {
+            self.args.extend(p);
+            self.port_start.push(self.args.len() as u32);
+        }
+        self.node_start.push(self.port_start.len() as u32 - 1);
+    }
+
+    /// The arguments of `v` bound to port `p` of its cell.
+    #[inline]
+    pub fn port(&self, v: NodeId, p: usize) -> &[NodeId] {
+        let at = self.node_start[v.index()] as usize + p;
+        debug_assert!(
+            at < self.node_start[v.index() + 1] as usize,
+            "port {p} of node {v:?}"
+        );
+        &self.args[self.port_start[at] as usize..self.port_start[at + 1] as usize]
+    }
+
+    /// Every port of `v`'s cell, each its bound arguments.
+    pub fn ports(&self, v: NodeId) -> impl ExactSizeIterator<Item = &[NodeId]> + '_ {
+        let (lo, hi) = (
+            self.node_start[v.index()] as usize,
+            self.node_start[v.index() + 1] as usize,
+        );
+        (lo..hi)
+            .map(|at| &self.args[self.port_start[at] as usize..self.port_start[at + 1] as usize])
+    }
+}
+
 /// Cells, parameters and port bindings of a trace.
 pub struct Model {
     /// The workload.
@@ -32,8 +88,8 @@ pub struct Model {
     pub roles: Vec<RoleModel>,
     /// Role index of every trace type.
     pub type_role: Vec<usize>,
-    /// Per node, per port of its cell, the argument positions bound to it.
-    pub bindings: Vec<Vec<Vec<u32>>>,
+    /// Per node, per port of its cell, the argument nodes bound to it.
+    pub bindings: Bindings,
     seed: u64,
     /// `(row, label)` of every node when the trace has recorded data (the
     /// recorded values, the seeded ones where a node has none); empty otherwise.
@@ -97,7 +153,7 @@ impl Model {
                 }
             }
         }
-        let mut bindings = Vec::with_capacity(g.len());
+        let mut bindings = Bindings::with_capacity(g.len(), g.num_edges());
         for v in g.nodes() {
             let r = &roles[type_role[g.node_type(v).index()]];
             let arg_roles: Vec<&str> = g
@@ -107,11 +163,7 @@ impl Model {
                 .collect();
             let b = bind_ports(r.role, &r.cell, &arg_roles)
                 .map_err(|source: BindError| ReplayError::Bind { node: v.0, source })?;
-            bindings.push(
-                b.into_iter()
-                    .map(|ps| ps.into_iter().map(|p| p as u32).collect())
-                    .collect(),
-            );
+            bindings.push(b.iter().map(|ps| ps.iter().map(|&p| g.args(v)[p])));
         }
         let mut model = Model {
             workload: w,

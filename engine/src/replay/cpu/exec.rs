@@ -592,12 +592,11 @@ unsafe fn enter_row(
     }
     let mut bytes = 0;
     for (p, inputs) in plan.inputs.iter().enumerate() {
-        let positions = &model.bindings[v.index()][p];
+        let us = model.bindings.port(v, p);
         for (j, &(home, n)) in inputs.iter().enumerate() {
             if let Buf::In(i) = home.buf {
-                let addr = match positions.first() {
-                    Some(&pos) => {
-                        let u = g.args(v)[pos as usize];
+                let addr = match us.first() {
+                    Some(&u) => {
                         let (at, _) =
                             store.output_range(u, model.type_role[g.node_type(u).index()], j);
                         bytes += n as u64 * 4;
@@ -612,11 +611,10 @@ unsafe fn enter_row(
             }
             // SAFETY: row r's record belongs to this thread.
             let dst = unsafe { bases.get_mut(home, r, 0, n) };
-            if positions.is_empty() {
+            if us.is_empty() {
                 dst.fill(0.0);
             }
-            for (i, &pos) in positions.iter().enumerate() {
-                let u = g.args(v)[pos as usize];
+            for (i, &u) in us.iter().enumerate() {
                 let src = store.output(u, model.type_role[g.node_type(u).index()], j);
                 if i == 0 {
                     dst.copy_from_slice(src);

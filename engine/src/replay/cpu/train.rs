@@ -717,12 +717,11 @@ fn backward_batch(
             }
         }
         for (p, inputs) in fwd.inputs.iter().enumerate() {
-            let positions = &model.bindings[v.index()][p];
+            let us = model.bindings.port(v, p);
             for (j, &(home, _)) in inputs.iter().enumerate() {
                 if let Buf::In(i) = home.buf {
-                    let addr = match positions.first() {
-                        Some(&pos) => {
-                            let u = g.args(v)[pos as usize];
+                    let addr = match us.first() {
+                        Some(&u) => {
                             let (at, _) =
                                 store.output_range(u, model.type_role[g.node_type(u).index()], j);
                             // SAFETY: inside the store.
@@ -840,8 +839,7 @@ fn backward_batch(
     // Exit: input gradients into the producers' output gradients.
     for (r, &v) in batch.iter().enumerate() {
         for (p, inputs) in plan.inputs.iter().enumerate() {
-            for &pos in &model.bindings[v.index()][p] {
-                let u = g.args(v)[pos as usize];
+            for &u in model.bindings.port(v, p) {
                 let ur = model.type_role[g.node_type(u).index()];
                 for (j, &(off, n)) in inputs.iter().enumerate() {
                     // SAFETY: row r's gradient record.

@@ -129,7 +129,7 @@ fn upload_bound(g: &Graph, model: &Model) -> usize {
             let entry: usize = cell
                 .ports
                 .iter()
-                .zip(&model.bindings[v.index()])
+                .zip(model.bindings.ports(v))
                 .map(|(port, bound)| port.inputs.len() * (4 + bound.len()))
                 .sum();
             entry + 5 * cell.outputs.len() + 2
@@ -362,8 +362,7 @@ impl Batcher<'_> {
             for (p, port) in cell.ports.iter().enumerate() {
                 for (j, input) in port.inputs.iter().enumerate() {
                     let first = (w - in_srcs) as i64;
-                    for &pos in &model.bindings[v.index()][p] {
-                        let u = g.args(v)[pos as usize];
+                    for &u in model.bindings.port(v, p) {
                         let u_role = model.type_role[g.node_type(u).index()];
                         let (off, len) = self.layout.output_range(u, u_role, j);
                         overflow(buf, w)?;

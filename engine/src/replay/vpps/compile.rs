@@ -193,9 +193,8 @@ impl<'a> Compiler<'a> {
         let vps = plan.vps;
         let mut consumers = vec![Vec::new(); g.len()];
         for v in g.nodes() {
-            for (p, positions) in model.bindings[v.index()].iter().enumerate() {
-                for &pos in positions {
-                    let u = g.args(v)[pos as usize];
+            for (p, us) in model.bindings.ports(v).enumerate() {
+                for &u in us {
                     consumers[u.index()].push((v.0, p as u32));
                 }
             }
@@ -415,10 +414,11 @@ impl<'a> Compiler<'a> {
                 let sources = batch
                     .iter()
                     .map(|&v| {
-                        self.model.bindings[v.index()][p]
+                        self.model
+                            .bindings
+                            .port(v, p)
                             .iter()
-                            .map(|&pos| {
-                                let u = self.g.args(v)[pos as usize];
+                            .map(|&u| {
                                 let (uo, _, uval) = self.roles[self.role(u)].outputs[j];
                                 (self.pool.node_rec[u.index()] + uo, (0u8, u.0, uval))
                             })
