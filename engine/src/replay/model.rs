@@ -64,7 +64,7 @@ impl Bindings {
             at < self.node_start[v.index() + 1] as usize,
             "port {p} of node {v:?}"
         );
-        &self.args[self.port_start[at] as usize..self.port_start[at + 1] as usize]
+        self.entry(at)
     }
 
     /// Every port of `v`'s cell, each its bound arguments.
@@ -73,8 +73,13 @@ impl Bindings {
             self.node_start[v.index()] as usize,
             self.node_start[v.index() + 1] as usize,
         );
-        (lo..hi)
-            .map(|at| &self.args[self.port_start[at] as usize..self.port_start[at + 1] as usize])
+        (lo..hi).map(|at| self.entry(at))
+    }
+
+    /// The arguments of port entry `at` (a node's first port's entry plus the port).
+    #[inline]
+    fn entry(&self, at: usize) -> &[NodeId] {
+        &self.args[self.port_start[at] as usize..self.port_start[at + 1] as usize]
     }
 }
 
