@@ -1,10 +1,23 @@
 //! How much a timing ratio can be trusted. A row's `samples` are the wall
 //! seconds of its timed runs; their spread, `(max - min) / median`, is the
-//! row's noise, and a ratio of two rows carries the sum of both (ratios of
-//! medians move by about that much between sweeps). Every timing ratio in
-//! REPORT.md is shown with it (`1.23 ±8%`), and an average of ratios whose
-//! noise intervals do not overlap says so instead of hiding the spread
-//! (issue 15: 3.51 at h64 and 0.41 at h128 averaged into "mean 1.96").
+//! row's noise. Every timing ratio in REPORT.md is shown with a noise
+//! (`1.23 ±8%`), and an average of ratios whose noise intervals do not
+//! overlap says so instead of hiding the spread (issue 15: 3.51 at h64 and
+//! 0.41 at h128 averaged into "mean 1.96").
+//!
+//! A ratio's noise depends on how its two rows were measured:
+//!
+//! - **Paired** ([`paired`]): two executors on one trace, measured in the
+//!   same rounds with their order rotated (a replay spec with `rounds` ≥ 2).
+//!   Sample i of each row comes from the same round, minutes apart at most,
+//!   so a slow spell of the shared machine slows both: the noise is the
+//!   spread of the per-round ratios. On the 2-core VM a row's own spread is
+//!   often 20–60 % while its per-round ratio to the other executor moves by a
+//!   few percent (fig6: lattice-gru h128 b128 `cavs`/`edbatch` 0.94–0.96 over
+//!   five rounds, where the rows' spreads summed to ±37 %).
+//! - **Unpaired**: anything else (different batch sizes, specs or runs): the
+//!   sum of both rows' spreads, about how far a ratio of medians moves
+//!   between sweeps.
 
 use serde_json::Value;
 
@@ -63,11 +76,78 @@ pub fn spread(row: &Value) -> Option<f64> {
     (median > 0.0).then(|| (s[s.len() - 1] - s[0]) / median)
 }
 
-/// `num(a, path) / num(b, path)` with the noise of both rows.
+/// `num(a, path) / num(b, path)` with its noise: the spread of the
+/// per-round ratios when the rows are [`paired`], else the sum of both rows'
+/// spreads.
 pub fn ratio_of(a: &Value, b: &Value, path: &str) -> Option<Noisy> {
     let value = num(a, path)? / num(b, path)?;
-    let noise = spread(a).zip(spread(b)).map(|(x, y)| x + y);
+    let noise = match paired_spread(a, b) {
+        Some(n) => Some(n),
+        None => spread(a).zip(spread(b)).map(|(x, y)| x + y),
+    };
     value.is_finite().then_some(Noisy { value, noise })
+}
+
+/// Config keys that tell apart the arms measured on one trace.
+const ARM_KEYS: [&str; 3] = ["executor", "fsm", "layout_batch"];
+
+/// Whether rows `a` and `b` are two arms measured together, round by round
+/// on the same trace with their order rotated: the same spec, revision and
+/// machine; configs equal but for the arm ([`ARM_KEYS`]) and with `rounds` ≥
+/// 2; and as many timed runs each (at least two), sample i of both from
+/// round i.
+pub fn paired(a: &Value, b: &Value) -> bool {
+    let same = |path: &str| {
+        let (x, y) = (lookup(a, path), lookup(b, path));
+        x.is_some() && x == y
+    };
+    let trace_config = |r: &Value| -> Option<serde_json::Map<String, Value>> {
+        let mut c = r["config"].as_object()?.clone();
+        for k in ARM_KEYS {
+            c.remove(k);
+        }
+        Some(c)
+    };
+    let samples = |r: &Value| r["samples"].as_array().map_or(0, Vec::len);
+    a["config"]["rounds"].as_u64().is_some_and(|n| n >= 2)
+        && same("provenance.spec")
+        && same("provenance.git_revision")
+        && same("provenance.machine.hostname")
+        && trace_config(a).is_some_and(|c| Some(c) == trace_config(b))
+        && samples(a) >= 2
+        && samples(a) == samples(b)
+}
+
+/// For [`paired`] rows, the relative spread of the per-round ratios
+/// `a_i / b_i` of their samples (`None` for rows that are not paired).
+pub fn paired_spread(a: &Value, b: &Value) -> Option<f64> {
+    if !paired(a, b) {
+        return None;
+    }
+    let s = |r: &Value| -> Vec<f64> {
+        r["samples"]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let (sa, sb) = (s(a), s(b));
+    let mut r: Vec<f64> = sa
+        .iter()
+        .zip(&sb)
+        .filter(|(_, y)| **y > 0.0)
+        .map(|(x, y)| x / y)
+        .collect();
+    if r.len() < 2 || r.len() != sa.len() {
+        return None;
+    }
+    r.sort_by(f64::total_cmp);
+    let median = r[r.len() / 2];
+    (median > 0.0).then(|| (r[r.len() - 1] - r[0]) / median)
+}
+
+/// The value at a dotted `path` of `v`.
+fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
 }
 
 /// The mean of `ratios`, with the noise of its parts (the largest), and a
@@ -135,6 +215,49 @@ mod tests {
         assert_eq!(r.value, 2.0);
         assert!((r.noise.unwrap() - 0.2).abs() < 1e-9);
         assert_eq!(r.cell(), "2.00 ±20%");
+    }
+
+    fn arm(executor: &str, batch: u64, samples: &[f64]) -> Value {
+        json!({
+            "provenance": {"spec": "fig6", "git_revision": "abc", "machine": {"hostname": "vm"}},
+            "config": {"kind": "replay", "workload": "lattice-gru", "batch": batch, "hidden": 128,
+                       "seed": 101, "executor": executor, "rounds": samples.len()},
+            "metrics": {"instances_per_s": 128.0 / samples[samples.len() / 2]},
+            "samples": samples,
+        })
+    }
+
+    /// Two executors in the same rotated rounds: a slow round slows both,
+    /// and the noise is how much their per-round ratio moves, not the sum
+    /// of the rows' spreads.
+    #[test]
+    fn rows_measured_in_the_same_rounds_carry_the_spread_of_their_per_round_ratios() {
+        let cavs = arm("cavs", 128, &[0.010, 0.015, 0.011, 0.020, 0.012]);
+        let ed = arm("edbatch", 128, &[0.0105, 0.0156, 0.0116, 0.0212, 0.0126]);
+        assert!(paired(&cavs, &ed));
+        // Per-round ratios cavs / edbatch of 1/1.05, 1/1.04, 1/1.0545…, 1/1.06
+        // and 1/1.05: their spread is (1/1.04 − 1/1.06) / (1/1.05).
+        let r = ratio_of(&cavs, &ed, "metrics.instances_per_s").unwrap();
+        let want = (1.0 / 1.04 - 1.0 / 1.06) * 1.05;
+        assert!((r.noise.unwrap() - want).abs() < 1e-9, "{r:?}");
+        assert!(spread(&cavs).unwrap() + spread(&ed).unwrap() > 0.8);
+        // Another batch size is another trace: unpaired, the rows' spreads summed.
+        let other = arm("edbatch", 64, &[0.0105, 0.0156, 0.0116, 0.0212, 0.0126]);
+        assert!(!paired(&cavs, &other));
+        let r = ratio_of(&cavs, &other, "metrics.instances_per_s").unwrap();
+        assert!(
+            (r.noise.unwrap() - (spread(&cavs).unwrap() + spread(&other).unwrap())).abs() < 1e-12
+        );
+        // One round (no rotation), another revision or an unequal count of
+        // timed runs: not paired either.
+        let mut one = ed.clone();
+        one["config"]["rounds"] = json!(1);
+        assert!(!paired(&cavs, &one));
+        let mut rev = ed.clone();
+        rev["provenance"]["git_revision"] = json!("def");
+        assert!(!paired(&cavs, &rev));
+        let short = arm("edbatch", 128, &[0.0105, 0.0156, 0.0116, 0.0212]);
+        assert!(!paired(&cavs, &short));
     }
 
     /// Regression (issue 15): 3.51 and 0.41 were averaged into "mean 1.96".
