@@ -116,6 +116,26 @@ pub fn run_policy_with(
     Ok((s, stats))
 }
 
+/// [`run_policy`], then `on_batch` with each batch in order: for an executor
+/// whose decisions cannot overlap its batches (they would run on its one
+/// thread between batches), every decision in one tight loop while the
+/// frontier's arrays stay in cache, instead of each after a batch that
+/// evicted them (see [`PolicyRun::decide_all`]).
+pub fn run_policy_ahead(
+    g: &Graph,
+    st: &SameTypeDag,
+    policy: &mut dyn BatchPolicy,
+    on_batch: &mut dyn FnMut(&[NodeId]),
+) -> Result<(Schedule, RunStats), PolicyError> {
+    let mut run = PolicyRun::new(g, st, policy)?;
+    run.decide_all()?;
+    for i in 0..run.schedule().len() {
+        on_batch(run.schedule().batch(i).1);
+    }
+    let (s, stats, _) = run.finish();
+    Ok((s, stats))
+}
+
 /// [`run_policy_with`] for a policy whose |Frontier(G^t)| reads are
 /// [on demand](BatchPolicy::sub_frontier_on_demand): the run starts on an
 /// edgeless DAG and, the first time the policy wants |Frontier(G^t)|, builds
@@ -270,6 +290,17 @@ impl<'a> PolicyRun<'a> {
     /// The batches chosen so far.
     pub fn schedule(&self) -> &Schedule {
         &self.schedule
+    }
+
+    /// Makes every decision left, so that the batches can run after. The
+    /// frontier, the policy's state and the same-type DAG are touched by
+    /// nothing else meanwhile, so they stay in cache: on one thread,
+    /// lattice-gru b128 h128 (188 FSM decisions over 22k nodes) decided in
+    /// 0.87 ms this way against 1.22 ms one decision before each batch
+    /// (`cavs`: 0.65 against 0.88 ms; docs/benchmarks.md).
+    pub fn decide_all(&mut self) -> Result<(), PolicyError> {
+        while self.advance()?.is_some() {}
+        Ok(())
     }
 
     /// Makes the next decision: returns the new batch's index in

@@ -338,6 +338,11 @@ impl CpuReplay {
                 let run = std::cell::RefCell::new(
                     PolicyRun::on_demand(g, &dags, policy, &exact)?.in_id_order(),
                 );
+                if threads.count() <= 1 {
+                    // No worker to wait for, so no wait to decide in: every
+                    // decision first, with the frontier in cache.
+                    run.borrow_mut().decide_all()?;
+                }
                 let (execution, overlapped) =
                     run_ahead(&run, |batch| run_one(batch, &mut counters))?;
                 let (schedule, stats, dag) = run.into_inner().finish();
@@ -366,7 +371,8 @@ impl CpuReplay {
 /// few microseconds (frontier step, state key, table look-up), the caller of a
 /// parallel step otherwise spins until the slowest worker is done, and the
 /// schedule depends on the graph alone. Decisions left when a batch is due
-/// are made before it, as without overlap; on one thread all are. So is a
+/// are made before it, as without overlap (a one-thread run makes them all
+/// before the first batch: [`PolicyRun::decide_all`]). So is a
 /// decision that first builds the same-type DAG (an FSM's first miss): in a
 /// wait it would run on one thread while the worker idles.
 ///

@@ -28,7 +28,7 @@ use crate::graph::{Graph, NodeId};
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
-use crate::sched::{BatchPolicy, run_policy_with};
+use crate::sched::{BatchPolicy, run_policy_ahead};
 use crate::trace::Trace;
 
 /// How the backward pass picks its batches.
@@ -534,7 +534,11 @@ fn run_backward(
                     on_batch(s.batch(i).1);
                 }
             }
-            Order::Policy(policy) => match run_policy_with(&rg, &st, policy, &mut on_batch) {
+            // Every decision first: they run on the main thread between
+            // batches either way, and back to back they find the frontier in
+            // cache (lattice-lstm b64 h128, `cavs` backward on one thread:
+            // 0.59 → 0.40 ms).
+            Order::Policy(policy) => match run_policy_ahead(&rg, &st, policy, &mut on_batch) {
                 Ok((_, stats)) => misses = stats.misses,
                 Err(e) => result = Err(e),
             },
