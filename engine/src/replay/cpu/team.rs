@@ -446,15 +446,27 @@ mod tests {
         assert_eq!(n.load(Ordering::Relaxed), 4);
     }
 
-    /// A two-part step whose part 1 sleeps `slow` on the worker: part 0 (the
-    /// caller's) returns only once part 1 has started, so the caller cannot
-    /// claim it and has to wait for it. `each` runs at the end of both parts.
-    fn step_with_a_slow_part_on_the_worker(team: &Team, slow: Duration, each: &(dyn Fn() + Sync)) {
+    /// A two-part step whose part 1, on the worker, holds until `gate` opens
+    /// (the test's idle work opens it): part 0 (the caller's) returns only
+    /// once part 1 has started, so the caller cannot claim it and has to wait
+    /// for it, and the wait cannot end before the idle work ran. A sleeping
+    /// part let a caller descheduled for the whole sleep (a loaded CI
+    /// machine) find the step done and never wait. `each` runs at the end of
+    /// both parts. The gate gives up after 10 s so that a broken team fails
+    /// the test instead of hanging it.
+    fn step_with_a_part_held_on_the_worker(
+        team: &Team,
+        gate: &AtomicBool,
+        each: &(dyn Fn() + Sync),
+    ) {
         let started = AtomicBool::new(false);
         team.run(2, &|c| {
             if c == 1 {
                 started.store(true, Ordering::Release);
-                std::thread::sleep(slow);
+                let t0 = std::time::Instant::now();
+                while !gate.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(10) {
+                    std::thread::yield_now();
+                }
             } else {
                 while !started.load(Ordering::Acquire) {
                     std::hint::spin_loop();
@@ -474,10 +486,12 @@ mod tests {
         let calls = Cell::new(0usize);
         let depth = Cell::new(0usize);
         let inner = AtomicUsize::new(0);
+        let gate = AtomicBool::new(false);
         let mut idle = || {
             depth.set(depth.get() + 1);
             assert_eq!(depth.get(), 1, "idle work entered from inside itself");
             calls.set(calls.get() + 1);
+            gate.store(true, Ordering::Release);
             // Inline: the team is busy with the outer step.
             team.run(2, &|_| {
                 inner.fetch_add(1, Ordering::Relaxed);
@@ -486,13 +500,13 @@ mod tests {
             calls.get() < 1000
         };
         with_idle_work(&mut idle, || {
-            step_with_a_slow_part_on_the_worker(&team, Duration::from_millis(20), &|| {
+            step_with_a_part_held_on_the_worker(&team, &gate, &|| {
                 parts.fetch_add(1, Ordering::Relaxed);
             });
         });
         assert_eq!(parts.load(Ordering::Relaxed), 2);
         let n = calls.get();
-        assert!(n >= 1, "the caller waited 20 ms without its idle work");
+        assert!(n >= 1, "the caller waited without its idle work");
         assert_eq!(inner.load(Ordering::Relaxed), 2 * n);
         team.run(2, &|c| {
             if c == 1 {
@@ -506,9 +520,14 @@ mod tests {
     fn a_panic_in_idle_work_is_resumed_after_the_step_and_the_team_goes_on() {
         let team = Team::new(1, "test").unwrap();
         let done = AtomicUsize::new(0);
+        let gate = AtomicBool::new(false);
+        let mut idle = || -> bool {
+            gate.store(true, Ordering::Release);
+            panic!("idle")
+        };
         let r = catch_unwind(AssertUnwindSafe(|| {
-            with_idle_work(&mut || panic!("idle"), || {
-                step_with_a_slow_part_on_the_worker(&team, Duration::from_millis(5), &|| {
+            with_idle_work(&mut idle, || {
+                step_with_a_part_held_on_the_worker(&team, &gate, &|| {
                     done.fetch_add(1, Ordering::Relaxed);
                 });
             })
