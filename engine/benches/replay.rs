@@ -1,5 +1,5 @@
 //! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
-//! engine's own shapes, packing A alone, the vectorised transcendentals against libm, the
+//! engine's own shapes, packing A alone, A packed against read in place, the vectorised transcendentals against libm, the
 //! two-thread fork–join of a step (`team`: an empty step, a step of 20 µs
 //! of work and a lattice trace's same-type DAG on one thread against two), and
 //! whole steady-state runs of the executors (a session reused across
@@ -8,7 +8,9 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
-use engine::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, MR, PackedB, gemm, pack_a};
+use engine::replay::cpu::gemm::{
+    ASeg, COut, GemmScratch, Init, MR, PackedB, ReadA, gemm, gemm_read_a, pack_a,
+};
 use engine::replay::cpu::simd;
 use engine::replay::cpu::threads::{SharedMut, Threads};
 use engine::replay::{self, Executor, Session};
@@ -91,6 +93,44 @@ fn gemm_shapes(c: &mut Criterion) {
                 pack_a(m, &segs, k, &mut out)
             })
         });
+    }
+    // A read in place against packed, on the small products of lattices and
+    // h256 cells: a char cell's gate at h128 (x and h_prev, two segments,
+    // N 128 and the stacked 256) and an h256 gate (K 512).
+    for (m, n, lens) in [
+        (24usize, 128usize, vec![128usize, 128]),
+        (24, 256, vec![128, 128]),
+        (40, 256, vec![256, 256]),
+    ] {
+        let k: usize = lens.iter().sum();
+        let datas: Vec<Vec<f32>> = lens.iter().map(|&l| vec![0.25f32; m * l]).collect();
+        let w: Vec<f32> = (0..n * k).map(|i| (i % 7) as f32 * 0.01).collect();
+        let packed = PackedB::new(n, k, |i, p| w[i * k + p], None);
+        let mut y = vec![0.0f32; m * n];
+        let mut s = GemmScratch::default();
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        for (name, read) in [("a_packed", ReadA::Packed), ("a_in_place", ReadA::InPlace)] {
+            g.bench_function(BenchmarkId::new(name, format!("m{m}_n{n}_k{k}")), |b| {
+                b.iter(|| {
+                    let segs: Vec<ASeg<'_>> = datas
+                        .iter()
+                        .zip(&lens)
+                        .map(|(d, &l)| ASeg::new(d, 0, l, l, m))
+                        .collect();
+                    gemm_read_a(
+                        &threads,
+                        m,
+                        &segs,
+                        &packed,
+                        COut::new(&mut y, 0, n, m, n),
+                        Init::Overwrite,
+                        &mut s,
+                        false,
+                        read,
+                    )
+                })
+            });
+        }
     }
     g.finish();
 }

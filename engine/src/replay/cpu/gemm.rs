@@ -8,7 +8,9 @@
 //! nodes per level, lattices run 20–30-row batches), so re-packing a
 //! `5H × 2H` stacked weight matrix per batch costs as much as the product
 //! itself at small `M`. Here the weights are packed into `KC × NR` panels when
-//! a session opens, `A` (small) is packed per call, and the micro-kernel
+//! a session opens, `A` (small) is packed per call — or, when the weights
+//! have few panels ([`DIRECT_A_MAX_PANELS`]), read in place by the kernel
+//! row by row, since then the copy costs more than it saves — and the micro-kernel
 //! writes `C` straight into its destination rows (an instance record, with
 //! any row stride), starting from the bias or zero (`β = 0`, no zero-fill).
 //! A multi-term affine (`b + W₁x₁ + W₂x₂`) is one product over the
@@ -21,9 +23,10 @@
 //! when there are few weight panels); see [`super::threads`].
 //!
 //! The micro-kernel is AVX-512 (`MR × NR = 12 × 32`: 24 accumulators) where
-//! the CPU has it, else a portable kernel the compiler vectorises (with AVX2 +
-//! FMA where present). Both read the same packed formats, and a test runs
-//! both against a naive product.
+//! the CPU has it; on AVX2 + FMA it runs each `12 × 32` tile as `6 × 16`
+//! sub-tiles (12 of the 16 `ymm` registers: the whole tile would need 48),
+//! and elsewhere a portable kernel the compiler vectorises. All read the same
+//! packed formats, and a test runs each the CPU has against a naive product.
 
 use super::simd::{self, Isa};
 
@@ -516,6 +519,9 @@ pub unsafe fn gemm_outer_acc_packed(
 #[derive(Default)]
 pub struct GemmScratch {
     a: AlignedBuf,
+    /// `a` holds the packed A of the last product (false after one that
+    /// read A in place).
+    holds_a: bool,
 }
 
 /// `C[m × N] = init + A · Wᵀ` with `A`'s K axis given by `a` (segment lengths
@@ -547,6 +553,23 @@ pub fn gemm_reusing(
     scratch: &mut GemmScratch,
     reuse_a: bool,
 ) {
+    gemm_read_a(threads, m, a, b, c, init, scratch, reuse_a, ReadA::Auto)
+}
+
+/// [`gemm_reusing`] with the way `A` is read chosen (benchmarks and tests
+/// compare the two on the same products).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_read_a(
+    threads: &super::threads::Threads,
+    m: usize,
+    a: &[ASeg<'_>],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+    scratch: &mut GemmScratch,
+    reuse_a: bool,
+    read: ReadA,
+) {
     let k = b.k;
     assert_eq!(
         a.iter().map(|s| s.len).sum::<usize>(),
@@ -574,8 +597,17 @@ pub fn gemm_reusing(
     let m_panels = m_pad / MR;
     let flops = 2 * m * b.n * k;
     let t = threads.count_for(flops);
+    let isa = simd::isa();
+    if direct_a(isa, b, read) {
+        scratch.holds_a = false;
+        run_direct(isa, threads, t, m, a, b, c, init);
+        return;
+    }
     let packed = scratch.a.reserve_floats(m_pad * k);
-    if !reuse_a {
+    // The previous product may have read A in place (its weights had fewer
+    // panels): then there is nothing packed to reuse.
+    if !(reuse_a && scratch.holds_a) {
+        scratch.holds_a = true;
         if t > 1 && m_panels > 1 {
             // Row panels pack independently (disjoint parts of the buffer).
             let out = super::threads::SharedMut(packed.as_mut_ptr());
@@ -589,6 +621,285 @@ pub fn gemm_reusing(
         }
     }
     run_panels(threads, t, m, packed, b, c, init);
+}
+
+/// Whether a product reads `A` in place ([`run_direct`]) instead of packing it.
+///
+/// Packing copies every A float once so that the kernel reads a contiguous
+/// panel, which pays when each panel is read by many weight panels. With few
+/// weight panels (`N` ≤ [`DIRECT_A_MAX_PANELS`] · `NR`: the h128 and h256
+/// cells' gate products, a loss's tag projection) the copy costs more than
+/// the kernel's reads from `MR` separate rows: one thread, `cavs`,
+/// interleaved (docs/benchmarks.md), lattice-gru b32 h128 1.07× faster,
+/// lattice-lstm b64 h256 1.03×, bilstm-tagger b64 h256 1.03×, tree-lstm
+/// b64 h256 1.02×; reading in place with 16 or more weight panels (h512) was
+/// level to 2 % slower. AVX-512 only: the AVX2 kernel reads A in place
+/// (`ReadA::InPlace`) but measured level with packing on the same products
+/// (criterion `gemm/a_in_place` against `gemm/a_packed`, docs/benchmarks.md),
+/// so it keeps packing.
+fn direct_a(isa: Isa, b: &PackedB, read: ReadA) -> bool {
+    match read {
+        ReadA::Auto => isa == Isa::Avx512 && b.n_pad() / NR <= DIRECT_A_MAX_PANELS,
+        ReadA::Packed => false,
+        ReadA::InPlace => isa != Isa::Portable,
+    }
+}
+
+/// How a product reads its activations `A` (see [`gemm_read_a`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadA {
+    /// In place when the weights have at most [`DIRECT_A_MAX_PANELS`]
+    /// panels (and the CPU has AVX-512), else packed: what [`gemm`] does.
+    Auto,
+    /// Always packed into `MR`-row panels first.
+    Packed,
+    /// Always in place where the CPU has AVX-512 or AVX2 (packed by the
+    /// portable kernel).
+    InPlace,
+}
+
+/// Most weight panels of a product that reads `A` in place ([`direct_a`]).
+pub const DIRECT_A_MAX_PANELS: usize = 8;
+
+/// [`run_panels`] reading `A`'s rows where they are (no packing).
+#[allow(clippy::too_many_arguments)]
+fn run_direct(
+    isa: Isa,
+    threads: &super::threads::Threads,
+    t: usize,
+    m: usize,
+    a: &[ASeg<'_>],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+) {
+    let (n_panels, m_panels) = (b.n_pad() / NR, m.div_ceil(MR));
+    if t <= 1 {
+        run_block_direct(isa, m, a, b, c, init, 0..n_panels, 0..m_panels);
+    } else if n_panels >= 2 * t || m_panels < t {
+        threads.split(n_panels, t, |range| {
+            run_block_direct(isa, m, a, b, c, init, range, 0..m_panels)
+        });
+    } else {
+        threads.split(m_panels, t, |range| {
+            run_block_direct(isa, m, a, b, c, init, 0..n_panels, range)
+        });
+    }
+}
+
+/// [`run_block`] with `A` read in place: per K block, per piece of a
+/// segment inside it, the kernel reads each row's floats from its own
+/// address (the first piece starts from the bias or `C` as `init` says,
+/// later ones from `C`).
+#[allow(clippy::too_many_arguments)]
+fn run_block_direct(
+    isa: Isa,
+    m: usize,
+    a: &[ASeg<'_>],
+    b: &PackedB,
+    c: COut<'_>,
+    init: Init,
+    jps: std::ops::Range<usize>,
+    ips: std::ops::Range<usize>,
+) {
+    let k = b.k;
+    let rows_all = ips.len() * MR;
+    let chunk = (C_BLOCK_BYTES / (rows_all.max(1) * NR * 4)).max(1);
+    let mut j0 = jps.start;
+    while j0 < jps.end {
+        let j1 = (j0 + chunk).min(jps.end);
+        let mut first = true;
+        for kb in 0..k.div_ceil(KC) {
+            let k0 = kb * KC;
+            let kc = KC.min(k - k0);
+            let mut col = 0;
+            for s in a {
+                let (lo, hi) = (col.max(k0), (col + s.len).min(k0 + kc));
+                col += s.len;
+                if lo >= hi {
+                    continue;
+                }
+                let start = if first {
+                    match init {
+                        Init::Overwrite => Start::Bias,
+                        Init::Accumulate => Start::LoadC,
+                    }
+                } else {
+                    Start::LoadC
+                };
+                first = false;
+                for jp in j0..j1 {
+                    // SAFETY: the panel holds kc × NR floats; the piece's
+                    // columns lo - k0 .. hi - k0 lie inside it.
+                    let bp = unsafe { b.panel(kb, jp).add((lo - k0) * NR) };
+                    let cols = NR.min(b.n - jp * NR);
+                    let bias = match (start, &b.bias) {
+                        (Start::Bias, Some(bb)) => Some(bb.floats()[jp * NR..].as_ptr()),
+                        _ => None,
+                    };
+                    for ip in ips.clone() {
+                        let rows = MR.min(m - ip * MR);
+                        let mut src = [std::ptr::null::<f32>(); MR];
+                        for (ii, p) in src.iter_mut().enumerate().take(rows) {
+                            // SAFETY: row ip·MR + ii < m of the segment,
+                            // columns lo - (col - len) .. within its len.
+                            *p = unsafe { s.row(ip * MR + ii).add(lo + s.len - col) };
+                        }
+                        // SAFETY: as in `run_block`, with A's rows valid for
+                        // hi - lo floats from `src`.
+                        unsafe {
+                            let cp = c.ptr.add(ip * MR * c.ldc + jp * NR);
+                            kernel_direct(
+                                isa,
+                                hi - lo,
+                                &src,
+                                bp,
+                                cp,
+                                c.ldc,
+                                rows,
+                                cols,
+                                start,
+                                bias,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        j0 = j1;
+    }
+}
+
+/// [`kernel`] with `A`'s rows read in place (AVX-512 and AVX2 only).
+///
+/// # Safety
+/// As [`kernel`], with each of the first `rows` pointers of `a` valid for
+/// `kc` floats.
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_direct(
+    isa: Isa,
+    kc: usize,
+    a: &[*const f32; MR],
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! dispatch {
+        ($f:ident) => {
+            match rows {
+                1 => $f::<1>(kc, a, b, c, ldc, cols, start, bias),
+                2 => $f::<2>(kc, a, b, c, ldc, cols, start, bias),
+                3 => $f::<3>(kc, a, b, c, ldc, cols, start, bias),
+                4 => $f::<4>(kc, a, b, c, ldc, cols, start, bias),
+                5 => $f::<5>(kc, a, b, c, ldc, cols, start, bias),
+                6 => $f::<6>(kc, a, b, c, ldc, cols, start, bias),
+                7 => $f::<7>(kc, a, b, c, ldc, cols, start, bias),
+                8 => $f::<8>(kc, a, b, c, ldc, cols, start, bias),
+                9 => $f::<9>(kc, a, b, c, ldc, cols, start, bias),
+                10 => $f::<10>(kc, a, b, c, ldc, cols, start, bias),
+                11 => $f::<11>(kc, a, b, c, ldc, cols, start, bias),
+                _ => $f::<12>(kc, a, b, c, ldc, cols, start, bias),
+            }
+        };
+    }
+    // SAFETY: forwarded from the caller; `direct_a` chooses this path only
+    // on a CPU with the ISA's kernel.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => dispatch!(kernel_avx512_direct),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => dispatch!(kernel_avx2_direct),
+            Isa::Portable => unreachable!("A is read in place only by the SIMD kernels"),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_avx512_direct<const R: usize>(
+    kc: usize,
+    a: &[*const f32; MR],
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    use std::arch::x86_64::*;
+    let full = cols >= NR;
+    let m0: __mmask16 = if cols >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << cols) - 1) as u16
+    };
+    let m1: __mmask16 = if cols >= NR {
+        0xFFFF
+    } else if cols > 16 {
+        ((1u32 << (cols - 16)) - 1) as u16
+    } else {
+        0
+    };
+    // SAFETY (whole body): the caller guarantees the extents.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        match start {
+            Start::Bias => {
+                if let Some(bp) = bias {
+                    let b0 = _mm512_loadu_ps(bp);
+                    let b1 = _mm512_loadu_ps(bp.add(16));
+                    for row in acc.iter_mut() {
+                        *row = [b0, b1];
+                    }
+                }
+            }
+            Start::LoadC => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let cp = c.add(i * ldc);
+                    if full {
+                        row[0] = _mm512_loadu_ps(cp);
+                        row[1] = _mm512_loadu_ps(cp.add(16));
+                    } else {
+                        row[0] = _mm512_maskz_loadu_ps(m0, cp);
+                        row[1] = _mm512_maskz_loadu_ps(m1, cp.add(16));
+                    }
+                }
+            }
+        }
+        let mut ap: [*const f32; R] = [std::ptr::null(); R];
+        ap.copy_from_slice(&a[..R]);
+        let mut bp = b;
+        for _ in 0..kc {
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR + 16).cast());
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm512_set1_ps(*ap[i]);
+                ap[i] = ap[i].add(1);
+                row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
+                row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
+            }
+            bp = bp.add(NR);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let cp = c.add(i * ldc);
+            if full {
+                _mm512_storeu_ps(cp, row[0]);
+                _mm512_storeu_ps(cp.add(16), row[1]);
+            } else {
+                _mm512_mask_storeu_ps(cp, m0, row[0]);
+                _mm512_mask_storeu_ps(cp.add(16), m1, row[1]);
+            }
+        }
+    }
 }
 
 /// Every kernel call of `C = init + A·Wᵀ` (`A` packed for `m` rows, one
@@ -946,6 +1257,11 @@ unsafe fn kernel_avx512<const R: usize>(
     }
 }
 
+/// The AVX2 + FMA kernel over a packed `A`: the `R × NR` tile as `6 × 16`
+/// sub-tiles (12 accumulators, two weight vectors and a broadcast: 15 of the
+/// 16 `ymm` registers). A whole `12 × 32` tile in registers would need 48
+/// accumulators; the portable body the compiler vectorises spills them to the
+/// stack on every K step (docs/benchmarks.md, "The AVX2 kernel").
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]
@@ -959,8 +1275,187 @@ unsafe fn kernel_avx2<const R: usize>(
     start: Start,
     bias: Option<*const f32>,
 ) {
-    // SAFETY: forwarded; the portable body compiled with AVX2 + FMA enabled.
-    unsafe { kernel_portable::<R>(kc, a, b, c, ldc, cols, start, bias) }
+    let mut rows = [std::ptr::null::<f32>(); MR];
+    for (i, r) in rows.iter_mut().enumerate() {
+        *r = a.wrapping_add(i);
+    }
+    // SAFETY: forwarded; packed row `i`'s K step `p` is at `a + p·MR + i`.
+    unsafe { avx2_tiles::<R, MR>(kc, &rows, b, c, ldc, cols, start, bias) }
+}
+
+/// [`kernel_avx2`] with `A`'s rows read in place (row `i`'s K step `p` at
+/// `a[i] + p`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_avx2_direct<const R: usize>(
+    kc: usize,
+    a: &[*const f32; MR],
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    // SAFETY: forwarded.
+    unsafe { avx2_tiles::<R, 1>(kc, a, b, c, ldc, cols, start, bias) }
+}
+
+/// The sub-tiles of an `R × cols` tile, `A` row `i`'s K step `p` at
+/// `a[i] + p·STEP`. Up to 3 rows: one `R × 32` pass (`4R` accumulators: a
+/// GEMV's row keeps four FMA chains going, not two). More: `6 × 16` passes,
+/// column half outer (its `KC × 16` weights, 16 KiB, stay in L1 for both row
+/// groups).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+#[inline]
+unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
+    kc: usize,
+    a: &[*const f32; MR],
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    start: Start,
+    bias: Option<*const f32>,
+) {
+    // SAFETY (whole body): rows g0 .. g0 + n ≤ R and columns c0 .. c0 + w ≤
+    // cols of the caller's tile.
+    unsafe {
+        if R <= 3 {
+            let args = (kc, &a[..], b, c, ldc, cols, start, bias);
+            match R {
+                1 => avx2_sub::<1, 4, STEP>(args),
+                2 => avx2_sub::<2, 4, STEP>(args),
+                _ => avx2_sub::<3, 4, STEP>(args),
+            }
+            return;
+        }
+        for c0 in (0..cols).step_by(16) {
+            let w = (cols - c0).min(16);
+            for g0 in (0..R).step_by(6) {
+                let args = (
+                    kc,
+                    &a[g0..],
+                    b.add(c0),
+                    c.add(g0 * ldc + c0),
+                    ldc,
+                    w,
+                    start,
+                    bias.map(|p| p.add(c0)),
+                );
+                match R - g0 {
+                    1 => avx2_sub::<1, 2, STEP>(args),
+                    2 => avx2_sub::<2, 2, STEP>(args),
+                    3 => avx2_sub::<3, 2, STEP>(args),
+                    4 => avx2_sub::<4, 2, STEP>(args),
+                    5 => avx2_sub::<5, 2, STEP>(args),
+                    _ => avx2_sub::<6, 2, STEP>(args),
+                }
+            }
+        }
+    }
+}
+
+/// Arguments of [`avx2_sub`]: `(kc, a rows, b, c, ldc, cols, start, bias)`.
+#[cfg(target_arch = "x86_64")]
+type Avx2Sub<'a> = (
+    usize,
+    &'a [*const f32],
+    *const f32,
+    *mut f32,
+    usize,
+    usize,
+    Start,
+    Option<*const f32>,
+);
+
+/// One `G × 8V` sub-tile (`G·V ≤ 12` accumulators) over `kc` K steps;
+/// weights at stride `NR`, columns past `cols` neither read from nor written
+/// to `C`.
+///
+/// # Safety
+/// `a[i] + p·STEP` valid for `i < G`, `p < kc`; `b` valid for `kc` rows of
+/// `8V` at stride `NR`; `bias` for `8V` floats; `C` for `G` rows of `cols`
+/// floats.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
+    (kc, a, b, c, ldc, cols, start, bias): Avx2Sub<'_>,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY (whole body): the extents above; masked loads and stores touch
+    // only the `cols` valid columns of C.
+    unsafe {
+        let full = cols >= 8 * V;
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let mut mask = [_mm256_setzero_si256(); V];
+        for (v, m) in mask.iter_mut().enumerate() {
+            *m = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols as i32 - 8 * v as i32), lanes);
+        }
+        let mut acc = [[_mm256_setzero_ps(); V]; G];
+        match start {
+            Start::Bias => {
+                if let Some(bp) = bias {
+                    let mut bv = [_mm256_setzero_ps(); V];
+                    for (v, x) in bv.iter_mut().enumerate() {
+                        *x = _mm256_loadu_ps(bp.add(8 * v));
+                    }
+                    for row in acc.iter_mut() {
+                        *row = bv;
+                    }
+                }
+            }
+            Start::LoadC => {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let cp = c.add(i * ldc);
+                    for (v, x) in row.iter_mut().enumerate() {
+                        *x = if full {
+                            _mm256_loadu_ps(cp.add(8 * v))
+                        } else {
+                            _mm256_maskload_ps(cp.add(8 * v), mask[v])
+                        };
+                    }
+                }
+            }
+        }
+        let mut ap = [std::ptr::null::<f32>(); G];
+        ap.copy_from_slice(&a[..G]);
+        let mut bp = b;
+        for _ in 0..kc {
+            // As in the AVX-512 kernel: the weights stream from L2/L3, 32 K
+            // steps ahead (a line per 16 columns).
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR).cast());
+            if V > 2 {
+                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR + 16).cast());
+            }
+            let mut bv = [_mm256_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm256_loadu_ps(bp.add(8 * v));
+            }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let ai = _mm256_broadcast_ss(&*ap[i]);
+                ap[i] = ap[i].add(STEP);
+                for (x, &w) in row.iter_mut().zip(&bv) {
+                    *x = _mm256_fmadd_ps(ai, w, *x);
+                }
+            }
+            bp = bp.add(NR);
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let cp = c.add(i * ldc);
+            for (v, &x) in row.iter().enumerate() {
+                if full {
+                    _mm256_storeu_ps(cp.add(8 * v), x);
+                } else {
+                    _mm256_maskstore_ps(cp.add(8 * v), mask[v], x);
+                }
+            }
+        }
+    }
 }
 
 /// The portable kernel: plain loops over `[f32; NR]` rows (vectorised by the
@@ -1043,7 +1538,7 @@ mod tests {
             .collect()
     }
 
-    fn check(isa: Isa, threads: usize, m: usize, n: usize, k: usize, with_bias: bool) {
+    fn check(isa: Isa, threads: usize, m: usize, n: usize, k: usize, with_bias: bool, read: ReadA) {
         let a = data(m * k, 1);
         let w = data(n * k, 2);
         let bias = data(n, 3);
@@ -1059,7 +1554,7 @@ mod tests {
         let th = Threads::new(threads).with_min_flops(0);
         let mut s = GemmScratch::default();
         let c = COut::new(&mut y, 5, ldc, m, n);
-        gemm_with(isa, &th, m, &segs, &b, c, Init::Overwrite, &mut s);
+        gemm_with(isa, &th, m, &segs, &b, c, Init::Overwrite, &mut s, read);
         for r in 0..m {
             for i in 0..n {
                 let (got, exp) = (y[5 + r * ldc + i], want[r * n + i]);
@@ -1075,7 +1570,7 @@ mod tests {
         assert!(y[..5].iter().all(|&v| v == 7.0), "wrote before C");
         // Accumulate adds the product again (no bias).
         let c = COut::new(&mut y, 5, ldc, m, n);
-        gemm_with(isa, &th, m, &segs, &b, c, Init::Accumulate, &mut s);
+        gemm_with(isa, &th, m, &segs, &b, c, Init::Accumulate, &mut s, read);
         let prod = naive(m, n, k, &a, &w, None);
         for r in 0..m {
             for i in 0..n {
@@ -1089,7 +1584,8 @@ mod tests {
         }
     }
 
-    /// `gemm` with a chosen ISA (the test runs every kernel the CPU has).
+    /// `gemm` with a chosen ISA (the test runs every kernel the CPU has) and
+    /// way of reading A.
     #[allow(clippy::too_many_arguments)]
     fn gemm_with(
         isa: Isa,
@@ -1100,10 +1596,14 @@ mod tests {
         c: COut<'_>,
         init: Init,
         s: &mut GemmScratch,
+        read: ReadA,
     ) {
-        simd::with_isa(isa, || gemm(th, m, a, b, c, init, s));
+        simd::with_isa(isa, || gemm_read_a(th, m, a, b, c, init, s, false, read));
     }
 
+    /// Every kernel, with A packed and (the SIMD kernels) read in place, over shapes
+    /// off the panel sizes and K split in two segments that straddle a K
+    /// block (k 400).
     #[test]
     fn every_kernel_matches_a_naive_product_on_edge_shapes() {
         for isa in simd::available() {
@@ -1115,11 +1615,64 @@ mod tests {
                 (13, 33, 193),
                 (25, 96, 400),
                 (40, 160, 64),
+                (30, 300, 520),
             ] {
                 for bias in [false, true] {
                     for threads in [1, 2] {
-                        check(isa, threads, m, n, k, bias);
+                        for read in [ReadA::Packed, ReadA::InPlace] {
+                            check(isa, threads, m, n, k, bias, read);
+                        }
                     }
+                }
+            }
+        }
+    }
+
+    /// A product that reuses the packed A of the previous one (`reuse_a`)
+    /// packs it anyway when that one read A in place: there was nothing
+    /// packed to reuse. Both orders, against the naive products.
+    #[test]
+    fn reusing_a_after_a_product_that_read_it_in_place_packs_it() {
+        if !simd::available().contains(&Isa::Avx512) {
+            eprintln!("skipped: reading A in place needs AVX-512, which this CPU lacks");
+            return;
+        }
+        let (m, k) = (20, 96);
+        let a = data(m * k, 1);
+        let segs = [ASeg::new(&a, 0, k, k, m)];
+        let th = Threads::new(1);
+        // Fewer weight panels than the limit (read in place), and more (packed).
+        let (small, big) = (NR * DIRECT_A_MAX_PANELS, NR * (DIRECT_A_MAX_PANELS + 1));
+        for order in [[small, big], [big, small]] {
+            let mut s = GemmScratch::default();
+            // A stale packed A from an unrelated product first.
+            let other = data(m * k, 9);
+            let w0 = data(big * k, 8);
+            let b0 = PackedB::new(big, k, |i, p| w0[i * k + p], None);
+            let mut y0 = vec![0.0f32; m * big];
+            gemm(
+                &th,
+                m,
+                &[ASeg::new(&other, 0, k, k, m)],
+                &b0,
+                COut::new(&mut y0, 0, big, m, big),
+                Init::Overwrite,
+                &mut s,
+            );
+            for (step, &n) in order.iter().enumerate() {
+                let w = data(n * k, 2 + step as u32);
+                let b = PackedB::new(n, k, |i, p| w[i * k + p], None);
+                let mut y = vec![0.0f32; m * n];
+                let c = COut::new(&mut y, 0, n, m, n);
+                simd::with_isa(Isa::Avx512, || {
+                    gemm_reusing(&th, m, &segs, &b, c, Init::Overwrite, &mut s, step == 1)
+                });
+                let want = naive(m, n, k, &a, &w, None);
+                for (i, (g, e)) in y.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                        "n{n} step {step}: C[{i}]"
+                    );
                 }
             }
         }
