@@ -1616,6 +1616,13 @@ mod tests {
                 (25, 96, 400),
                 (40, 160, 64),
                 (30, 300, 520),
+                // Row panels of 2, 5, 8 and 11 rows (the AVX2 kernel's
+                // `R × 32` pass and its second, partial group of six),
+                // with partial column panels.
+                (2, 70, 300),
+                (17, 40, 33),
+                (20, 48, 100),
+                (23, 31, 257),
             ] {
                 for bias in [false, true] {
                     for threads in [1, 2] {
