@@ -600,7 +600,10 @@ pub fn gemm_read_a(
     let isa = simd::isa();
     if direct_a(isa, b, read) {
         scratch.holds_a = false;
-        run_direct(isa, threads, t, m, a, b, c, init);
+        let (n_panels, m_panels) = (b.n_pad() / NR, m.div_ceil(MR));
+        for_panel_blocks(threads, t, n_panels, m_panels, |jps, ips| {
+            run_block_direct(isa, m, a, b, c, init, jps, ips)
+        });
         return;
     }
     let packed = scratch.a.reserve_floats(m_pad * k);
@@ -623,7 +626,7 @@ pub fn gemm_read_a(
     run_panels(threads, t, m, packed, b, c, init);
 }
 
-/// Whether a product reads `A` in place ([`run_direct`]) instead of packing it.
+/// Whether a product reads `A` in place ([`run_block_direct`]) instead of packing it.
 ///
 /// Packing copies every A float once so that the kernel reads a contiguous
 /// panel, which pays when each panel is read by many weight panels. With few
@@ -660,32 +663,6 @@ pub enum ReadA {
 
 /// Most weight panels of a product that reads `A` in place ([`direct_a`]).
 pub const DIRECT_A_MAX_PANELS: usize = 8;
-
-/// [`run_panels`] reading `A`'s rows where they are (no packing).
-#[allow(clippy::too_many_arguments)]
-fn run_direct(
-    isa: Isa,
-    threads: &super::threads::Threads,
-    t: usize,
-    m: usize,
-    a: &[ASeg<'_>],
-    b: &PackedB,
-    c: COut<'_>,
-    init: Init,
-) {
-    let (n_panels, m_panels) = (b.n_pad() / NR, m.div_ceil(MR));
-    if t <= 1 {
-        run_block_direct(isa, m, a, b, c, init, 0..n_panels, 0..m_panels);
-    } else if n_panels >= 2 * t || m_panels < t {
-        threads.split(n_panels, t, |range| {
-            run_block_direct(isa, m, a, b, c, init, range, 0..m_panels)
-        });
-    } else {
-        threads.split(m_panels, t, |range| {
-            run_block_direct(isa, m, a, b, c, init, 0..n_panels, range)
-        });
-    }
-}
 
 /// [`run_block`] with `A` read in place: per K block, per piece of a
 /// segment inside it, the kernel reads each row's floats from its own
@@ -770,6 +747,27 @@ fn run_block_direct(
     }
 }
 
+/// `$f::<R>(args)` with `R` = `$rows` (1 to [`MR`]) as a const generic: a
+/// kernel is compiled once per tile height, so its row loops unroll.
+macro_rules! by_rows {
+    ($f:ident, $rows:expr, ($($arg:expr),*)) => {
+        match $rows {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            9 => $f::<9>($($arg),*),
+            10 => $f::<10>($($arg),*),
+            11 => $f::<11>($($arg),*),
+            _ => $f::<12>($($arg),*),
+        }
+    };
+}
+
 /// [`kernel`] with `A`'s rows read in place (AVX-512 and AVX2 only).
 ///
 /// # Safety
@@ -788,33 +786,22 @@ unsafe fn kernel_direct(
     start: Start,
     bias: Option<*const f32>,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    macro_rules! dispatch {
-        ($f:ident) => {
-            match rows {
-                1 => $f::<1>(kc, a, b, c, ldc, cols, start, bias),
-                2 => $f::<2>(kc, a, b, c, ldc, cols, start, bias),
-                3 => $f::<3>(kc, a, b, c, ldc, cols, start, bias),
-                4 => $f::<4>(kc, a, b, c, ldc, cols, start, bias),
-                5 => $f::<5>(kc, a, b, c, ldc, cols, start, bias),
-                6 => $f::<6>(kc, a, b, c, ldc, cols, start, bias),
-                7 => $f::<7>(kc, a, b, c, ldc, cols, start, bias),
-                8 => $f::<8>(kc, a, b, c, ldc, cols, start, bias),
-                9 => $f::<9>(kc, a, b, c, ldc, cols, start, bias),
-                10 => $f::<10>(kc, a, b, c, ldc, cols, start, bias),
-                11 => $f::<11>(kc, a, b, c, ldc, cols, start, bias),
-                _ => $f::<12>(kc, a, b, c, ldc, cols, start, bias),
-            }
-        };
-    }
     // SAFETY: forwarded from the caller; `direct_a` chooses this path only
     // on a CPU with the ISA's kernel.
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => dispatch!(kernel_avx512_direct),
+            Isa::Avx512 => by_rows!(
+                kernel_avx512_direct,
+                rows,
+                (kc, a, b, c, ldc, cols, start, bias)
+            ),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => dispatch!(kernel_avx2_direct),
+            Isa::Avx2 => by_rows!(
+                kernel_avx2_direct,
+                rows,
+                (kc, a, b, c, ldc, cols, start, bias)
+            ),
             Isa::Portable => unreachable!("A is read in place only by the SIMD kernels"),
         }
     }
@@ -916,16 +903,27 @@ fn run_panels(
 ) {
     let isa = simd::isa();
     let (n_panels, m_panels) = (b.n_pad() / NR, m.div_ceil(MR));
+    for_panel_blocks(threads, t, n_panels, m_panels, |jps, ips| {
+        run_block(isa, m, packed, b, c, init, jps, ips)
+    });
+}
+
+/// `block(weight panels, row panels)` over all `n_panels × m_panels` of a
+/// product on `t` threads: split over the weight panels when there are
+/// enough of them, else over the row panels.
+fn for_panel_blocks(
+    threads: &super::threads::Threads,
+    t: usize,
+    n_panels: usize,
+    m_panels: usize,
+    block: impl Fn(std::ops::Range<usize>, std::ops::Range<usize>) + Sync,
+) {
     if t <= 1 {
-        run_block(isa, m, packed, b, c, init, 0..n_panels, 0..m_panels);
+        block(0..n_panels, 0..m_panels);
     } else if n_panels >= 2 * t || m_panels < t {
-        threads.split(n_panels, t, |range| {
-            run_block(isa, m, packed, b, c, init, range, 0..m_panels)
-        });
+        threads.split(n_panels, t, |jps| block(jps, 0..m_panels));
     } else {
-        threads.split(m_panels, t, |range| {
-            run_block(isa, m, packed, b, c, init, 0..n_panels, range)
-        });
+        threads.split(m_panels, t, |ips| block(0..n_panels, ips));
     }
 }
 
@@ -1139,33 +1137,15 @@ unsafe fn kernel(
     start: Start,
     bias: Option<*const f32>,
 ) {
-    macro_rules! dispatch {
-        ($f:ident) => {
-            match rows {
-                1 => $f::<1>(kc, a, b, c, ldc, cols, start, bias),
-                2 => $f::<2>(kc, a, b, c, ldc, cols, start, bias),
-                3 => $f::<3>(kc, a, b, c, ldc, cols, start, bias),
-                4 => $f::<4>(kc, a, b, c, ldc, cols, start, bias),
-                5 => $f::<5>(kc, a, b, c, ldc, cols, start, bias),
-                6 => $f::<6>(kc, a, b, c, ldc, cols, start, bias),
-                7 => $f::<7>(kc, a, b, c, ldc, cols, start, bias),
-                8 => $f::<8>(kc, a, b, c, ldc, cols, start, bias),
-                9 => $f::<9>(kc, a, b, c, ldc, cols, start, bias),
-                10 => $f::<10>(kc, a, b, c, ldc, cols, start, bias),
-                11 => $f::<11>(kc, a, b, c, ldc, cols, start, bias),
-                _ => $f::<12>(kc, a, b, c, ldc, cols, start, bias),
-            }
-        };
-    }
     // SAFETY: forwarded from the caller; the AVX-512 kernel only runs when
     // the CPU has AVX-512F (`simd::isa`).
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => dispatch!(kernel_avx512),
+            Isa::Avx512 => by_rows!(kernel_avx512, rows, (kc, a, b, c, ldc, cols, start, bias)),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => dispatch!(kernel_avx2),
-            Isa::Portable => dispatch!(kernel_portable),
+            Isa::Avx2 => by_rows!(kernel_avx2, rows, (kc, a, b, c, ldc, cols, start, bias)),
+            Isa::Portable => by_rows!(kernel_portable, rows, (kc, a, b, c, ldc, cols, start, bias)),
         }
     }
 }
