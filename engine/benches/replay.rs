@@ -28,6 +28,17 @@ const SHAPES: [(usize, usize, usize); 5] = [
     (1, 512, 1024),
 ];
 
+/// One segment per buffer of `m` contiguous rows (a K-concatenated `A`).
+fn segments(datas: &[Vec<f32>], m: usize) -> Vec<ASeg<'_>> {
+    datas
+        .iter()
+        .map(|d| {
+            let l = d.len() / m;
+            ASeg::new(d, 0, l, l, m)
+        })
+        .collect()
+}
+
 fn gemm_shapes(c: &mut Criterion) {
     let mut g = c.benchmark_group("gemm");
     let threads = Threads::new(1);
@@ -85,11 +96,7 @@ fn gemm_shapes(c: &mut Criterion) {
         g.throughput(Throughput::Elements((m * k) as u64));
         g.bench_function(format!("pack_a_m{m}_k{k}"), |b| {
             b.iter(|| {
-                let segs: Vec<ASeg<'_>> = datas
-                    .iter()
-                    .zip(&lens)
-                    .map(|(d, &l)| ASeg::new(d, 0, l, l, m))
-                    .collect();
+                let segs = segments(&datas, m);
                 pack_a(m, &segs, k, &mut out)
             })
         });
@@ -112,11 +119,7 @@ fn gemm_shapes(c: &mut Criterion) {
         for (name, read) in [("a_packed", ReadA::Packed), ("a_in_place", ReadA::InPlace)] {
             g.bench_function(BenchmarkId::new(name, format!("m{m}_n{n}_k{k}")), |b| {
                 b.iter(|| {
-                    let segs: Vec<ASeg<'_>> = datas
-                        .iter()
-                        .zip(&lens)
-                        .map(|(d, &l)| ASeg::new(d, 0, l, l, m))
-                        .collect();
+                    let segs = segments(&datas, m);
                     gemm_read_a(
                         &threads,
                         m,
