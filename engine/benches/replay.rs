@@ -1,5 +1,6 @@
 //! Replay hot paths: the packed-weight GEMM against matrixmultiply on the
-//! engine's own shapes, packing A alone, A packed against read in place, the vectorised transcendentals against libm, the
+//! engine's own shapes, packing A alone, A packed against read in place, the
+//! machine's FMA ceilings (`machine/*`), the vectorised transcendentals against libm, the
 //! two-thread fork–join of a step (`team`: an empty step, a step of 20 µs
 //! of work and a lattice trace's same-type DAG on one thread against two), and
 //! whole steady-state runs of the executors (a session reused across
@@ -170,6 +171,96 @@ fn transcendentals(c: &mut Criterion) {
     g.finish();
 }
 
+/// The machine's ceilings for the GEMM figures (AVX2 + FMA): 12 independent
+/// FMA chains on registers only (the FMA issue limit), and the `6 × 16`
+/// sub-tile pattern of `gemm::avx2_sub` (two weight loads and six
+/// broadcasts per 12 FMAs) over a packed panel resident in L1, which is what
+/// any load-fed micro-kernel can reach. docs/benchmarks.md quotes both.
+fn machine(c: &mut Criterion) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            eprintln!("machine/*: skipped, this CPU has no AVX2 + FMA");
+            return;
+        }
+        let mut g = c.benchmark_group("machine");
+        const STEPS: usize = 4096;
+        g.throughput(Throughput::Elements((STEPS * 12 * 16) as u64));
+        g.bench_function("fma_registers", |b| {
+            // SAFETY: AVX2 and FMA were detected above.
+            b.iter(|| unsafe { fma_registers(std::hint::black_box(STEPS)) })
+        });
+        // A 64-step panel: A 6 floats a step at stride 12 (3 KiB), weights 16
+        // of 32 floats a step (8 KiB): both stay in L1.
+        let a: Vec<f32> = (0..64 * 12).map(|i| i as f32 * 1e-3).collect();
+        let w = vec![1e-3f32; 64 * 32];
+        g.bench_function("fma_loaded_6x16", |b| {
+            // SAFETY: as above; the panels hold 64 steps.
+            b.iter(|| unsafe { fma_loaded(std::hint::black_box(STEPS / 64), &a, &w) })
+        });
+        g.finish();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = c;
+        eprintln!("machine/*: skipped, not x86-64");
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_registers(steps: usize) -> f32 {
+    use std::arch::x86_64::*;
+    let b = _mm256_set1_ps(std::hint::black_box(0.999_9));
+    let c = _mm256_set1_ps(std::hint::black_box(1e-8));
+    // Distinct chains (equal ones could be computed once).
+    let mut acc = [_mm256_setzero_ps(); 12];
+    for (i, x) in acc.iter_mut().enumerate() {
+        *x = _mm256_set1_ps(std::hint::black_box(1.0 + i as f32 * 1e-3));
+    }
+    for _ in 0..steps {
+        for x in acc.iter_mut() {
+            *x = _mm256_fmadd_ps(*x, b, c);
+        }
+    }
+    let mut s = _mm256_setzero_ps();
+    for x in acc {
+        s = _mm256_add_ps(s, x);
+    }
+    _mm256_cvtss_f32(s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_loaded(passes: usize, a: &[f32], w: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 2]; 6];
+    let steps = a.len() / 12;
+    assert!(w.len() >= steps * 32);
+    for _ in 0..passes {
+        let (mut ap, mut wp) = (a.as_ptr(), w.as_ptr());
+        for _ in 0..steps {
+            // SAFETY: `steps` steps of 12 (A) and 32 (W) floats, checked above.
+            unsafe {
+                let w0 = _mm256_loadu_ps(wp);
+                let w1 = _mm256_loadu_ps(wp.add(8));
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let x = _mm256_broadcast_ss(&*ap.add(i));
+                    row[0] = _mm256_fmadd_ps(x, w0, row[0]);
+                    row[1] = _mm256_fmadd_ps(x, w1, row[1]);
+                }
+                ap = ap.add(12);
+                wp = wp.add(32);
+            }
+        }
+    }
+    let mut s = _mm256_setzero_ps();
+    for row in acc {
+        s = _mm256_add_ps(s, _mm256_add_ps(row[0], row[1]));
+    }
+    _mm256_cvtss_f32(s)
+}
+
 fn executors(c: &mut Criterion) {
     let cells = CellLibrary::builtin().expect("built-in cells");
     let trace = workloads::record(
@@ -266,5 +357,12 @@ fn team(c: &mut Criterion) {
     std::hint::black_box(&y);
 }
 
-criterion_group!(benches, gemm_shapes, transcendentals, team, executors);
+criterion_group!(
+    benches,
+    gemm_shapes,
+    machine,
+    transcendentals,
+    team,
+    executors
+);
 criterion_main!(benches);

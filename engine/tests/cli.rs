@@ -189,6 +189,44 @@ fn replay_runs_and_checks_against_the_reference() {
 }
 
 #[test]
+fn replay_roofline_pairs_each_round_with_the_runs_gemms_alone() {
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "tree-lstm",
+        "--batch",
+        "8",
+        "--hidden",
+        "32",
+        "--executor",
+        "cavs",
+        "--repeat",
+        "3",
+        "--no-check",
+        "--roofline",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["roofline"];
+    assert_eq!(r["rounds"], 3, "{r}");
+    assert_eq!(r["round_fractions"].as_array().unwrap().len(), 3, "{r}");
+    assert!(r["fraction_of_peak"].as_f64().unwrap() > 0.0, "{r}");
+    // Every logged product is executed alone: the shapes' flops add up to
+    // the run's shared-weight GEMM flops.
+    let shapes = r["by_shape"].as_array().unwrap();
+    assert_eq!(shapes.len() as u64, r["shapes"].as_u64().unwrap());
+    let flops: u64 = shapes
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_u64().unwrap();
+            2 * f("m") * f("n") * f("k") * f("calls")
+        })
+        .sum();
+    assert_eq!(flops, r["gemm_flops"].as_u64().unwrap(), "{r}");
+}
+
+#[test]
 fn replay_bad_inputs_fail_clearly() {
     let o = engine(&["replay", "--workload", "rvnn", "--executor", "policy"]);
     assert!(!o.status.success());

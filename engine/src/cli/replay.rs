@@ -62,8 +62,9 @@ pub struct Args {
     /// ablation).
     #[arg(long)]
     no_fuse: bool,
-    /// CPU: also time every GEMM shape of the run alone and report how close
-    /// the run comes to doing only its GEMMs (`roofline` in --json).
+    /// CPU: also execute the run's GEMMs alone, paired with runs round by
+    /// round (--repeat rounds), and report how close the run comes to doing
+    /// only its GEMMs (`roofline` in --json).
     #[arg(long)]
     roofline: bool,
     /// Seed of the weights and of the per-node data the trace does not record
@@ -156,7 +157,7 @@ struct Report {
     gemm_gflops: f64,
     /// With --roofline: the run's GEMMs timed alone, and the fraction of that
     /// the whole run reaches.
-    roofline: Option<RooflineReport>,
+    roofline: Option<replay::cpu::roofline::Roofline>,
     /// The vpps executor's placement on this GPU and kernel compile time.
     vpps: Option<VppsReport>,
 }
@@ -184,16 +185,6 @@ fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
         compile_ms,
         summary: p.summary.clone(),
     })
-}
-
-#[derive(Serialize)]
-struct RooflineReport {
-    #[serde(flatten)]
-    roofline: replay::cpu::roofline::Roofline,
-    /// gemm_only_s / total_s (wall).
-    fraction_of_peak: f64,
-    /// gemm_only_cpu_s / cpu_s (process CPU time; robust under contention).
-    fraction_of_peak_cpu: Option<f64>,
 }
 
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
@@ -376,17 +367,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None => replay::cpu::CpuReplay::new(&trace, &model, &Executor::Cavs, &cpu)?
             .gemm_flops(&trace, &model),
     };
-    let roofline = session
-        .cpu()
-        .and_then(|c| c.gemm_log().map(|log| (c, log)))
-        .map(|(c, log)| {
-            let r = replay::cpu::roofline::measure(log, c.thread_pool(), 0.002);
-            RooflineReport {
-                fraction_of_peak: r.fraction(m.total_s),
-                fraction_of_peak_cpu: m.cpu_s().and_then(|c| r.fraction_cpu(c)),
-                roofline: r,
-            }
-        });
+    let roofline = if a.roofline {
+        replay::measure::roofline(&mut session, &trace, &model, &cells, &mut ex, a.repeat)?
+    } else {
+        None
+    };
     let max_rel_error = if a.no_check {
         None
     } else {
@@ -467,11 +452,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     );
     if let Some(r) = &report.roofline {
         engine::outln!(
-            "  roofline: the run's {} GEMM shapes alone take {:.3} ms ({:.1} GFLOP/s, best shape {:.1}): the run is at {:.0} % of its GEMM peak (CPU time: {})",
-            r.roofline.shapes,
-            r.roofline.gemm_only_s * 1e3,
-            r.roofline.peak_gflops,
-            r.roofline.best_shape_gflops,
+            "  roofline ({} rounds, each a run and its GEMMs alone): the run's {} GEMM shapes alone take {:.3} ms ({:.1} GFLOP/s, best shape {:.1}): the run is at {:.0} % of its GEMM peak (CPU time: {})",
+            r.rounds,
+            r.shapes,
+            r.gemm_only_s * 1e3,
+            r.peak_gflops,
+            r.best_shape_gflops,
             r.fraction_of_peak * 100.0,
             r.fraction_of_peak_cpu
                 .map_or("-".to_string(), |f| format!("{:.0} %", f * 100.0))

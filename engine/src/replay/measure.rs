@@ -30,6 +30,7 @@
 //! assert!(m.counters.batches > 0);
 //! ```
 
+use super::cpu::roofline::{GemmOnly, Roofline, Timed};
 use super::usage::Usage;
 use super::{Counters, Executor, Model, ReplayError, Session, Store, TimeSplit};
 use crate::cells::CellLibrary;
@@ -172,6 +173,46 @@ pub fn measure_on(
         device_s: (!device.is_empty()).then(|| median(&device)),
         usage,
     })
+}
+
+/// The roofline of a run ([`super::cpu::roofline`]) on a CPU session whose
+/// GEMM log is on (`None` otherwise): `rounds` pairs of one run of the trace
+/// and one execution of its logged GEMMs alone, back to back, the run first
+/// in even rounds and second in odd ones, so that both halves of each ratio
+/// see the same load on the machine. The GEMM-only side is warmed once first.
+pub fn roofline(
+    session: &mut Session,
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+    executor: &mut Executor,
+    rounds: usize,
+) -> Result<Option<Roofline>, ReplayError> {
+    let Some(log) = session.cpu().and_then(|c| c.gemm_log()).cloned() else {
+        return Ok(None);
+    };
+    let mut alone_gemms = GemmOnly::new(&log);
+    // The log exists only on a CPU session, so `cpu()` is there throughout.
+    let gemms = |session: &Session, g: &mut GemmOnly| session.cpu().map(|c| g.run(c.thread_pool()));
+    gemms(session, &mut alone_gemms);
+    let (mut runs, mut alone) = (Vec::new(), Vec::new());
+    for round in 0..rounds.max(1) {
+        for run_now in [round % 2 == 0, round % 2 == 1] {
+            if run_now {
+                let r = session.run(trace, model, cells, executor)?;
+                runs.push(Timed {
+                    wall_s: r.time.total(),
+                    cpu_s: r.usage.map(|u| u.cpu_s),
+                });
+            } else {
+                let Some(t) = gemms(session, &mut alone_gemms) else {
+                    return Ok(None);
+                };
+                alone.push(t);
+            }
+        }
+    }
+    Ok(Some(alone_gemms.roofline(&runs, &alone)))
 }
 
 /// What [`measure_train`] found.

@@ -424,7 +424,7 @@ impl DynetCpu {
                         // results: disjoint, each sized for k rows.
                         Step::Gemm(s) => {
                             if let Some(log) = &mut self.log {
-                                log.add(k, s.b.n(), s.b.k());
+                                log.add(k, &s.b);
                             }
                             // SAFETY: see above.
                             unsafe { run_gemm(s, &bases, k, threads, &mut self.gemm, false) }

@@ -234,7 +234,7 @@ pub fn run_batch(
     if let Some(log) = &mut bufs.log {
         for step in &plan.steps {
             if let Step::Gemm(s) = step {
-                log.add(k, s.b.n(), s.b.k());
+                log.add(k, &s.b);
             }
         }
     }
