@@ -136,7 +136,7 @@ fn chunked_batches_give_the_same_outputs_and_counts() {
             counters_and_outputs(&trace, &m, &cells, ex, threads)
         };
         let (whole_counts, whole) = run();
-        let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
+        let old = TEST_CHUNK_ROWS.with(|c| c.replace(Some(3)));
         let (chunked_counts, chunked) = run();
         TEST_CHUNK_ROWS.with(|c| c.set(old));
         assert_eq!(chunked, whole, "{} on {threads} threads", w.name);
@@ -409,7 +409,7 @@ mod training {
                 )
             };
             let (loss, whole) = run();
-            let old = TEST_CHUNK_ROWS.with(|c| c.replace(3));
+            let old = TEST_CHUNK_ROWS.with(|c| c.replace(Some(3)));
             let (chunked_loss, chunked) = run();
             TEST_CHUNK_ROWS.with(|c| c.set(old));
             assert_eq!(loss, chunked_loss);

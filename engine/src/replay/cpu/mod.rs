@@ -30,41 +30,52 @@ mod train;
 
 pub use train::{BackwardSchedule, TrainOptions, TrainRun};
 
-/// Rows of a batch run at a time, per thread. A batch's rows are
+/// Rows of a batch run at a time, per thread, at least. A batch's rows are
 /// independent, and a large one (a tree batch's leaves: 4,800 rows at batch
 /// 256) run whole had records far larger than the caches (96 MB at h512);
 /// in chunks of 64 rows the records stay cached between a chunk's GEMMs and
 /// row passes. Measured on tree-lstm, one thread: inference at batch 256
 /// 10–11 % faster at h64 and h512 (64–256 rows alike, 32 slower), the
 /// training backward at batch 64 4–6 % faster at h256/h512. Several threads
-/// run chunks of `2 × CHUNK_ROWS` rows per thread (see [`chunk_rows`]).
-/// Batches and kernels are still counted once per batch (what a device would
-/// launch).
+/// run chunks of `2 × rows × threads` (see [`chunk_rows`]). Batches and
+/// kernels are still counted once per batch (what a device would launch).
+/// Inference chunks of wide cells are longer: [`CpuPlan::chunk_rows`].
 const CHUNK_ROWS: usize = 64;
+
+/// The longest inference chunk, per thread ([`CpuPlan::chunk_rows`]).
+const MAX_CHUNK_ROWS: usize = 4 * CHUNK_ROWS;
 
 #[cfg(test)]
 thread_local! {
-    /// Tests shrink the chunks to split small batches.
-    pub(crate) static TEST_CHUNK_ROWS: std::cell::Cell<usize> =
-        const { std::cell::Cell::new(CHUNK_ROWS) };
+    /// Tests shrink the chunks to split small batches (`None`: the plans'
+    /// own sizes).
+    pub(crate) static TEST_CHUNK_ROWS: std::cell::Cell<Option<usize>> =
+        const { std::cell::Cell::new(None) };
 }
 
-/// Rows of a chunk on `threads` ([`CHUNK_ROWS`]; tests may change it).
-pub(crate) fn chunk_rows(threads: &Threads) -> usize {
-    #[cfg(test)]
-    let rows = TEST_CHUNK_ROWS.with(std::cell::Cell::get);
-    #[cfg(not(test))]
-    let rows = CHUNK_ROWS;
+/// Rows of a chunk on `threads`, for a role whose one-thread chunk is
+/// `rows` (a plan's [`CpuPlan::chunk_rows`], or [`CHUNK_ROWS`]; tests may
+/// change it).
+pub(crate) fn chunk_rows(threads: &Threads, rows: usize) -> usize {
     // Several threads split each step of a chunk, so a chunk holds twice
     // the rows per thread: tree-lstm b256 h512 `cavs`, two threads, 5
     // interleaved rounds: whole batches 166 ms, 64 rows a thread 150, 128
     // rows 147, 256 rows 155 (h64 and bilstm-tagger b256: 128 rows level or
     // better). With the rayon pool chunks were slower (a wake-up per step).
-    if threads.count() > 1 {
-        2 * rows * threads.count()
-    } else {
-        rows
+    // A wide cell's longer chunk is kept whole (never split finer than on
+    // one thread).
+    let scaled = |r: usize| {
+        if threads.count() > 1 {
+            2 * r * threads.count()
+        } else {
+            r
+        }
+    };
+    #[cfg(test)]
+    if let Some(r) = TEST_CHUNK_ROWS.with(std::cell::Cell::get) {
+        return scaled(r);
     }
+    scaled(CHUNK_ROWS).max(rows)
 }
 
 use std::time::Instant;
@@ -308,7 +319,8 @@ impl CpuReplay {
             (&self.plans, &mut self.store, &mut self.bufs, &self.threads);
         let mut run_one = |batch: &[NodeId], c: &mut Counters| {
             let role = model.type_role[g.node_type(batch[0]).index()];
-            for (i, part) in batch.chunks(chunk_rows(threads)).enumerate() {
+            let rows = chunk_rows(threads, plans[role].chunk_rows());
+            for (i, part) in batch.chunks(rows).enumerate() {
                 let mut pc = Counters::default();
                 run_batch(g, model, &plans[role], store, bufs, threads, part, &mut pc);
                 c.add_chunk(&pc, i == 0);

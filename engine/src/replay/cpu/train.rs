@@ -503,8 +503,13 @@ fn run_backward(
             let t = Instant::now();
             let role = model.type_role[g.node_type(batch[0]).index()];
             // In chunks of rows whose gradient records stay in cache (a
-            // 1,200-row leaf batch at h512 has 24 MB of them).
-            for (i, part) in batch.chunks(super::chunk_rows(threads)).enumerate() {
+            // 1,200-row leaf batch at h512 has 24 MB of them). The backward
+            // keeps 64 rows at every width (longer chunks were measured for
+            // inference only).
+            for (i, part) in batch
+                .chunks(super::chunk_rows(threads, super::CHUNK_ROWS))
+                .enumerate()
+            {
                 let mut pc = Counters::default();
                 backward_batch(
                     g,
