@@ -80,6 +80,11 @@ fn replay_at_a_huge_hidden_size_is_refused_under_a_memory_limit() {
     );
     let o = run(rep, &["--max-memory", "lots"]);
     assert_eq!(o.status.code(), Some(2), "a bad size is a usage error");
+    // --roofline packs a second copy of the weights, and the estimate says so.
+    let o = run(rep, &["--batch", "64", "--roofline", "--max-memory", "1M"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("the roofline's weights"), "{e}");
 }
 
 /// Regression: `record --batch 100000` silently drew 100000 samples from 8550 trees.

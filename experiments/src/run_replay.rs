@@ -80,6 +80,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
                 check: group
                     .iter()
                     .any(|r| matches!(&r.config, RunConfig::Replay { check: true, .. })),
+                roofline: false,
             };
             let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
             let budget = engine::memory::Budget::detect(None);

@@ -288,6 +288,7 @@ fn check_memory(
     let shape = replay::memory::RunShape {
         op_level: a.executor == "dynet",
         check: !a.no_check,
+        roofline: a.roofline,
     };
     let est = replay::memory::estimate(trace, cells, shape)?;
     let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);

@@ -25,6 +25,8 @@ pub struct RunShape {
     pub op_level: bool,
     /// The run is compared with the reference executor (a second store).
     pub check: bool,
+    /// `--roofline`: its GEMM-only side packs its own copy of every weight.
+    pub roofline: bool,
 }
 
 /// The estimate for replaying `trace` (its workload's cells at its hidden
@@ -86,6 +88,9 @@ pub fn estimate(
     }
     if shape.check {
         e.add("reference outputs for the check", outputs);
+    }
+    if shape.roofline {
+        e.add("the roofline's weights", weights);
     }
     Ok(e)
 }
