@@ -136,6 +136,38 @@ fn gemm_shapes(c: &mut Criterion) {
             });
         }
     }
+    // Products that cycle through nine distinct weights, as a lattice-lstm
+    // h512 run does (18 MiB of weights: each call streams its weight from
+    // L3 or memory, unlike the one warm weight above).
+    for m in [24usize, 64, 256] {
+        let (n, k, nw) = (512usize, 1024usize, 9usize);
+        let ws: Vec<PackedB> = (0..nw)
+            .map(|j| PackedB::new(n, k, |i, p| ((i * 7 + p * 3 + j) % 11) as f32 * 0.01, None))
+            .collect();
+        let a = vec![0.5f32; m * k];
+        let mut y = vec![0.0f32; m * n];
+        let mut s = GemmScratch::default();
+        let mut next = 0;
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        g.bench_function(
+            BenchmarkId::new("packed_9_weights", format!("m{m}_n{n}_k{k}")),
+            |b| {
+                b.iter(|| {
+                    next = (next + 1) % nw;
+                    let seg = [ASeg::new(&a, 0, k, k, m)];
+                    gemm(
+                        &threads,
+                        m,
+                        &seg,
+                        &ws[next],
+                        COut::new(&mut y, 0, n, m, n),
+                        Init::Overwrite,
+                        &mut s,
+                    )
+                })
+            },
+        );
+    }
     g.finish();
 }
 
@@ -190,10 +222,11 @@ fn machine(c: &mut Criterion) {
             // SAFETY: AVX2 and FMA were detected above.
             b.iter(|| unsafe { fma_registers(std::hint::black_box(STEPS)) })
         });
-        // A 64-step panel: A 6 floats a step at stride 12 (3 KiB), weights 16
-        // of 32 floats a step (8 KiB): both stay in L1.
+        // A 64-step panel: A 6 floats a step at stride 12 (3 KiB), weights
+        // one 16-column half of a packed panel (16 contiguous floats a step,
+        // 4 KiB): both stay in L1.
         let a: Vec<f32> = (0..64 * 12).map(|i| i as f32 * 1e-3).collect();
-        let w = vec![1e-3f32; 64 * 32];
+        let w = vec![1e-3f32; 64 * 16];
         g.bench_function("fma_loaded_6x16", |b| {
             // SAFETY: as above; the panels hold 64 steps.
             b.iter(|| unsafe { fma_loaded(std::hint::black_box(STEPS / 64), &a, &w) })
@@ -236,11 +269,11 @@ unsafe fn fma_loaded(passes: usize, a: &[f32], w: &[f32]) -> f32 {
     use std::arch::x86_64::*;
     let mut acc = [[_mm256_setzero_ps(); 2]; 6];
     let steps = a.len() / 12;
-    assert!(w.len() >= steps * 32);
+    assert!(w.len() >= steps * 16);
     for _ in 0..passes {
         let (mut ap, mut wp) = (a.as_ptr(), w.as_ptr());
         for _ in 0..steps {
-            // SAFETY: `steps` steps of 12 (A) and 32 (W) floats, checked above.
+            // SAFETY: `steps` steps of 12 (A) and 16 (W) floats, checked above.
             unsafe {
                 let w0 = _mm256_loadu_ps(wp);
                 let w1 = _mm256_loadu_ps(wp.add(8));
@@ -250,7 +283,7 @@ unsafe fn fma_loaded(passes: usize, a: &[f32], w: &[f32]) -> f32 {
                     row[1] = _mm256_fmadd_ps(x, w1, row[1]);
                 }
                 ap = ap.add(12);
-                wp = wp.add(32);
+                wp = wp.add(16);
             }
         }
     }

@@ -7,7 +7,8 @@
 //! change during a run, and a batch has few rows (trees shrink to a handful of
 //! nodes per level, lattices run 20–30-row batches), so re-packing a
 //! `5H × 2H` stacked weight matrix per batch costs as much as the product
-//! itself at small `M`. Here the weights are packed into `KC × NR` panels when
+//! itself at small `M`. Here the weights are packed into `KC × NR` panels
+//! (each stored as two contiguous 16-column halves, [`PackedB`]) when
 //! a session opens, `A` (small) is packed per call — or, when the weights
 //! have few panels ([`DIRECT_A_MAX_PANELS`]), read in place by the kernel
 //! row by row, since then the copy costs more than it saves — and the micro-kernel
@@ -18,7 +19,7 @@
 //!
 //! Blocking (BLIS order): for each `KC` block of K, the rows of `A` are
 //! packed into `MR`-row panels (they stay in L2); for each `NR`-column weight
-//! panel (`KC × NR` floats, resident in L1 while it is used), the kernel runs
+//! panel (`KC × NR` floats, 32 KiB, read from L1 or L2), the kernel runs
 //! over every row panel. Threads split the weight panels (or the row panels
 //! when there are few weight panels); see [`super::threads`].
 //!
@@ -32,6 +33,9 @@ use super::simd::{self, Isa};
 
 /// Columns of a weight panel (two 16-float AVX-512 vectors).
 pub const NR: usize = 32;
+/// Columns of a panel's half: a panel is stored as its first `HALF` columns
+/// (`kc × HALF`, contiguous) and then its second (see [`PackedB`]).
+pub const HALF: usize = NR / 2;
 /// Rows of an activation panel (the AVX-512 kernel keeps `MR × NR` in 24
 /// registers).
 pub const MR: usize = 12;
@@ -82,8 +86,16 @@ impl AlignedBuf {
 
 /// Weights `W` (`N×K`) packed as `Wᵀ` panels: for K block `kb` (rows
 /// `kb·KC ..`, `kc` of them) and column panel `jp`, `kc × NR` floats at
-/// `kb·KC·n_pad + jp·kc·NR`, element `(p, jj)` = `W[jp·NR + jj][kb·KC + p]`,
-/// zero beyond `N`.
+/// `kb·KC·n_pad + jp·kc·NR`, element `(p, jj)` = `W[jp·NR + jj][kb·KC + p]`
+/// at [`half_major`]`(kc, p, jj)` in the panel, zero beyond `N`.
+///
+/// Why halves: the AVX2 kernel runs a panel 16 columns at a time. With the
+/// two halves interleaved row by row (128-byte rows), one half's `kc` rows
+/// sat 128 bytes apart, in every other L1 set: 16 KiB that filled all eight
+/// ways of half the sets, so every activation line evicted weights. Stored
+/// half after half, each is a contiguous 16 KiB stream over all sets.
+/// Measured on the AVX2 VM (docs/benchmarks.md, "Weight panels in
+/// halves"): 24- and 64-row products 1.1–1.25× faster, 256 rows level.
 pub struct PackedB {
     n: usize,
     k: usize,
@@ -112,7 +124,7 @@ impl PackedB {
                 for jj in 0..NR {
                     let i = jp * NR + jj;
                     for p in 0..kc {
-                        panel[p * NR + jj] = if i < n { w(i, k0 + p) } else { 0.0 };
+                        panel[half_major(kc, p, jj)] = if i < n { w(i, k0 + p) } else { 0.0 };
                     }
                 }
             }
@@ -142,10 +154,16 @@ impl PackedB {
             for p in 0..kc {
                 let src = row(k0 + p);
                 for jp in 0..n_pad / NR {
-                    let dst = &mut data[k0 * n_pad + jp * kc * NR + p * NR..][..NR];
-                    let live = NR.min(n.saturating_sub(jp * NR));
-                    dst[..live].copy_from_slice(&src[jp * NR..jp * NR + live]);
-                    dst[live..].fill(0.0);
+                    let panel = &mut data[k0 * n_pad + jp * kc * NR..][..kc * NR];
+                    for h in 0..NR / HALF {
+                        let dst = &mut panel[half_major(kc, p, h * HALF)..][..HALF];
+                        let j0 = jp * NR + h * HALF;
+                        let live = HALF.min(n.saturating_sub(j0));
+                        if live > 0 {
+                            dst[..live].copy_from_slice(&src[j0..j0 + live]);
+                        }
+                        dst[live..].fill(0.0);
+                    }
                 }
             }
         }
@@ -170,11 +188,44 @@ impl PackedB {
         self.n.div_ceil(NR) * NR
     }
 
-    fn panel(&self, kb: usize, jp: usize) -> *const f32 {
+    fn panel(&self, kb: usize, jp: usize) -> Panel {
         let k0 = kb * KC;
         let kc = KC.min(self.k - k0);
-        self.buf.floats()[k0 * self.n_pad() + jp * kc * NR..].as_ptr()
+        Panel {
+            lo: self.buf.floats()[k0 * self.n_pad() + jp * kc * NR..].as_ptr(),
+            hi: kc * HALF,
+        }
     }
+}
+
+/// A packed weight panel as the kernels read it: K step `p`'s first
+/// [`HALF`] columns at `lo + p·HALF`, its second at `lo + hi + p·HALF`.
+#[derive(Clone, Copy)]
+struct Panel {
+    lo: *const f32,
+    hi: usize,
+}
+
+impl Panel {
+    /// The panel from K step `p` on (the same halves).
+    ///
+    /// # Safety
+    /// `p` is at most the panel's `kc`.
+    unsafe fn skip(self, p: usize) -> Panel {
+        Panel {
+            // SAFETY: inside the panel's first half (the caller's bound).
+            lo: unsafe { self.lo.add(p * HALF) },
+            hi: self.hi,
+        }
+    }
+}
+
+/// Where element `(p, jj)` (K step `p < kc`, column `jj < NR`) of a packed
+/// `kc × NR` weight panel lies: the first [`HALF`] columns' `kc` rows, then
+/// the second's.
+#[inline]
+pub fn half_major(kc: usize, p: usize, jj: usize) -> usize {
+    (jj / HALF) * kc * HALF + p * HALF + jj % HALF
 }
 
 /// One K segment of the activations: row `r`'s `len` floats start at
@@ -708,7 +759,7 @@ fn run_block_direct(
                 for jp in j0..j1 {
                     // SAFETY: the panel holds kc × NR floats; the piece's
                     // columns lo - k0 .. hi - k0 lie inside it.
-                    let bp = unsafe { b.panel(kb, jp).add((lo - k0) * NR) };
+                    let bp = unsafe { b.panel(kb, jp).skip(lo - k0) };
                     let cols = NR.min(b.n - jp * NR);
                     let bias = match (start, &b.bias) {
                         (Start::Bias, Some(bb)) => Some(bb.floats()[jp * NR..].as_ptr()),
@@ -778,7 +829,7 @@ unsafe fn kernel_direct(
     isa: Isa,
     kc: usize,
     a: &[*const f32; MR],
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -813,7 +864,7 @@ unsafe fn kernel_direct(
 unsafe fn kernel_avx512_direct<const R: usize>(
     kc: usize,
     a: &[*const f32; MR],
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -836,6 +887,7 @@ unsafe fn kernel_avx512_direct<const R: usize>(
     };
     // SAFETY (whole body): the caller guarantees the extents.
     unsafe {
+        let (b, bh) = (b.lo, b.hi);
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         match start {
             Start::Bias => {
@@ -864,17 +916,17 @@ unsafe fn kernel_avx512_direct<const R: usize>(
         ap.copy_from_slice(&a[..R]);
         let mut bp = b;
         for _ in 0..kc {
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR).cast());
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR + 16).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF + bh).cast());
             let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
+            let b1 = _mm512_loadu_ps(bp.add(bh));
             for (i, row) in acc.iter_mut().enumerate() {
                 let ai = _mm512_set1_ps(*ap[i]);
                 ap[i] = ap[i].add(1);
                 row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
             }
-            bp = bp.add(NR);
+            bp = bp.add(HALF);
         }
         for (i, row) in acc.iter().enumerate() {
             let cp = c.add(i * ldc);
@@ -1129,7 +1181,7 @@ unsafe fn kernel(
     isa: Isa,
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     rows: usize,
@@ -1156,7 +1208,7 @@ unsafe fn kernel(
 unsafe fn kernel_avx512<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -1181,6 +1233,7 @@ unsafe fn kernel_avx512<const R: usize>(
     // SAFETY (whole body): the caller guarantees the buffers' extents; masked
     // loads and stores touch only the `cols` valid columns of C.
     unsafe {
+        let (b, bh) = (b.lo, b.hi);
         let mut acc = [[_mm512_setzero_ps(); 2]; R];
         match start {
             Start::Bias => {
@@ -1212,17 +1265,17 @@ unsafe fn kernel_avx512<const R: usize>(
             // buffer's end, hence wrapping). Eight steps left small batches'
             // weight streams waiting on L3 (1 % of a Tree-LSTM h512
             // training step).
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR).cast());
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR + 16).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF + bh).cast());
             let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
+            let b1 = _mm512_loadu_ps(bp.add(bh));
             for (i, row) in acc.iter_mut().enumerate() {
                 let ai = _mm512_set1_ps(*ap.add(i));
                 row[0] = _mm512_fmadd_ps(ai, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(ai, b1, row[1]);
             }
             ap = ap.add(MR);
-            bp = bp.add(NR);
+            bp = bp.add(HALF);
         }
         for (i, row) in acc.iter().enumerate() {
             let cp = c.add(i * ldc);
@@ -1248,7 +1301,7 @@ unsafe fn kernel_avx512<const R: usize>(
 unsafe fn kernel_avx2<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -1271,7 +1324,7 @@ unsafe fn kernel_avx2<const R: usize>(
 unsafe fn kernel_avx2_direct<const R: usize>(
     kc: usize,
     a: &[*const f32; MR],
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -1294,7 +1347,7 @@ unsafe fn kernel_avx2_direct<const R: usize>(
 unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
     kc: usize,
     a: &[*const f32; MR],
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -1305,7 +1358,7 @@ unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
     // cols of the caller's tile.
     unsafe {
         if R <= 3 {
-            let args = (kc, &a[..], b, c, ldc, cols, start, bias);
+            let args = (kc, &a[..], b.lo, c, ldc, cols, start, bias, b.hi);
             match R {
                 1 => avx2_sub::<1, 4, STEP>(args),
                 2 => avx2_sub::<2, 4, STEP>(args),
@@ -1319,12 +1372,13 @@ unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
                 let args = (
                     kc,
                     &a[g0..],
-                    b.add(c0),
+                    b.lo.add(c0 / HALF * b.hi),
                     c.add(g0 * ldc + c0),
                     ldc,
                     w,
                     start,
                     bias.map(|p| p.add(c0)),
+                    b.hi,
                 );
                 match R - g0 {
                     1 => avx2_sub::<1, 2, STEP>(args),
@@ -1350,6 +1404,7 @@ type Avx2Sub<'a> = (
     usize,
     Start,
     Option<*const f32>,
+    usize,
 );
 
 /// One `G × 8V` sub-tile (`G·V ≤ 12` accumulators) over `kc` K steps;
@@ -1364,7 +1419,7 @@ type Avx2Sub<'a> = (
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
-    (kc, a, b, c, ldc, cols, start, bias): Avx2Sub<'_>,
+    (kc, a, b, c, ldc, cols, start, bias, bh): Avx2Sub<'_>,
 ) {
     use std::arch::x86_64::*;
     // SAFETY (whole body): the extents above; masked loads and stores touch
@@ -1408,13 +1463,13 @@ unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
         for _ in 0..kc {
             // As in the AVX-512 kernel: the weights stream from L2/L3, 32 K
             // steps ahead (a line per 16 columns).
-            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR).cast());
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF).cast());
             if V > 2 {
-                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * NR + 16).cast());
+                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(32 * HALF + bh).cast());
             }
             let mut bv = [_mm256_setzero_ps(); V];
             for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm256_loadu_ps(bp.add(8 * v));
+                *x = _mm256_loadu_ps(bp.add((v / 2) * bh + 8 * (v % 2)));
             }
             for (i, row) in acc.iter_mut().enumerate() {
                 let ai = _mm256_broadcast_ss(&*ap[i]);
@@ -1423,7 +1478,7 @@ unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
                     *x = _mm256_fmadd_ps(ai, w, *x);
                 }
             }
-            bp = bp.add(NR);
+            bp = bp.add(HALF);
         }
         for (i, row) in acc.iter().enumerate() {
             let cp = c.add(i * ldc);
@@ -1445,7 +1500,7 @@ unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
 unsafe fn kernel_portable<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: Panel,
     c: *mut f32,
     ldc: usize,
     cols: usize,
@@ -1472,10 +1527,16 @@ unsafe fn kernel_portable<const R: usize>(
             }
         }
         for p in 0..kc {
-            let brow = &*(b.add(p * NR) as *const [f32; NR]);
+            // The step's two halves (`PackedB`'s layout).
+            let lo = &*(b.lo.add(p * HALF) as *const [f32; HALF]);
+            let hi = &*(b.lo.add(b.hi + p * HALF) as *const [f32; HALF]);
             for (i, row) in acc.iter_mut().enumerate() {
                 let ai = *a.add(p * MR + i);
-                for (x, &w) in row.iter_mut().zip(brow) {
+                let (r0, r1) = row.split_at_mut(HALF);
+                for (x, &w) in r0.iter_mut().zip(lo) {
+                    *x = ai.mul_add(w, *x);
+                }
+                for (x, &w) in r1.iter_mut().zip(hi) {
                     *x = ai.mul_add(w, *x);
                 }
             }
