@@ -1260,8 +1260,8 @@ unsafe fn kernel_avx512<const R: usize>(
         }
         let (mut ap, mut bp) = (a, b);
         for _ in 0..kc {
-            // The weights stream from L2/L3: fetch 32 K steps (4 KB) ahead,
-            // past the panel's end into the next panel (harmless at the
+            // The weights stream from L2/L3: fetch each half 32 K steps
+            // (2 KB) ahead, past its end into what follows (harmless at the
             // buffer's end, hence wrapping). Eight steps left small batches'
             // weight streams waiting on L3 (1 % of a Tree-LSTM h512
             // training step).
