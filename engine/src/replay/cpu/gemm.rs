@@ -87,7 +87,7 @@ impl AlignedBuf {
 /// Weights `W` (`N×K`) packed as `Wᵀ` panels: for K block `kb` (rows
 /// `kb·KC ..`, `kc` of them) and column panel `jp`, `kc × NR` floats at
 /// `kb·KC·n_pad + jp·kc·NR`, element `(p, jj)` = `W[jp·NR + jj][kb·KC + p]`
-/// at [`half_major`]`(kc, p, jj)` in the panel, zero beyond `N`.
+/// at `half_major(kc, p, jj)` in the panel, zero beyond `N`.
 ///
 /// Why halves: the AVX2 kernel runs a panel 16 columns at a time. With the
 /// two halves interleaved row by row (128-byte rows), one half's `kc` rows
@@ -224,7 +224,7 @@ impl Panel {
 /// `kc × NR` weight panel lies: the first [`HALF`] columns' `kc` rows, then
 /// the second's.
 #[inline]
-pub fn half_major(kc: usize, p: usize, jj: usize) -> usize {
+fn half_major(kc: usize, p: usize, jj: usize) -> usize {
     (jj / HALF) * kc * HALF + p * HALF + jj % HALF
 }
 
@@ -1358,7 +1358,7 @@ unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
     // cols of the caller's tile.
     unsafe {
         if R <= 3 {
-            let args = (kc, &a[..], b.lo, c, ldc, cols, start, bias, b.hi);
+            let args = (kc, &a[..], b, c, ldc, cols, start, bias);
             match R {
                 1 => avx2_sub::<1, 4, STEP>(args),
                 2 => avx2_sub::<2, 4, STEP>(args),
@@ -1372,13 +1372,16 @@ unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
                 let args = (
                     kc,
                     &a[g0..],
-                    b.lo.add(c0 / HALF * b.hi),
+                    // The half holding columns c0 .. c0 + 16.
+                    Panel {
+                        lo: b.lo.add(c0 / HALF * b.hi),
+                        hi: b.hi,
+                    },
                     c.add(g0 * ldc + c0),
                     ldc,
                     w,
                     start,
                     bias.map(|p| p.add(c0)),
-                    b.hi,
                 );
                 match R - g0 {
                     1 => avx2_sub::<1, 2, STEP>(args),
@@ -1398,29 +1401,29 @@ unsafe fn avx2_tiles<const R: usize, const STEP: usize>(
 type Avx2Sub<'a> = (
     usize,
     &'a [*const f32],
-    *const f32,
+    Panel,
     *mut f32,
     usize,
     usize,
     Start,
     Option<*const f32>,
-    usize,
 );
 
 /// One `G × 8V` sub-tile (`G·V ≤ 12` accumulators) over `kc` K steps;
-/// weights at stride `NR`, columns past `cols` neither read from nor written
-/// to `C`.
+/// weights from `b`'s first half (and, for `V > 2`, its second), columns past
+/// `cols` neither read from nor written to `C`.
 ///
 /// # Safety
-/// `a[i] + p·STEP` valid for `i < G`, `p < kc`; `b` valid for `kc` rows of
-/// `8V` at stride `NR`; `bias` for `8V` floats; `C` for `G` rows of `cols`
-/// floats.
+/// `a[i] + p·STEP` valid for `i < G`, `p < kc`; `b`'s halves valid for `kc`
+/// steps of [`HALF`] floats; `bias` for `8V` floats; `C` for `G` rows of
+/// `cols` floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn avx2_sub<const G: usize, const V: usize, const STEP: usize>(
-    (kc, a, b, c, ldc, cols, start, bias, bh): Avx2Sub<'_>,
+    (kc, a, b, c, ldc, cols, start, bias): Avx2Sub<'_>,
 ) {
+    let (b, bh) = (b.lo, b.hi);
     use std::arch::x86_64::*;
     // SAFETY (whole body): the extents above; masked loads and stores touch
     // only the `cols` valid columns of C.
