@@ -236,4 +236,44 @@ mod tests {
         assert_eq!(back[1][1], "say \"hi\"");
         assert_eq!(back[0][2], "line\nbreak");
     }
+
+    fn jsonl_file(name: &str, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!(
+            "batchlab-jsonl-{name}-{}.jsonl",
+            std::process::id()
+        ));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// The resume test once cut its row file one byte before a line end: the
+    /// last row was whole but had lost its newline. Such a row is kept (it
+    /// is a complete run), and the file gets its newline back so that the
+    /// next append starts a new line.
+    #[test]
+    fn a_whole_last_row_without_its_newline_is_kept() {
+        let p = jsonl_file("whole", "{\"a\":1}\n{\"a\":2}");
+        let (rows, warnings) = read_jsonl(&p).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"a\":1}\n{\"a\":2}\n"
+        );
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn a_cut_last_row_is_dropped_with_a_warning() {
+        let p = jsonl_file("cut", "{\"a\":1}\n{\"a\":");
+        let (rows, warnings) = read_jsonl(&p).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].contains(":2: dropped a truncated last line"),
+            "{warnings:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}\n");
+        std::fs::remove_file(&p).unwrap();
+    }
 }

@@ -38,16 +38,20 @@ fn resume_after_an_interrupted_sweep_runs_only_the_missing_rows() {
     let dir = tmp("resume");
     let first = run(POLICIES, &dir);
     assert_eq!((first.total, first.ran, first.failed), (10, 10, 0));
-    // Cut the row file in the middle of a line, as a kill would.
+    // Cut the row file in the middle of its sixth line, as a kill would.
+    // (Not at the file's middle byte: the ten rows are of nearly equal
+    // length, so that byte often fell just before the fifth line's newline,
+    // leaving a complete row without its line end, which is rightly kept.)
     let text = std::fs::read_to_string(&first.jsonl).unwrap();
-    // (Mid-line: the middle, moved on past a line end; row lengths vary with
-    // the timings, so the exact middle may fall on one.)
-    let mut cut = text.len() / 2;
-    while text[..cut].ends_with('\n') || !text.is_char_boundary(cut) {
+    let kept = 5;
+    let start: usize = text.split_inclusive('\n').take(kept).map(str::len).sum();
+    let line = text[start..].split('\n').next().unwrap();
+    let mut cut = start + line.len() / 2;
+    while !text.is_char_boundary(cut) {
         cut += 1;
     }
     std::fs::write(&first.jsonl, &text[..cut]).unwrap();
-    let kept = text[..cut].matches('\n').count();
+    assert_eq!(text[..cut].matches('\n').count(), kept);
     let second = run(POLICIES, &dir);
     assert_eq!(second.skipped, kept);
     assert_eq!(second.ran, 10 - kept);
