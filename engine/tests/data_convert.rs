@@ -264,8 +264,10 @@ fn fake_source(dir: &Path) {
     }
 }
 
+/// `name` in this test process's own folder: two test runs at once (two
+/// `cargo test` in one checkout) must not delete each other's files.
 fn tmp(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -302,14 +304,20 @@ fn convert_all_writes_every_fixture_atomically() {
     assert!(sst_dev.starts_with("# batchlab fixture v2 trees\n"));
     let pairs = std::fs::read_to_string(out.join("iwslt12-en-vi.pairs")).unwrap();
     assert!(pairs.ends_with("\n1 2\n"));
+    std::fs::remove_dir_all(&src).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]
 fn convert_all_names_the_missing_raw_file() {
     let src = tmp("data_convert_missing");
     std::fs::create_dir_all(&src).unwrap();
-    let e = convert::convert_all(&src, &tmp("data_convert_missing_out")).unwrap_err();
+    let out = tmp("data_convert_missing_out");
+    let e = convert::convert_all(&src, &out).unwrap_err();
     assert!(e.to_string().contains("trees/train.txt:0: "), "{e}");
+    std::fs::remove_dir_all(&src).unwrap();
+    // (The converter may have made the output folder before it failed.)
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Reproducibility check of the shipped fixtures against the raw corpora;

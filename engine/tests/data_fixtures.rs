@@ -263,7 +263,8 @@ fn dataset_names_parse_and_list_valid_names_on_error() {
 
 #[test]
 fn load_fixture_file_uses_the_extension() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("data_fixtures_load");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("data_fixtures_load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ok = dir.join("a.sents");
     std::fs::write(&ok, "# batchlab fixture v1 sentences\n2 3*\n").unwrap();
@@ -284,6 +285,7 @@ fn load_fixture_file_uses_the_extension() {
     let e = load_fixture_file(&dir.join("missing.trees")).unwrap_err();
     assert!(matches!(e, engine::data::DataError::Io { line: 0, .. }));
     assert!(e.to_string().contains("missing.trees:0: "));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
