@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use engine::data::convert::{
     self, iwslt_pairs, iwslt_pairs_detailed, sst_trees, sst_trees_detailed, sst_trees_ranked,
     sst_vocab, weibo_lattices, weibo_lattices_detailed, weibo_lattices_ranked, weibo_vocab,
@@ -264,10 +266,11 @@ fn fake_source(dir: &Path) {
     }
 }
 
-/// `name` in this test process's own folder: two test runs at once (two
-/// `cargo test` in one checkout) must not delete each other's files.
+/// `name`, emptied, in this test process's own folder (`common::tmp`): two
+/// test runs at once (two `cargo test` in one checkout) must not delete each
+/// other's files.
 fn tmp(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let d = common::tmp(name);
     let _ = std::fs::remove_dir_all(&d);
     d
 }

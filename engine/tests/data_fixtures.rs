@@ -5,6 +5,8 @@ use engine::data::{
     embedded_text, fixture_header, format_fixture, load_embedded, load_fixture_file, parse_fixture,
 };
 
+mod common;
+
 fn header(kind: &str) -> String {
     format!("# batchlab fixture v1 {kind}\n")
 }
@@ -263,8 +265,7 @@ fn dataset_names_parse_and_list_valid_names_on_error() {
 
 #[test]
 fn load_fixture_file_uses_the_extension() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("data_fixtures_load-{}", std::process::id()));
+    let dir = common::tmp("data_fixtures_load");
     std::fs::create_dir_all(&dir).unwrap();
     let ok = dir.join("a.sents");
     std::fs::write(&ok, "# batchlab fixture v1 sentences\n2 3*\n").unwrap();
