@@ -326,6 +326,9 @@ pub enum ExecutorChoice {
         /// Planned (true) or DyNet-order (false) layouts.
         planned: bool,
     },
+    /// VPPS' persistent kernel (CUDA only), batches by this heuristic
+    /// (`depth`, VPPS' own level order, by default).
+    Vpps(&'static str),
 }
 
 impl ExecutorChoice {
@@ -340,7 +343,8 @@ impl ExecutorChoice {
 
 /// Parses an executor name: `reference`, `dynet` (`dynet:agenda`,
 /// `dynet:depth`, `dynet:agenda-updated`), `cavs`, `policy:<heuristic>`,
-/// `policy:fsm`, `edbatch`, `edbatch-nolayout`.
+/// `policy:fsm`, `edbatch`, `edbatch-nolayout`, `vpps` (`vpps:<heuristic>`;
+/// CUDA only).
 pub fn parse_executor(name: &str) -> Option<ExecutorChoice> {
     let heuristic = |h: &str| HEURISTICS.iter().find(|x| **x == h).copied();
     Some(match name {
@@ -350,8 +354,11 @@ pub fn parse_executor(name: &str) -> Option<ExecutorChoice> {
         "edbatch" => ExecutorChoice::EdBatch { planned: true },
         "edbatch-nolayout" => ExecutorChoice::EdBatch { planned: false },
         "policy:fsm" => ExecutorChoice::Policy(None),
+        "vpps" => ExecutorChoice::Vpps("depth"),
         other => {
-            if let Some(h) = other.strip_prefix("dynet:") {
+            if let Some(h) = other.strip_prefix("vpps:") {
+                ExecutorChoice::Vpps(heuristic(h)?)
+            } else if let Some(h) = other.strip_prefix("dynet:") {
                 match h {
                     "agenda" | "agenda-updated" | "depth" => ExecutorChoice::Dynet(heuristic(h)?),
                     _ => return None,
@@ -364,4 +371,4 @@ pub fn parse_executor(name: &str) -> Option<ExecutorChoice> {
 }
 
 /// What an executor name may be, for messages.
-pub const EXECUTOR_NAMES: &str = "reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";
+pub const EXECUTOR_NAMES: &str = "reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout, vpps, vpps:<heuristic> (CUDA only)";

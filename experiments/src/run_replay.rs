@@ -281,20 +281,36 @@ fn one(
                 Some(format!("fsm({})", p.encoding.name())),
             )
         }
+        ExecutorChoice::Vpps(h) => {
+            let p = heuristic(h)
+                .ok_or_else(|| RunFailure::Message(format!("unknown heuristic {h}")))?;
+            (
+                Executor::Vpps(p, engine::replay::vpps::VppsOptions::default()),
+                Some(h.to_string()),
+            )
+        }
     };
     let opts = MeasureOptions {
         warmup: true,
         repeats: (*repeats).max(1),
     };
     if *train {
-        if DeviceKind::parse(device)? != DeviceKind::Cpu {
+        let kind = DeviceKind::parse(device)?;
+        // On a GPU only VPPS' kernel has a backward pass (the CUDA replay
+        // of the other executors runs forward only).
+        if kind != DeviceKind::Cpu && !matches!(choice, ExecutorChoice::Vpps(_)) {
             return Err(RunFailure::Message(format!(
-                "training runs on the CPU (device {device}: no backward pass there yet)"
+                "training {executor} runs on the CPU (device {device}: only vpps has a backward pass there)"
             )));
         }
-        return train_one(
-            trace, model, shared, ex, policy, *threads, !*eager, !*unfused, &opts,
-        );
+        let how = TrainHow {
+            kind,
+            threads: *threads,
+            lazy: !*eager,
+            fuse: !*unfused,
+            check: *check,
+        };
+        return train_one(trace, model, shared, ex, policy, &how, &opts);
     }
     let (m, threads_used) = measure_on_device(
         device,
@@ -358,25 +374,38 @@ fn one(
     ))
 }
 
-/// A training run: forward + backward steps on the CPU, the backward in the
-/// forward batches' reverse order (Cavs' task stack, DyNet's backward).
-#[allow(clippy::too_many_arguments)]
+/// How a training run runs.
+struct TrainHow {
+    /// The CPU, or a GPU (vpps).
+    kind: DeviceKind,
+    /// CPU worker threads.
+    threads: Option<usize>,
+    /// Weight gradients once per parameter (true) or per batch.
+    lazy: bool,
+    /// CPU in-cell fusion.
+    fuse: bool,
+    /// Check the step against the reference's (loss, outputs, gradients).
+    check: bool,
+}
+
+/// A training run: forward + backward steps, the backward in the forward
+/// batches' reverse order (Cavs' task stack, DyNet's backward), on the CPU
+/// (every executor) or a GPU (vpps).
 fn train_one(
     trace: &Trace,
     model: &Model,
     shared: &Shared,
     mut ex: Executor,
     policy: Option<String>,
-    threads: Option<usize>,
-    lazy: bool,
-    fuse: bool,
+    how: &TrainHow,
     opts: &MeasureOptions,
 ) -> Outcome {
+    let (threads, lazy, fuse) = (how.threads, how.lazy, how.fuse);
     let sopts = SessionOptions {
         cpu: CpuOptions { threads, fuse },
     };
     let cells = &shared.cells;
-    let mut session = Session::open_with(DeviceKind::Cpu, trace, model, cells, &ex, &sopts)?;
+    let mut session = Session::open_with(how.kind, trace, model, cells, &ex, &sopts)?;
     let m = engine::replay::measure::measure_train(
         &mut session,
         trace,
@@ -387,6 +416,11 @@ fn train_one(
         &engine::replay::cpu::TrainOptions { lazy },
         opts,
     )?;
+    let max_rel_error = if how.check {
+        Some(replay::check_train(&session, m.loss, trace, model, cells)?.worst())
+    } else {
+        None
+    };
     let instances = trace.graph.num_instances();
     let c = &m.forward;
     Ok((
@@ -402,10 +436,10 @@ fn train_one(
             execution_s: m.forward_time.execution + m.backward_time.execution,
             total_s: m.total_s,
             instances_per_s: instances as f64 / m.total_s.max(1e-12),
-            max_rel_error: None,
+            max_rel_error,
             policy_misses: 0,
             policy,
-            device_s: None,
+            device_s: m.device_s,
             cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
             page_faults: None,
             threads: session.cpu().map(|c| c.threads()),

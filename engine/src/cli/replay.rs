@@ -171,18 +171,19 @@ struct VppsReport {
     /// Virtual processors (persistent CTAs).
     vps: u32,
     ctas_per_sm: u32,
-    /// NVRTC compile and module load of the specialised kernel, ms.
-    compile_ms: f64,
+    /// The compiled kernel: registers and spills per thread, NVRTC compile
+    /// and module load (ms; cached within a process per model).
+    kernel: replay::vpps::KernelInfo,
     #[serde(flatten)]
     summary: replay::vpps::placement::PlanSummary,
 }
 
 fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
-    session.vpps_plan().map(|(p, compile_ms)| VppsReport {
+    session.vpps_plan().map(|(p, kernel)| VppsReport {
         target: p.target.name.clone(),
         vps: p.vps,
         ctas_per_sm: p.ctas_per_sm,
-        compile_ms,
+        kernel: kernel.clone(),
         summary: p.summary.clone(),
     })
 }
@@ -472,7 +473,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
 fn print_vpps(v: &VppsReport) {
     engine::outln!(
-        "  vpps on {}: {} virtual processors ({} per SM), weights {:.1} KB in registers, {:.1} KB in shared memory, {:.1} KB in DRAM{}; kernel compiled in {:.1} ms",
+        "  vpps on {}: {} virtual processors ({} per SM), weights {:.1} KB in registers, {:.1} KB in shared memory, {:.1} KB in DRAM{}; kernel {} registers/thread, {} B local (spills)/thread, compiled in {:.1} ms{}",
         v.target,
         v.vps,
         v.ctas_per_sm,
@@ -484,7 +485,10 @@ fn print_vpps(v: &VppsReport) {
         } else {
             " (does not fit on chip)"
         },
-        v.compile_ms
+        v.kernel.regs_per_thread,
+        v.kernel.local_bytes_per_thread,
+        v.kernel.compile_ms,
+        if v.kernel.cached { " (cached)" } else { "" }
     );
 }
 
@@ -529,6 +533,11 @@ struct TrainReport {
     /// Training instances per second (forward + backward).
     instances_per_s: f64,
     kept_bytes: u64,
+    /// Median GPU seconds per step between CUDA events (GPU executors).
+    device_s: Option<f64>,
+    /// The step against the reference's on the CPU (loss, every node's
+    /// outputs, every parameter gradient); `null` with --no-check.
+    check: Option<replay::TrainCheck>,
     /// As `engine replay --json`'s `vpps`.
     vpps: Option<VppsReport>,
 }
@@ -556,6 +565,11 @@ fn run_train(
     };
     let m =
         replay::measure::measure_train(session, trace, model, cells, ex, back_ref, &train, opts)?;
+    let check = if a.no_check {
+        None
+    } else {
+        Some(replay::check_train(session, m.loss, trace, model, cells)?)
+    };
     let instances = trace.graph.num_instances();
     let report = TrainReport {
         workload: trace.workload.clone(),
@@ -579,6 +593,8 @@ fn run_train(
         cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
         instances_per_s: instances as f64 / m.total_s.max(1e-12),
         kept_bytes: m.kept_bytes,
+        device_s: m.device_s,
+        check,
         vpps: vpps_report(session),
     };
     if a.json {
@@ -611,6 +627,17 @@ fn run_train(
         },
         report.kept_bytes as f64 / 1e6
     );
+    if let Some(d) = report.device_s {
+        engine::outln!("  GPU time {:.3} ms per step (CUDA events)", d * 1e3);
+    }
+    if let Some(c) = &report.check {
+        engine::outln!(
+            "  against the reference: loss {:.2e}, outputs {:.2e}, gradients {:.2e} (max relative error)",
+            c.loss_rel_error,
+            c.max_rel_error_outputs,
+            c.max_rel_error_gradients
+        );
+    }
     if let Some(v) = &report.vpps {
         print_vpps(v);
     }

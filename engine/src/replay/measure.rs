@@ -235,6 +235,8 @@ pub struct MeasuredTrain {
     pub cpu_samples: Vec<f64>,
     /// Bytes kept for and by the backward pass.
     pub kept_bytes: u64,
+    /// Median GPU seconds per step between CUDA events (`None` on the CPU).
+    pub device_s: Option<f64>,
 }
 
 /// Training steps (forward + backward, no optimiser update: the weights of
@@ -288,7 +290,9 @@ pub fn measure_train(
         .map(|r| r.forward.time.total() + r.backward.time.total())
         .collect();
     let first = &runs[0];
+    let device: Vec<f64> = runs.iter().filter_map(|r| r.device_s).collect();
     Ok(MeasuredTrain {
+        device_s: (!device.is_empty()).then(|| median(&device)),
         loss: first.loss,
         forward: first.forward.counters.clone(),
         backward: first.backward.counters.clone(),

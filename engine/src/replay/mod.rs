@@ -303,5 +303,60 @@ pub fn worst_gradient(got: &[Vec<Vec<f32>>], want: &[Vec<Vec<f32>>]) -> (f64, us
     worst
 }
 
+/// A training step checked against the reference executor's (CPU, one node
+/// at a time, the backward in reverse forward order): the oracle every
+/// executor's `--train` run is judged by.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TrainCheck {
+    /// |loss − reference loss| / |reference loss|.
+    pub loss_rel_error: f64,
+    /// [`max_rel_error`] of every node's outputs.
+    pub max_rel_error_outputs: f64,
+    /// [`max_rel_error_gradients`] of every parameter gradient.
+    pub max_rel_error_gradients: f64,
+}
+
+impl TrainCheck {
+    /// The worst of the three.
+    pub fn worst(&self) -> f64 {
+        self.loss_rel_error
+            .max(self.max_rel_error_outputs)
+            .max(self.max_rel_error_gradients)
+    }
+}
+
+/// Checks the last training step of `session` (loss `loss`) against a
+/// reference step on the CPU. A session that keeps no gradients is
+/// [`ReplayError::NotForTraining`].
+pub fn check_train(
+    session: &Session,
+    loss: f64,
+    trace: &Trace,
+    model: &Model,
+    cells: &CellLibrary,
+) -> Result<TrainCheck, ReplayError> {
+    let got = session.gradients(model).ok_or(ReplayError::NotForTraining(
+        "this session (no gradients kept)",
+    ))?;
+    let mut ex = Executor::Reference;
+    let mut r = Session::open(crate::device::DeviceKind::Cpu, trace, model, cells, &ex)?;
+    let run = r.train(
+        trace,
+        model,
+        cells,
+        &mut ex,
+        cpu::BackwardSchedule::ReverseForward,
+        &Default::default(),
+    )?;
+    let want = r
+        .gradients(model)
+        .ok_or(ReplayError::NotForTraining("the reference"))?;
+    Ok(TrainCheck {
+        loss_rel_error: ((loss - run.loss) / run.loss.abs().max(1e-30)).abs(),
+        max_rel_error_outputs: max_rel_error(trace, session.outputs(), r.outputs()),
+        max_rel_error_gradients: max_rel_error_gradients(&got, &want),
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

@@ -201,6 +201,7 @@ impl Session {
                     forward: pass(nf, 1, sched + g.script_s, g.exec_s),
                     backward: pass(nb, 0, 0.0, 0.0),
                     kept_bytes: 0,
+                    device_s: Some(g.device_s),
                 })
             }
         }
@@ -254,12 +255,12 @@ impl Session {
         }
     }
 
-    /// For a VPPS session: its placement and the kernel's NVRTC compile and
-    /// load time (ms).
-    pub fn vpps_plan(&self) -> Option<(&super::vpps::Plan, f64)> {
+    /// For a VPPS session: its placement and the compiled kernel (registers,
+    /// spills, NVRTC compile and load time).
+    pub fn vpps_plan(&self) -> Option<(&super::vpps::Plan, &super::vpps::KernelInfo)> {
         match &self.backend {
             #[cfg(feature = "cuda")]
-            Backend::Vpps(r, ..) => Some((r.vpps().plan(), r.compile_ms)),
+            Backend::Vpps(r, ..) => Some((r.vpps().plan(), &r.kernel)),
             _ => None,
         }
     }

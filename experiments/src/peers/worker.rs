@@ -169,6 +169,14 @@ fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String
             let (p, label) = fsm()?;
             (Executor::EdBatch(p, programs), Some(label))
         }
+        // Peers run on the CPU, where the session refuses it by name.
+        ExecutorChoice::Vpps(h) => {
+            let p = heuristic(h).ok_or_else(|| format!("unknown heuristic {h}"))?;
+            (
+                Executor::Vpps(p, replay::vpps::VppsOptions::default()),
+                Some(h.to_string()),
+            )
+        }
     })
 }
 

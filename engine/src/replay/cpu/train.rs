@@ -69,6 +69,8 @@ pub struct TrainRun {
     /// Bytes kept for and by the backward pass (forward records, gradient
     /// records, output and parameter gradients).
     pub kept_bytes: u64,
+    /// GPU seconds of the step, between CUDA events (`None` on the CPU).
+    pub device_s: Option<f64>,
 }
 
 /// The backward state of a session.
@@ -333,6 +335,7 @@ impl CpuReplay {
                 forward,
                 backward,
                 kept_bytes: d.kept_bytes(),
+                device_s: None,
             });
         }
         if self.backward.is_none() {
@@ -408,6 +411,7 @@ impl CpuReplay {
             forward,
             backward,
             kept_bytes,
+            device_s: None,
         })
     }
 

@@ -18,7 +18,7 @@ use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::placement::BLOCK;
-use super::{Batches, Target, Vpps, VppsError, VppsOptions, VppsRun, kernel};
+use super::{Batches, KernelInfo, Target, Vpps, VppsError, VppsOptions, VppsRun, kernel};
 use crate::device::{CudaDevice, DeviceError};
 use crate::replay::{Model, ReplayError};
 use crate::trace::Trace;
@@ -30,8 +30,43 @@ pub(crate) struct VppsCuda {
     func: CudaFunction,
     _module: Arc<CudaModule>,
     smem_bytes: u32,
-    /// NVRTC compile and module load time, ms.
-    pub(crate) compile_ms: f64,
+    /// What the driver made of the kernel, and what compiling it cost.
+    pub(crate) kernel: KernelInfo,
+}
+
+/// The kernel for `source` on `dev`, compiled by NVRTC and loaded once per
+/// process and device: sessions of the same model at other batch sizes reuse
+/// it (a sweep would otherwise compile the same kernel at every point).
+fn compiled(
+    dev: &Arc<CudaDevice>,
+    source: &str,
+    arch: &str,
+) -> Result<(CudaFunction, Arc<CudaModule>, bool), DeviceError> {
+    type Entry = (usize, String, CudaFunction, Arc<CudaModule>);
+    static CACHE: std::sync::Mutex<Vec<Entry>> = std::sync::Mutex::new(Vec::new());
+    let key = Arc::as_ptr(dev) as usize;
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, f, m)) = cache.iter().find(|(d, s, ..)| *d == key && s == source) {
+        return Ok((f.clone(), m.clone(), true));
+    }
+    // NVRTC takes the architecture as a static string: one per process and
+    // device kind, so leaking it is bounded.
+    let arch: &'static str = Box::leak(arch.to_string().into_boxed_str());
+    let ptx = compile_ptx_with_opts(
+        source,
+        CompileOptions {
+            arch: Some(arch),
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        },
+    )
+    .map_err(DeviceError::cuda)?;
+    let module = dev.context().load_module(ptx).map_err(DeviceError::cuda)?;
+    let func = module
+        .load_function(kernel::ENTRY)
+        .map_err(DeviceError::cuda)?;
+    cache.push((key, source.to_string(), func.clone(), module.clone()));
+    Ok((func, module, false))
 }
 
 /// One GPU run.
@@ -79,23 +114,20 @@ impl VppsCuda {
             },
         );
         let t = Instant::now();
-        // NVRTC takes the architecture as a static string: one per process
-        // and device kind, so leaking it is bounded.
-        let arch: &'static str = Box::leak(target.arch.clone().into_boxed_str());
-        let ptx = compile_ptx_with_opts(
-            vpps.kernel_source(),
-            CompileOptions {
-                arch: Some(arch),
-                options: vec!["--std=c++17".into()],
-                ..Default::default()
-            },
-        )
-        .map_err(DeviceError::cuda)?;
-        let module = ctx.load_module(ptx).map_err(DeviceError::cuda)?;
-        let func = module
-            .load_function(kernel::ENTRY)
-            .map_err(DeviceError::cuda)?;
+        let (func, module, cached) = compiled(&dev, &vpps.kernel_source(), &target.arch)?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let fattr = |a: F| -> Result<u32, DeviceError> {
+            func.get_attribute(a)
+                .map(|v| v.max(0) as u32)
+                .map_err(DeviceError::cuda)
+        };
+        let kernel = KernelInfo {
+            regs_per_thread: fattr(F::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+            local_bytes_per_thread: fattr(F::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
+            static_smem_bytes: fattr(F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?,
+            compile_ms,
+            cached,
+        };
         let smem_bytes = (4 * kernel::smem_floats(vpps.plan())) as u32;
         func.set_attribute(
             F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -119,7 +151,7 @@ impl VppsCuda {
             func,
             _module: module,
             smem_bytes,
-            compile_ms,
+            kernel,
         })
     }
 

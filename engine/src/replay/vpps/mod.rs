@@ -145,6 +145,26 @@ pub enum VppsError {
     NoLoss(String),
 }
 
+/// The compiled kernel as the driver reports it: a persistent kernel keeps
+/// the weights in registers only if the register allocator did not spill
+/// them (`local_bytes_per_thread` is then 0).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KernelInfo {
+    /// Registers per thread after the driver's compile.
+    pub regs_per_thread: u32,
+    /// Local memory per thread: register spills (and any array the compiler
+    /// could not keep in registers).
+    pub local_bytes_per_thread: u32,
+    /// Static shared memory per processor (the dynamic part is the plan's).
+    pub static_smem_bytes: u32,
+    /// NVRTC compile and module load, ms (near 0 when `cached`).
+    pub compile_ms: f64,
+    /// Whether this process had already compiled the same source for this
+    /// device (another batch size of the same model: the kernel depends on
+    /// the model and the placement only).
+    pub cached: bool,
+}
+
 /// How to build a VPPS executor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VppsOptions {

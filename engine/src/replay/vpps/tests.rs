@@ -94,6 +94,99 @@ fn emulator_matches_the_reference_on_every_workload() {
     }
 }
 
+/// The CUDA twin of the emulator test: the kernel itself, launched on the
+/// GPU, computes the reference's outputs (forward-only script) and its loss,
+/// outputs and gradients (training script, both backward schedules) within
+/// 1e-4 on every workload, and with matrices fallen back to shared memory
+/// and DRAM, several rows per warp and gradients off chip.
+#[test]
+#[cfg_attr(
+    not(batchlab_cuda_tests),
+    ignore = "needs a CUDA GPU: BATCHLAB_CUDA_TESTS=1 cargo test runs it"
+)]
+fn kernel_matches_the_reference_on_every_workload_on_cuda() {
+    let gpu = DeviceKind::Cuda(0);
+    assert!(
+        crate::replay::device_present(gpu).unwrap(),
+        "CUDA is not available on this machine, but its tests were asked for"
+    );
+    let cells = CellLibrary::builtin().unwrap();
+    let mut cases: Vec<(&str, usize, usize, VppsOptions, bool)> = WORKLOADS
+        .iter()
+        .map(|w| (w.name, 6, 8, VppsOptions::default(), false))
+        .collect();
+    // Few registers for weights: matrices go to shared memory and DRAM.
+    let mut tight = VppsOptions::default();
+    tight.target.max_regs_per_thread = 72;
+    tight.place = PlaceOptions {
+        ctas_per_sm: Some(1),
+        rpw: 2,
+        grads_on_chip: true,
+    };
+    cases.push(("tree-lstm", 4, 64, tight, true));
+    let off_chip = VppsOptions {
+        place: PlaceOptions {
+            ctas_per_sm: Some(1),
+            rpw: 3,
+            grads_on_chip: false,
+        },
+        ..VppsOptions::default()
+    };
+    cases.push(("bilstm-tagger", 4, 32, off_chip, false));
+    for (name, batch, hidden, opts, falls_back) in cases {
+        let trace = record(name, batch, hidden);
+        let m = model(&trace, &cells, 9).unwrap();
+        let (loss, out, grads) = reference(&trace, &m, &cells);
+        let mut ex = Executor::Vpps(Box::new(CavsPolicy::default()), opts);
+        let mut s = Session::open(gpu, &trace, &m, &cells, &ex)
+            .unwrap_or_else(|e| panic!("{name} h{hidden}: {e}"));
+        let (plan, kernel) = s.vpps_plan().unwrap();
+        if falls_back {
+            assert!(
+                plan.mats.iter().any(|p| p.weights != Storage::Registers),
+                "{name}: every matrix in registers:\n{}",
+                plan.describe()
+            );
+        }
+        eprintln!(
+            "{name} h{hidden}: {} processors, {} registers/thread, {} B local/thread",
+            plan.vps, kernel.regs_per_thread, kernel.local_bytes_per_thread
+        );
+        s.run(&trace, &m, &cells, &mut ex).unwrap();
+        let err = max_rel_error(&trace, s.outputs(), &out);
+        assert!(
+            err < 1e-4,
+            "{name} h{hidden} forward: outputs differ by {err:.2e}"
+        );
+        let mut typewise = TypewisePolicy;
+        for bwd in [
+            BackwardSchedule::ReverseForward,
+            BackwardSchedule::Policy(&mut typewise),
+        ] {
+            let run = s
+                .train(&trace, &m, &cells, &mut ex, bwd, &Default::default())
+                .unwrap();
+            assert!(run.device_s.is_some_and(|d| d > 0.0), "{name}: no GPU time");
+            assert!(
+                ((run.loss - loss) / loss).abs() < 1e-4,
+                "{name} h{hidden}: loss {} vs {loss}",
+                run.loss
+            );
+            let err = max_rel_error(&trace, s.outputs(), &out);
+            assert!(err < 1e-4, "{name} h{hidden}: outputs differ by {err:.2e}");
+            let got = s.gradients(&m).unwrap();
+            let (e, role, val) = worst_gradient(&got, &grads);
+            assert!(
+                e < 1e-4,
+                "{name} h{hidden}: gradient of role {} value {} ({}) differs by {e:.2e}",
+                m.roles[role].role.role,
+                val,
+                m.roles[role].cell.values[val].name
+            );
+        }
+    }
+}
+
 /// A GPU too small for the model: matrices fall back to shared memory and
 /// DRAM, several rows per warp, gradients off chip — the emulator still
 /// matches, and the plan says what did not fit.
