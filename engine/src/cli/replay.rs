@@ -74,6 +74,10 @@ pub struct Args {
     /// Skip the comparison with the reference executor.
     #[arg(long)]
     no_check: bool,
+    /// For `vpps`: CTAs (virtual processors) per SM, 1 or 2 (default:
+    /// automatic, as `engine script` plans).
+    #[arg(long)]
+    ctas_per_sm: Option<u32>,
     /// Measure training steps instead: forward, then backward (batched on the
     /// reversed graph by --backward-policy), no optimiser update.
     #[arg(long)]
@@ -118,6 +122,7 @@ impl Args {
             roofline: false,
             seed: 7,
             no_check: true,
+            ctas_per_sm: None,
             train: false,
             backward_policy: "reverse".into(),
             eager: false,
@@ -223,6 +228,9 @@ pub(super) fn layouts(
 }
 
 pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
+    if a.ctas_per_sm.is_some() && a.executor != "vpps" {
+        bail!("--ctas-per-sm is for --executor vpps (got {})", a.executor);
+    }
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
         let name = a.policy.as_deref().unwrap_or(default);
         let arg = PolicyArg::parse(name)?;
@@ -270,7 +278,16 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
             }
             Executor::Policy(policy("typewise")?)
         }
-        "vpps" => Executor::Vpps(policy("depth")?, replay::vpps::VppsOptions::default()),
+        "vpps" => {
+            let mut opts = replay::vpps::VppsOptions::default();
+            if let Some(c) = a.ctas_per_sm {
+                if !(1..=2).contains(&c) {
+                    bail!("--ctas-per-sm must be 1 or 2 (VPPS §III-A1), got {c}");
+                }
+                opts.place.ctas_per_sm = Some(c);
+            }
+            Executor::Vpps(policy("depth")?, opts)
+        }
         other => bail!(
             "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch, edbatch-nolayout or vpps"
         ),

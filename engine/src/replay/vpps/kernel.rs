@@ -235,23 +235,29 @@ __device__ __forceinline__ void gbadd(float (&wr)[NREG], float* smem, float* poo
 }
 
 // Prologue: this processor's rows from the master copy; gradients zero.
+// Matrices share partitions (a partition's registers hold, on each warp, the
+// rows of whichever matrix the round robin put there), so a warp writes a
+// slot only where it holds a row of this matrix: writing zeros elsewhere
+// would wipe another matrix's rows loaded before (the first GPU run found
+// exactly that).
 template <class Mat>
 __device__ __forceinline__ void load(float (&wr)[NREG], float* smem, const float* __restrict__ pool) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int s = 0; s < Mat::S; ++s) {
     const int row = row_of(Mat::A0, Mat::Q0, Mat::M, s);
+    if (row < 0) continue;
 #pragma unroll
     for (int j = 0; j < Mat::RPR; ++j) {
       const int e = lane + 32 * j;
-      const float v = (row >= 0 && e < Mat::L) ? pool[Mat::waddr(row, e)] : 0.f;
+      const float v = e < Mat::L ? pool[Mat::waddr(row, e)] : 0.f;
       if constexpr (Mat::WST == 0) wr[REGI(Mat::wb(s / RPW), s, j)] = v;
       else if constexpr (Mat::WST == 1) smem[SMI(Mat::wb(s / RPW), s, e)] = v;
       if constexpr (Mat::GST == 0) wr[REGI(Mat::gb(s / RPW), s, j)] = 0.f;
       else if constexpr (Mat::GST == 1) smem[SMI(Mat::gb(s / RPW), s, e)] = 0.f;
     }
     if constexpr (Mat::HASB) {
-      const float b = row >= 0 ? pool[Mat::BADDR + row] : 0.f;
+      const float b = pool[Mat::BADDR + row];
       if constexpr (Mat::WST == 0) wr[REGI(Mat::wb(s / RPW), s, RPRX - 1)] = b;
       else if constexpr (Mat::WST == 1) { if (lane == 0) smem[SMI(Mat::wb(s / RPW), s, LPX - 1)] = b; }
       if constexpr (Mat::GST == 0) wr[REGI(Mat::gb(s / RPW), s, RPRX - 1)] = 0.f;
