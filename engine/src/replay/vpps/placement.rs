@@ -35,9 +35,13 @@
 //! fall back listed with its reason. Gradients are placed after all
 //! weights, by the same rule, in partitions of their own (VPPS §III-C2
 //! keeps them on chip where registers allow). With `ctas_per_sm` automatic,
-//! two CTAs per SM are used when every weight and gradient then fits in
-//! registers, else one (§III-A1: two CTAs per SM when the weights are small
-//! enough).
+//! one CTA per SM is used. The paper (§III-A1) takes two when the weights are
+//! small enough, but this kernel's interpreter alone needs more than the 128
+//! registers a thread has with two: measured on an H200 (2026-11-27), every
+//! workload's kernel spilled at two CTAs per SM (8–240 B of local memory per
+//! thread even at hidden 8), and Tree-LSTM h = 256 ran its training kernel
+//! in 4.9 ms with one CTA per SM (234 registers, no spills) against 9.5 ms
+//! with two. Two remain available on request.
 
 use serde::Serialize;
 
@@ -136,7 +140,8 @@ pub struct VpShare {
 /// How to place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlaceOptions {
-    /// CTAs (virtual processors) per SM; `None`: automatic (1 or 2).
+    /// CTAs (virtual processors) per SM; `None`: automatic (one: see the
+    /// module's overview for why not two).
     pub ctas_per_sm: Option<u32>,
     /// Rows per warp chunk (the paper's `rpw`).
     pub rpw: usize,
@@ -316,20 +321,13 @@ pub fn resident_products(model: &Model) -> (Vec<Mat>, Vec<DramParam>) {
 /// Places `model`'s resident products on `target`.
 pub fn place(model: &Model, target: &Target, opts: &PlaceOptions) -> Plan {
     let (mats, dram) = resident_products(model);
-    match opts.ctas_per_sm {
-        Some(c) => place_with(mats, dram, target, c.max(1), opts),
-        None => {
-            let two = place_with(mats.clone(), dram.clone(), target, 2, opts);
-            if two.mats.iter().all(|m| {
-                m.weights == Storage::Registers
-                    && (!opts.grads_on_chip || m.grads == Storage::Registers)
-            }) {
-                two
-            } else {
-                place_with(mats, dram, target, 1, opts)
-            }
-        }
-    }
+    place_with(
+        mats,
+        dram,
+        target,
+        opts.ctas_per_sm.unwrap_or(1).max(1),
+        opts,
+    )
 }
 
 fn place_with(
