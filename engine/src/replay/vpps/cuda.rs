@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::{CUdevice_attribute as A, CUevent_flags, CUfunction_attribute_enum as F};
-use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::placement::BLOCK;
@@ -32,6 +32,15 @@ pub(crate) struct VppsCuda {
     smem_bytes: u32,
     /// What the driver made of the kernel, and what compiling it cost.
     pub(crate) kernel: KernelInfo,
+    /// Device buffers kept between runs.
+    bufs: std::sync::Mutex<Option<Buffers>>,
+}
+
+/// A session's device memory: the pool, the script, the barrier counter.
+struct Buffers {
+    pool: CudaSlice<f32>,
+    script: CudaSlice<u32>,
+    bar: CudaSlice<u32>,
 }
 
 /// The kernel for `source` on `dev`, compiled by NVRTC and loaded once per
@@ -152,6 +161,7 @@ impl VppsCuda {
             _module: module,
             smem_bytes,
             kernel,
+            bufs: std::sync::Mutex::new(None),
         })
     }
 
@@ -161,6 +171,13 @@ impl VppsCuda {
     }
 
     /// Compiles and runs one mini-batch.
+    ///
+    /// The device buffers (pool, script, barrier counter) are kept between
+    /// runs and grown when a mini-batch needs more. Only the parameters
+    /// travel to the device (the rest of the pool is zeroed there), and only
+    /// what [`Vpps::read_back`] reads comes back: the parameter gradients and
+    /// the forward records, not the gradient records or the partial-sum
+    /// ring (about half the pool).
     pub(crate) fn run(
         &self,
         trace: &Trace,
@@ -170,14 +187,33 @@ impl VppsCuda {
         let t = Instant::now();
         let c = self.vpps.compile(trace, model, batches)?;
         let words = c.script.to_words();
-        let host = self.vpps.initial_pool(model, &c.pool);
+        let params = self.vpps.initial_params(model, &c.pool);
         let script_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let s = self.dev.stream();
         let e = DeviceError::cuda;
-        let sc = s.clone_htod(&words).map_err(e)?;
-        let mut pool = s.clone_htod(&host).map_err(e)?;
-        let mut bar = s.alloc_zeros::<u32>(1).map_err(e)?;
+        let mut guard = self.bufs.lock().unwrap_or_else(|p| p.into_inner());
+        let total = c.pool.total;
+        if guard
+            .as_ref()
+            .is_none_or(|b| b.pool.len() < total || b.script.len() < words.len())
+        {
+            // Drop the old buffers first: the device holds one set at a time.
+            *guard = None;
+            *guard = Some(Buffers {
+                pool: s.alloc_zeros::<f32>(total).map_err(e)?,
+                script: s.alloc_zeros::<u32>(words.len()).map_err(e)?,
+                bar: s.alloc_zeros::<u32>(1).map_err(e)?,
+            });
+        }
+        let bufs = guard.as_mut().expect("allocated above");
+        s.memcpy_htod(&params, &mut bufs.pool.slice_mut(0..params.len()))
+            .map_err(e)?;
+        s.memset_zeros(&mut bufs.pool.slice_mut(params.len()..total))
+            .map_err(e)?;
+        s.memcpy_htod(&words, &mut bufs.script.slice_mut(0..words.len()))
+            .map_err(e)?;
+        s.memset_zeros(&mut bufs.bar).map_err(e)?;
         let ev = || {
             self.dev
                 .context()
@@ -191,15 +227,19 @@ impl VppsCuda {
             block_dim: (BLOCK, 1, 1),
             shared_mem_bytes: self.smem_bytes,
         };
+        let Buffers { pool, script, bar } = bufs;
         let mut b = s.launch_builder(&self.func);
-        b.arg(&mut pool).arg(&sc).arg(&mut bar);
-        // SAFETY: the kernel reads the script words it was given and
-        // addresses the pool only through offsets the compiler checked
-        // against the pool's length (`Pool::new`); `bar` is one counter,
-        // zeroed; the occupancy check above makes every CTA co-resident.
+        b.arg(&mut *pool).arg(&*script).arg(&mut *bar);
+        // SAFETY: the kernel reads the script words it was given (a prefix
+        // of `script`) and addresses the pool only through offsets the
+        // compiler checked against the pool's length (`Pool::new`), which
+        // `pool` holds at least; `bar` is one counter, zeroed; the occupancy
+        // check in `new` makes every CTA co-resident.
         unsafe { b.launch_cooperative(cfg) }.map_err(e)?;
         end.record(s).map_err(e)?;
-        let back = s.clone_dtoh(&pool).map_err(e)?;
+        let mut back = vec![0.0f32; c.pool.fwd + c.pool.grad_shift];
+        s.memcpy_dtoh(&pool.slice(0..back.len()), &mut back)
+            .map_err(e)?;
         s.synchronize().map_err(e)?;
         let device_s = f64::from(start.elapsed_ms(&end).map_err(e)?) / 1e3;
         let run = self.vpps.read_back(trace, model, &c, &back);

@@ -340,7 +340,15 @@ impl Vpps {
     /// The pool as the launch leaves it: parameters in place, everything
     /// else zero.
     pub fn initial_pool(&self, model: &Model, pool: &Pool) -> Vec<f32> {
-        let mut p = vec![0.0f32; pool.total];
+        let mut p = self.initial_params(model, pool);
+        p.resize(pool.total, 0.0);
+        p
+    }
+
+    /// The pool's first `pool.params` floats: every parameter at its
+    /// address (the rest of an initial pool is zero).
+    pub fn initial_params(&self, model: &Model, pool: &Pool) -> Vec<f32> {
+        let mut p = vec![0.0f32; pool.params];
         for (ri, rm) in model.roles.iter().enumerate() {
             for (v, data) in rm.params.iter().enumerate() {
                 let at = self.params.at[ri][v];
