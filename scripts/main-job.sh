@@ -11,12 +11,12 @@ out=${1:-out/paper-repro-quick}
 
 cargo run --release -q -p paper-repro -- --quick --out "$out"
 
-# Items drawn on every machine; `vpps` needs `--device cuda` and `peers` the
+# Items drawn on every machine; `vpps` and `vpps-train` need `--device cuda`, `peers` the
 # peers' environment (`paper-repro peers --install`), so they are checked for
 # their REPORT.md section, and `peers` / `peers-train` for their files where
 # they ran.
 items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8 cavs-fig10)
-all_items=("${items[@]}" vpps peers peers-train)
+all_items=("${items[@]}" vpps vpps-train peers peers-train)
 extra_csv=(fig6-ratios cavs-fig8-paper cavs-fig8-backward)
 fail=0
 bad() { echo "main-job: $*" >&2; fail=1; }

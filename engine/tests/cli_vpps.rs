@@ -56,6 +56,12 @@ fn script_rejects_bad_flags_by_name() {
     refused(&o, "--ctas-per-sm");
     let o = engine(&["script", "--workload", "rvnn", "--backward-policy", "nope"]);
     refused(&o, "--backward-policy nope");
+    // engine replay takes --ctas-per-sm for vpps only, and only 1 or 2.
+    let line = "replay --workload rvnn --batch 2 --hidden 8 --ctas-per-sm";
+    let o = engine_line(line, &["2", "--executor", "cavs"]);
+    refused(&o, "--ctas-per-sm is for --executor vpps");
+    let o = engine_line(line, &["3", "--executor", "vpps"]);
+    refused(&o, "--ctas-per-sm must be 1 or 2");
 }
 
 #[test]

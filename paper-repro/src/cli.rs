@@ -20,7 +20,7 @@ use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
 #[command(
     name = "paper-repro",
     version,
-    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, peers, peers-train.\n\
+    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, vpps-train, peers, peers-train.\n\
                   Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
                   CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
 )]

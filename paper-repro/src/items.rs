@@ -47,7 +47,7 @@ pub struct Item {
 }
 
 /// Every item, in report order.
-pub const ITEMS: [Item; 13] = [
+pub const ITEMS: [Item; 14] = [
     item(
         "fig7",
         Paper::EdBatch,
@@ -102,7 +102,15 @@ pub const ITEMS: [Item; 13] = [
         name: "vpps",
         spec: "vpps",
         paper: Paper::Vpps,
-        title: "VPPS style: small-batch throughput on the GPU (inference)",
+        title: "VPPS: the persistent kernel beside DyNet, Cavs and ED-Batch on the GPU (inference)",
+        cuda_only: true,
+        peers: false,
+    },
+    Item {
+        name: "vpps-train",
+        spec: "vpps-train",
+        paper: Paper::Vpps,
+        title: "VPPS Fig. 8/11/12: training throughput of the persistent kernel on the GPU",
         cuda_only: true,
         peers: false,
     },

@@ -33,8 +33,8 @@ macro_rules! embedded {
 }
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
-/// paper-repro's own `vpps` spec.
-pub const EMBEDDED: [Embedded; 13] = [
+/// paper-repro's own `vpps` and `vpps-train` specs.
+pub const EMBEDDED: [Embedded; 14] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
@@ -46,6 +46,7 @@ pub const EMBEDDED: [Embedded; 13] = [
     embedded!("cavs-fig8", "experiments/specs"),
     embedded!("cavs-fig10", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
+    embedded!("vpps-train", "paper-repro/specs"),
     embedded!("peers", "experiments/specs"),
     embedded!("peers-train", "experiments/specs"),
 ];
