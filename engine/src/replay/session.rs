@@ -149,7 +149,8 @@ impl Session {
     }
 
     /// One training step's passes: forward, then backward in the order
-    /// `backward` says (CPU; the CUDA backend has no backward pass: a typed
+    /// `backward` says (CPU, or vpps's one kernel on CUDA; the CUDA replay
+    /// of the other executors has no backward pass: a typed
     /// error).
     pub fn train(
         &mut self,
