@@ -280,12 +280,7 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
         }
         "vpps" => {
             let mut opts = replay::vpps::VppsOptions::default();
-            if let Some(c) = a.ctas_per_sm {
-                if !(1..=2).contains(&c) {
-                    bail!("--ctas-per-sm must be 1 or 2 (VPPS §III-A1), got {c}");
-                }
-                opts.place.ctas_per_sm = Some(c);
-            }
+            opts.place.ctas_per_sm = super::script::checked_ctas_per_sm(a.ctas_per_sm)?;
             Executor::Vpps(policy("depth")?, opts)
         }
         other => bail!(

@@ -128,6 +128,17 @@ fn policy(name: &str) -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Sen
     Ok(arg.instantiate()?)
 }
 
+/// `--ctas-per-sm`, where given, is 1 or 2 (`engine script` and `engine
+/// replay --executor vpps`).
+pub(super) fn checked_ctas_per_sm(c: Option<u32>) -> anyhow::Result<Option<u32>> {
+    if let Some(c) = c
+        && !(1..=2).contains(&c)
+    {
+        bail!("--ctas-per-sm must be 1 or 2 (VPPS §III-A1), got {c}");
+    }
+    Ok(c)
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     let Some(target) = vpps::Target::preset(&a.target) else {
         bail!(
@@ -136,11 +147,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             vpps::Target::PRESETS.join(", ")
         );
     };
-    if let Some(c) = a.ctas_per_sm
-        && !(1..=2).contains(&c)
-    {
-        bail!("--ctas-per-sm must be 1 or 2 (VPPS §III-A1), got {c}");
-    }
+    checked_ctas_per_sm(a.ctas_per_sm)?;
     if a.rpw == 0 {
         bail!("--rpw must be at least 1");
     }

@@ -52,6 +52,18 @@ fn finder<'a>(rows: &'a RowSet) -> impl Fn(&str, u64, &str) -> Option<&'a serde_
     }
 }
 
+/// The grid both items measure, for their setup line.
+fn grid(rows: &RowSet) -> String {
+    format!(
+        "on {} at batch sizes {}, hidden {}, on {}; {} timed run(s) after a warm-up",
+        list(&rows.distinct("config.workload")),
+        list(&rows.distinct_u64("config.batch")),
+        list(&rows.distinct_u64("config.hidden")),
+        list(&rows.distinct("provenance.device")),
+        list(&rows.distinct_u64("config.repeats")),
+    )
+}
+
 /// Inference: vpps beside the CUDA replay of the other executors.
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows).word();
@@ -156,14 +168,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     ctx.figure(sec, "vpps", fig)?;
     ctx.table(sec, t)?;
     sec.setup = format!(
-        "{} on {} at batch sizes {}, hidden {}, on {}; {} timed run(s) after a warm-up; \
-         every run checked against the CPU reference.",
+        "{} {}; every run checked against the CPU reference.",
         list(&executors),
-        list(&workloads),
-        list(&batches),
-        list(&hiddens),
-        list(&rows.distinct("provenance.device")),
-        list(&rows.distinct_u64("config.repeats")),
+        grid(rows)
     );
     sec.paper = paper(ctx)?;
     sec.reading = if at2.is_empty() {
@@ -257,13 +264,8 @@ pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     ctx.figure(sec, "vpps-train", fig)?;
     ctx.table(sec, t)?;
     sec.setup = format!(
-        "vpps training steps on {} at batch sizes {}, hidden {}, on {}; {} timed run(s) after a \
-         warm-up; loss, outputs and gradients checked against the CPU reference.",
-        list(&workloads),
-        list(&batches),
-        list(&hiddens),
-        list(&rows.distinct("provenance.device")),
-        list(&rows.distinct_u64("config.repeats")),
+        "vpps training steps {}; loss, outputs and gradients checked against the CPU reference.",
+        grid(rows)
     );
     sec.paper = paper(ctx)?;
     sec.reading = format!(

@@ -265,24 +265,25 @@ impl<'a> Compiler<'a> {
     }
 
     fn push(&mut self, vp: u32, ins: &Ins) {
-        if !matches!(ins, Ins::Bar { .. } | Ins::End) && self.selected[vp as usize] != self.table {
-            self.selected[vp as usize] = self.table;
-            Ins::Batch {
-                table: self.table,
-                k: self.k,
-            }
-            .encode(&mut self.streams[vp as usize]);
-            self.counts[vp as usize] += 1;
+        if !matches!(ins, Ins::Bar { .. } | Ins::End) {
+            self.select_batch(vp);
         }
         ins.encode(&mut self.streams[vp as usize]);
         self.counts[vp as usize] += 1;
     }
 
-    /// `words`, one instruction already encoded, pushed as [`Compiler::push`]
-    /// does: a resident product goes to every owner of the matrix, so it is
-    /// encoded once and copied (encoding it per processor was 12 % of a
-    /// compile).
+    /// `words`, one row instruction already encoded, pushed as
+    /// [`Compiler::push`] does: a resident product goes to every owner of the
+    /// matrix, so it is encoded once and copied (encoding it per processor
+    /// was 12 % of a compile).
     fn push_encoded(&mut self, vp: u32, words: &[u32]) {
+        self.select_batch(vp);
+        self.streams[vp as usize].extend_from_slice(words);
+        self.counts[vp as usize] += 1;
+    }
+
+    /// Selects the current batch's row table on `vp` unless it already has.
+    fn select_batch(&mut self, vp: u32) {
         if self.selected[vp as usize] != self.table {
             self.selected[vp as usize] = self.table;
             Ins::Batch {
@@ -292,8 +293,6 @@ impl<'a> Compiler<'a> {
             .encode(&mut self.streams[vp as usize]);
             self.counts[vp as usize] += 1;
         }
-        self.streams[vp as usize].extend_from_slice(words);
-        self.counts[vp as usize] += 1;
     }
 
     fn barrier(&mut self) {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::sys::{CUdevice_attribute as A, CUevent_flags, CUfunction_attribute_enum as F};
-use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use super::placement::BLOCK;
@@ -28,7 +28,6 @@ pub(crate) struct VppsCuda {
     dev: Arc<CudaDevice>,
     vpps: Vpps,
     func: CudaFunction,
-    _module: Arc<CudaModule>,
     smem_bytes: u32,
     /// What the driver made of the kernel, and what compiling it cost.
     pub(crate) kernel: KernelInfo,
@@ -50,13 +49,14 @@ fn compiled(
     dev: &Arc<CudaDevice>,
     source: &str,
     arch: &str,
-) -> Result<(CudaFunction, Arc<CudaModule>, bool), DeviceError> {
-    type Entry = (usize, String, CudaFunction, Arc<CudaModule>);
+) -> Result<(CudaFunction, bool), DeviceError> {
+    // A function keeps its module loaded (it holds the module's `Arc`).
+    type Entry = (usize, String, CudaFunction);
     static CACHE: std::sync::Mutex<Vec<Entry>> = std::sync::Mutex::new(Vec::new());
     let key = Arc::as_ptr(dev) as usize;
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, f, m)) = cache.iter().find(|(d, s, ..)| *d == key && s == source) {
-        return Ok((f.clone(), m.clone(), true));
+    if let Some((_, _, f)) = cache.iter().find(|(d, s, _)| *d == key && s == source) {
+        return Ok((f.clone(), true));
     }
     // NVRTC takes the architecture as a static string: one per process and
     // device kind, so leaking it is bounded.
@@ -74,8 +74,8 @@ fn compiled(
     let func = module
         .load_function(kernel::ENTRY)
         .map_err(DeviceError::cuda)?;
-    cache.push((key, source.to_string(), func.clone(), module.clone()));
-    Ok((func, module, false))
+    cache.push((key, source.to_string(), func.clone()));
+    Ok((func, false))
 }
 
 /// One GPU run.
@@ -123,7 +123,7 @@ impl VppsCuda {
             },
         );
         let t = Instant::now();
-        let (func, module, cached) = compiled(&dev, &vpps.kernel_source(), &target.arch)?;
+        let (func, cached) = compiled(&dev, &vpps.kernel_source(), &target.arch)?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;
         let fattr = |a: F| -> Result<u32, DeviceError> {
             func.get_attribute(a)
@@ -158,7 +158,6 @@ impl VppsCuda {
             dev,
             vpps,
             func,
-            _module: module,
             smem_bytes,
             kernel,
             bufs: std::sync::Mutex::new(None),

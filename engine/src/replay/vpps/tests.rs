@@ -41,16 +41,27 @@ fn check(
     // The words the kernel reads decode to the same script.
     assert_eq!(Script::from_words(&c.script.to_words()).unwrap(), c.script);
     let run = v.emulate(trace, m, &c, true).unwrap();
-    let (loss, out, grads) = want;
-    assert!(
-        ((run.loss - loss) / loss).abs() < 1e-4,
-        "{name}: loss {} vs {loss}",
-        run.loss
-    );
-    let err = max_rel_error(trace, &run.outputs, out);
-    assert!(err < 1e-4, "{name}: outputs differ by {err:.2e}");
     let got = run.gradients.as_ref().unwrap();
-    let (e, role, val) = worst_gradient(got, grads);
+    assert_matches(name, trace, m, (run.loss, &run.outputs, got), want);
+}
+
+/// Loss, every node's outputs and every gradient of a run (emulated or on a
+/// GPU) within 1e-4 of the reference's.
+fn assert_matches(
+    name: &str,
+    trace: &Trace,
+    m: &Model,
+    (loss, out, grads): (f64, &Store, &[Vec<Vec<f32>>]),
+    want: &(f64, Store, Vec<Vec<Vec<f32>>>),
+) {
+    let (want_loss, want_out, want_grads) = want;
+    assert!(
+        ((loss - want_loss) / want_loss).abs() < 1e-4,
+        "{name}: loss {loss} vs {want_loss}"
+    );
+    let err = max_rel_error(trace, out, want_out);
+    assert!(err < 1e-4, "{name}: outputs differ by {err:.2e}");
+    let (e, role, val) = worst_gradient(grads, want_grads);
     assert!(
         e < 1e-4,
         "{name}: gradient of role {} value {} ({}) differs by {e:.2e}",
@@ -136,7 +147,7 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
     for (name, batch, hidden, opts, falls_back) in cases {
         let trace = record(name, batch, hidden);
         let m = model(&trace, &cells, 9).unwrap();
-        let (loss, out, grads) = reference(&trace, &m, &cells);
+        let want = reference(&trace, &m, &cells);
         let mut ex = Executor::Vpps(Box::new(CavsPolicy::default()), opts);
         let mut s = Session::open(gpu, &trace, &m, &cells, &ex)
             .unwrap_or_else(|e| panic!("{name} h{hidden}: {e}"));
@@ -153,7 +164,7 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
             plan.vps, kernel.regs_per_thread, kernel.local_bytes_per_thread
         );
         s.run(&trace, &m, &cells, &mut ex).unwrap();
-        let err = max_rel_error(&trace, s.outputs(), &out);
+        let err = max_rel_error(&trace, s.outputs(), &want.1);
         assert!(
             err < 1e-4,
             "{name} h{hidden} forward: outputs differ by {err:.2e}"
@@ -167,22 +178,9 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
                 .train(&trace, &m, &cells, &mut ex, bwd, &Default::default())
                 .unwrap();
             assert!(run.device_s.is_some_and(|d| d > 0.0), "{name}: no GPU time");
-            assert!(
-                ((run.loss - loss) / loss).abs() < 1e-4,
-                "{name} h{hidden}: loss {} vs {loss}",
-                run.loss
-            );
-            let err = max_rel_error(&trace, s.outputs(), &out);
-            assert!(err < 1e-4, "{name} h{hidden}: outputs differ by {err:.2e}");
             let got = s.gradients(&m).unwrap();
-            let (e, role, val) = worst_gradient(&got, &grads);
-            assert!(
-                e < 1e-4,
-                "{name} h{hidden}: gradient of role {} value {} ({}) differs by {e:.2e}",
-                m.roles[role].role.role,
-                val,
-                m.roles[role].cell.values[val].name
-            );
+            let label = format!("{name} h{hidden}");
+            assert_matches(&label, &trace, &m, (run.loss, s.outputs(), &got), &want);
         }
     }
 }
