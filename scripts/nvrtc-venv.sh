@@ -2,7 +2,7 @@
 # Makes target/nvrtc-venv with NVIDIA's NVRTC wheel (CUDA 13, the version
 # cudarc's `cuda-13000` feature targets; ~58 MB download, ~150 MB installed),
 # so `cargo test` can compile every VPPS kernel specialisation to PTX without
-# a GPU (engine/tests/vpps_nvrtc.rs). Offline-safe: if Python or the download
+# a GPU (engine/replay/tests/vpps_nvrtc.rs). Offline-safe: if Python or the download
 # is missing, it says so and exits 0, and the test skips visibly.
 set -uo pipefail
 cd "$(dirname "$0")/.."

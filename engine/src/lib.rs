@@ -1,7 +1,13 @@
 //! # engine — batchlab's graph IR, traces, cells, workloads, runtime policies and replay
 //!
 //! The bottom of the pipeline (`docs/`, `ARCHITECTURE.md`): everything else
-//! depends on it, and it depends on none of the other crates.
+//! depends on it, and it depends on none of the other crates. It is one
+//! library over two workspace members under `engine/`: `engine-core`
+//! (`engine/core`: the IR, traces, cells, workloads, policies, layouts) and
+//! `engine-replay` (`engine/replay`: the executors, devices, training and
+//! export), re-exported module by module under the names below, plus the
+//! `engine` command. Why the replay is its own crate: `engine-replay`'s
+//! overview.
 //!
 //! - [`cells`]: cells (static subgraphs) as YAML data, instantiated at a
 //!   hidden size; [`workloads`]: the zoo (roles, data, the builder that
@@ -53,20 +59,8 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod cells;
-pub mod data;
-pub mod device;
-pub mod dot;
-pub mod export;
-pub mod fieldpath;
-pub mod graph;
-pub mod io;
-pub mod layout;
-pub mod memory;
-pub mod replay;
-pub mod sched;
-pub mod tool;
-pub mod trace;
-pub mod train;
-pub mod workloads;
-pub mod yaml;
+pub use engine_core::{
+    cells, data, dot, fieldpath, graph, io, layout, memory, outln, sched, tool, trace, workloads,
+    yaml,
+};
+pub use engine_replay::{device, export, replay, train};

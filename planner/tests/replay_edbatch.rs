@@ -3,12 +3,12 @@
 //! numbers, and the planned layouts move fewer bytes.
 
 use engine::cells::CellLibrary;
-use engine::device::DeviceKind;
 use engine::layout::LayoutFile;
-use engine::replay::{self, Executor, Session, compile_layouts, device_present};
 use engine::sched::TypewisePolicy;
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
+use engine_replay::device::DeviceKind;
+use engine_replay::replay::{self, Executor, Session, compile_layouts, device_present};
 use planner::layout_file::{baseline_file, planned_file};
 use planner::{PlanOptions, plan_cell};
 
@@ -162,13 +162,13 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
 /// every workload the loss and the gradients equal the unbatched reference's.
 #[test]
 fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
-    use engine::replay::cpu::{BackwardSchedule, TrainOptions};
+    use engine_replay::replay::cpu::{BackwardSchedule, TrainOptions};
     let cells = CellLibrary::builtin().unwrap();
     let (planned, _) = layouts(&cells);
     type Grads = Vec<Vec<Vec<f32>>>;
     fn step(
         trace: &engine::trace::Trace,
-        m: &engine::replay::Model,
+        m: &engine_replay::replay::Model,
         cells: &CellLibrary,
         mut ex: Executor,
     ) -> (f64, Grads) {

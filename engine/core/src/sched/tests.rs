@@ -1,6 +1,23 @@
 use super::*;
 use crate::graph::{Graph, NodeId, TypeId, ed_batch_fig1 as fig1, from_rows, lower_bound};
 
+/// A cell-level trace of `name` (seed 3, its default data).
+fn record(name: &str, batch: usize, hidden: usize) -> crate::trace::Trace {
+    use crate::workloads::{self, DataChoice, RecordOptions};
+    workloads::record(
+        &RecordOptions {
+            workload: workloads::workload(name).unwrap(),
+            data: DataChoice::Default,
+            batch,
+            hidden,
+            level: crate::trace::Level::Cell,
+            seed: 3,
+        },
+        &crate::cells::CellLibrary::builtin().unwrap(),
+    )
+    .unwrap()
+}
+
 fn graph(types: &[&str], nodes: &[(u32, Vec<u32>)]) -> Graph {
     from_rows(types, nodes).unwrap()
 }
@@ -655,7 +672,7 @@ fn batches_in_id_order_are_the_same_sets() {
     // Some ready-order batch is out of id order, or the test shows nothing.
     let mut unsorted_somewhere = false;
     for name in ["lattice-lstm", "tree-lstm", "bilstm-tagger-char"] {
-        let trace = crate::replay::tests::record(name, 16, 8);
+        let trace = record(name, 16, 8);
         let g = &trace.graph;
         let st = SameTypeDag::new(g);
         let run = |sorted: bool| {
@@ -691,7 +708,7 @@ fn batches_in_id_order_are_the_same_sets() {
 /// does: for heuristics on a lattice trace and for an FSM with misses.
 #[test]
 fn deciding_ahead_hands_over_the_same_batches_in_the_same_order() {
-    let trace = crate::replay::tests::record("lattice-lstm", 16, 8);
+    let trace = record("lattice-lstm", 16, 8);
     let lattice = &trace.graph;
     let fig = fig1();
     let mut missing = fig1_policy();

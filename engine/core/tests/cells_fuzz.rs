@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use engine::cells::{Cell, CellLibrary};
+use engine_core::cells::{Cell, CellLibrary};
 use proptest::prelude::*;
 
 /// The builtin cell files, read once from disk so the fuzzer mutates real files.
@@ -16,7 +16,7 @@ fn builtin_texts() -> &'static [String] {
 fn read_builtin_texts() -> Vec<String> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cells");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("engine/cells exists")
+        .expect("engine/core/cells exists")
         .map(|e| e.expect("readable dir entry").path())
         .collect();
     paths.sort();

@@ -1,6 +1,6 @@
 //! The embedded cells: shapes, parameter sizes, ports, signatures and bindings.
 
-use engine::cells::{Arity, Cell, CellError, CellLibrary, PrimOp, ValueKind};
+use engine_core::cells::{Arity, Cell, CellError, CellLibrary, PrimOp, ValueKind};
 
 fn lib() -> CellLibrary {
     CellLibrary::builtin().expect("builtin cells must load")
@@ -321,7 +321,7 @@ fn spec_accessors_and_serde_round_trip() {
     let lib = lib();
     let spec = lib.spec("tree_lstm.internal").expect("builtin");
     assert_eq!(spec.name(), "tree_lstm.internal");
-    assert_eq!(spec.source(), "engine/cells/tree_lstm.internal.yaml");
+    assert_eq!(spec.source(), "engine/core/cells/tree_lstm.internal.yaml");
     assert!(lib.spec("nope").is_none());
     // Writing a spec back out and re-reading it gives the same cell.
     let text = serde_saphyr::to_string(spec).expect("specs serialize");
@@ -337,7 +337,7 @@ fn spec_accessors_and_serde_round_trip() {
 fn every_file_in_engine_cells_is_embedded() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cells");
     let mut files: Vec<String> = std::fs::read_dir(dir)
-        .expect("engine/cells exists")
+        .expect("engine/core/cells exists")
         .map(|e| {
             e.expect("dir entry")
                 .file_name()
@@ -353,7 +353,7 @@ fn every_file_in_engine_cells_is_embedded() {
             lib.spec(n)
                 .expect("listed")
                 .source()
-                .trim_start_matches("engine/cells/")
+                .trim_start_matches("engine/core/cells/")
                 .to_owned()
         })
         .collect();
@@ -363,7 +363,7 @@ fn every_file_in_engine_cells_is_embedded() {
     for n in lib.names() {
         assert_eq!(
             lib.spec(n).expect("listed").source(),
-            format!("engine/cells/{n}.yaml")
+            format!("engine/core/cells/{n}.yaml")
         );
     }
 }

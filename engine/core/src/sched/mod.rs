@@ -10,10 +10,10 @@
 //! ahead of the batches they run (the schedule depends on the graph alone).
 //!
 //! ```
-//! use engine::cells::CellLibrary;
-//! use engine::sched::{SameTypeDag, TypewisePolicy, run_policy, validate_schedule};
-//! use engine::trace::Level;
-//! use engine::workloads::{self, DataChoice, RecordOptions};
+//! use engine_core::cells::CellLibrary;
+//! use engine_core::sched::{SameTypeDag, TypewisePolicy, run_policy, validate_schedule};
+//! use engine_core::trace::Level;
+//! use engine_core::workloads::{self, DataChoice, RecordOptions};
 //!
 //! let trace = workloads::record(
 //!     &RecordOptions {

@@ -1,6 +1,6 @@
 //! Every validation error: the message names the file, line, cell and op/field.
 
-use engine::cells::{CellError, CellLibrary};
+use engine_core::cells::{CellError, CellLibrary};
 
 /// A valid cell; each test breaks one line of it. Line numbers are fixed.
 const BASE: &str = "\
@@ -354,7 +354,7 @@ fn name_clash_with_builtin_is_an_error() {
         .to_string();
     assert_eq!(
         msg,
-        "cell `lstm` from user/t.yaml clashes with the cell of that name from engine/cells/lstm.yaml"
+        "cell `lstm` from user/t.yaml clashes with the cell of that name from engine/core/cells/lstm.yaml"
     );
     assert_eq!(lib.len(), before);
 }

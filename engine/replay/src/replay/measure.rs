@@ -4,11 +4,11 @@
 //! runs, and the raw per-run samples are kept.
 //!
 //! ```
-//! use engine::cells::CellLibrary;
-//! use engine::replay::{self, Executor};
-//! use engine::replay::measure::{MeasureOptions, measure};
-//! use engine::trace::Level;
-//! use engine::workloads::{self, DataChoice, RecordOptions};
+//! use engine_core::cells::CellLibrary;
+//! use engine_replay::replay::{self, Executor};
+//! use engine_replay::replay::measure::{MeasureOptions, measure};
+//! use engine_core::trace::Level;
+//! use engine_core::workloads::{self, DataChoice, RecordOptions};
 //!
 //! let cells = CellLibrary::builtin().unwrap();
 //! let trace = workloads::record(

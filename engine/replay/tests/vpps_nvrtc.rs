@@ -26,7 +26,7 @@ fn nvrtc_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os("BATCHLAB_NVRTC_DIR").map(PathBuf::from) {
         return has(&d).then_some(d);
     }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/nvrtc-venv/lib");
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/nvrtc-venv/lib");
     std::fs::read_dir(venv)
         .ok()?
         .flatten()
@@ -125,10 +125,10 @@ fn main() -> ExitCode {
 #[cfg(feature = "cuda")]
 fn compile_all() {
     use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
-    use engine::cells::CellLibrary;
-    use engine::replay::{self, vpps};
-    use engine::trace::Level;
-    use engine::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
+    use engine_core::cells::CellLibrary;
+    use engine_core::trace::Level;
+    use engine_core::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
+    use engine_replay::replay::{self, vpps};
 
     // SAFETY: only tries to dlopen the library.
     assert!(

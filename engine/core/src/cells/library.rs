@@ -114,7 +114,7 @@ impl CellLibrary {
     pub fn builtin() -> Result<CellLibrary, CellError> {
         let mut lib = CellLibrary::new();
         for (file, text) in BUILTIN {
-            lib.add_yaml(text, &format!("engine/cells/{file}"))?;
+            lib.add_yaml(text, &format!("engine/core/cells/{file}"))?;
         }
         Ok(lib)
     }

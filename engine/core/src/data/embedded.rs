@@ -13,14 +13,14 @@ use crate::data::structures::Structures;
 /// The fixture text of `ds`, as shipped in `data/<file_name>`.
 pub fn embedded_text(ds: Dataset) -> &'static str {
     match ds {
-        Dataset::SstTrain => include_str!("../../../data/sst-train.trees"),
-        Dataset::SstDev => include_str!("../../../data/sst-dev.trees"),
-        Dataset::SstTest => include_str!("../../../data/sst-test.trees"),
-        Dataset::WeiboTrain => include_str!("../../../data/weibo-train.lattice"),
-        Dataset::WeiboDev => include_str!("../../../data/weibo-dev.lattice"),
-        Dataset::WeiboTest => include_str!("../../../data/weibo-test.lattice"),
-        Dataset::WikinerDev => include_str!("../../../data/wikiner-dev.sents"),
-        Dataset::Iwslt2012 => include_str!("../../../data/iwslt12-en-vi.pairs"),
+        Dataset::SstTrain => include_str!("../../../../data/sst-train.trees"),
+        Dataset::SstDev => include_str!("../../../../data/sst-dev.trees"),
+        Dataset::SstTest => include_str!("../../../../data/sst-test.trees"),
+        Dataset::WeiboTrain => include_str!("../../../../data/weibo-train.lattice"),
+        Dataset::WeiboDev => include_str!("../../../../data/weibo-dev.lattice"),
+        Dataset::WeiboTest => include_str!("../../../../data/weibo-test.lattice"),
+        Dataset::WikinerDev => include_str!("../../../../data/wikiner-dev.sents"),
+        Dataset::Iwslt2012 => include_str!("../../../../data/iwslt12-en-vi.pairs"),
     }
 }
 

@@ -22,19 +22,19 @@
 //! error [`VppsError::CudaOnly`]; the emulator is what runs there). The
 //! emulator is the kernel's specification: tests hold it to the reference
 //! executor's loss, outputs and gradients (1e-4) on every workload, and
-//! `engine/tests/vpps_nvrtc.rs` compiles every workload's kernel with NVRTC.
+//! `engine/replay/tests/vpps_nvrtc.rs` compiles every workload's kernel with NVRTC.
 //! The GPU path has not yet run on a GPU; `docs/vpps.md` says what remains.
 //!
 //! Flow: [`Vpps::new`] (place, lower) → [`schedule`] → [`Vpps::compile`]
 //! (a [`Script`]) → [`Vpps::emulate`] or the kernel.
 //!
 //! ```
-//! use engine::cells::CellLibrary;
-//! use engine::replay::{self, vpps};
-//! use engine::replay::cpu::BackwardSchedule;
-//! use engine::sched::{CavsPolicy, TypewisePolicy};
-//! use engine::trace::Level;
-//! use engine::workloads::{self, DataChoice, RecordOptions};
+//! use engine_core::cells::CellLibrary;
+//! use engine_replay::replay::{self, vpps};
+//! use engine_replay::replay::cpu::BackwardSchedule;
+//! use engine_core::sched::{CavsPolicy, TypewisePolicy};
+//! use engine_core::trace::Level;
+//! use engine_core::workloads::{self, DataChoice, RecordOptions};
 //!
 //! let cells = CellLibrary::builtin().unwrap();
 //! let trace = workloads::record(

@@ -1,6 +1,6 @@
 //! Primitive op rules: names, argument counts and shape inference.
 
-use engine::cells::{PrimOp, ShapeError};
+use engine_core::cells::{PrimOp, ShapeError};
 
 #[test]
 fn names_round_trip_and_match_serde() {
