@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{engine, stderr, tmp};
+use common::{engine, engine_line, stderr, tmp};
 
 #[test]
 fn record_then_inspect_reports_the_same_graph() {
@@ -128,6 +128,52 @@ fn bad_inputs_fail_with_a_clear_message() {
         stderr(&o)
     );
     assert!(!tmp("never.json").exists(), "no output on failure");
+}
+
+/// `engine replay --batch 0` said "batch must be at least 1", and a
+/// truncated trace named the field `nodes[9].`: both now name what the user
+/// typed or wrote.
+#[test]
+fn zero_sizes_name_their_flag_and_a_cut_trace_names_its_last_whole_field() {
+    for (line, flag) in [
+        (
+            "record --workload tree-lstm --batch 0 --hidden 4 --out /tmp/never",
+            "--batch",
+        ),
+        (
+            "record --workload tree-lstm --batch 2 --hidden 0 --out /tmp/never",
+            "--hidden",
+        ),
+        (
+            "replay --workload tree-lstm --batch 0 --executor cavs",
+            "--batch",
+        ),
+        ("script --workload tree-lstm --hidden 0", "--hidden"),
+    ] {
+        let o = engine_line(line, &[]);
+        assert!(!o.status.success(), "{line}");
+        assert_eq!(
+            stderr(&o).trim(),
+            format!("error: {flag} must be at least 1"),
+            "{line}"
+        );
+    }
+
+    let whole = tmp("whole.json");
+    let o = engine_line(
+        "record --workload tree-lstm --batch 1 --hidden 4 --out",
+        &[whole.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&whole).unwrap();
+    // Cut inside the third node's first key.
+    let third = text.match_indices("{\"type\"").nth(2).unwrap().0;
+    let cut = tmp("cut.json");
+    std::fs::write(&cut, &text[..third + 2]).unwrap();
+    let o = engine(&["inspect", cut.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("field `nodes[2]`: EOF while parsing"), "{e}");
 }
 
 #[test]

@@ -29,7 +29,11 @@ pub fn json_path_at(text: &str, line: usize, column: usize) -> Option<String> {
             }
             b',' => match stack.last_mut() {
                 Some(Frame::Array { index }) => *index += 1,
-                Some(Frame::Object { want_key, .. }) => *want_key = true,
+                Some(Frame::Object { key, want_key }) => {
+                    // Between members: the last key's value is over.
+                    *key = None;
+                    *want_key = true;
+                }
                 None => {}
             },
             b':' => {
@@ -42,6 +46,11 @@ pub fn json_path_at(text: &str, line: usize, column: usize) -> Option<String> {
                 i += 1;
                 while i < bytes.len() && bytes[i] != b'"' {
                     i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                // A key the file ends inside (a truncated file) names no
+                // field yet: the path stops at the object holding it.
+                if i >= bytes.len() {
+                    break;
                 }
                 if let Some(Frame::Object {
                     key,
@@ -217,6 +226,16 @@ mod tests {
         // A string holding brackets and an escaped quote does not confuse it.
         let t = "{\"a\": \"[\\\"{\", \"b\": 1}";
         assert_eq!(json_path_at(t, 1, t.len() - 1).as_deref(), Some("b"));
+    }
+
+    /// A trace cut off inside a key was reported as field `nodes[9].` (an
+    /// empty last key).
+    #[test]
+    fn a_key_cut_off_by_the_end_of_the_file_is_not_a_field() {
+        let t = "{\"nodes\": [{\"a\": 1}, {\"type\": 0, \"ar";
+        assert_eq!(json_path_at(t, 1, t.len()).as_deref(), Some("nodes[1]"));
+        let t = "{\"nodes\": [{\"a\": 1}, {\"";
+        assert_eq!(json_path_at(t, 1, t.len()).as_deref(), Some("nodes[1]"));
     }
 
     #[test]

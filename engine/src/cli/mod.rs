@@ -126,9 +126,21 @@ impl<'a> TraceInput<'a> {
                     },
                     cells,
                     budget,
-                )?
+                )
+                .map_err(flag_error)?
             }
             (None, None) => anyhow::bail!("give --trace T.json or --workload W"),
         })
+    }
+}
+
+/// A recording error as the tools report it: a zero size names its flag
+/// (`--batch must be at least 1`), everything else is unchanged.
+pub(crate) fn flag_error(e: engine::workloads::RecordError) -> anyhow::Error {
+    match e {
+        engine::workloads::RecordError::Zero { what } => {
+            anyhow::anyhow!("--{what} must be at least 1")
+        }
+        e => e.into(),
     }
 }

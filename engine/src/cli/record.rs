@@ -105,9 +105,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         level: a.level,
         seed: a.seed,
     };
-    let available = workloads::samples_available(&opts)?;
+    let available = workloads::samples_available(&opts).map_err(super::flag_error)?;
     let budget = engine::memory::Budget::detect(a.max_memory);
-    let trace = workloads::record_within(&opts, &cells, budget.as_ref())?;
+    let trace =
+        workloads::record_within(&opts, &cells, budget.as_ref()).map_err(super::flag_error)?;
     trace.write(&a.out)?;
     let seconds = start.elapsed().as_secs_f64();
     let s = stats(&trace.graph);

@@ -73,7 +73,8 @@ pub enum RecordError {
     /// Batch size or hidden size of zero.
     #[error("{what} must be at least 1")]
     Zero {
-        /// `--batch` or `--hidden`.
+        /// `batch` or `hidden` (the [`RecordOptions`] field; the tools
+        /// name their flag, `--batch` or `--hidden`).
         what: &'static str,
     },
     /// The data set holds another kind of structure than the workload needs.
