@@ -356,6 +356,27 @@ fn edbatch_without_layouts_or_policy_says_how_to_get_them() {
     ]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no layout for cell"), "{}", stderr(&o));
+    // A layout file given where the folder goes was reported as a missing
+    // `FILE/<cell>.json`.
+    let file = tmp("a-layout-file.json");
+    std::fs::write(&file, "{}").unwrap();
+    let o = engine(&[
+        "replay",
+        "--workload",
+        "rvnn",
+        "--executor",
+        "edbatch",
+        "--policy",
+        "typewise",
+        "--layouts",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("--layouts {}: not a folder", file.display())),
+        "{}",
+        stderr(&o)
+    );
     let o = engine(&[
         "replay",
         "--workload",

@@ -200,6 +200,18 @@ pub(super) fn layouts(
     dir: &std::path::Path,
     baseline: bool,
 ) -> anyhow::Result<Vec<(String, LayoutFile)>> {
+    if !dir.is_dir() {
+        bail!(
+            "--layouts {}: {}; give the folder `planner layout --all --hidden {} --batch 8 --out-dir DIR` writes",
+            dir.display(),
+            if dir.exists() {
+                "not a folder"
+            } else {
+                "no such folder"
+            },
+            model.hidden
+        );
+    }
     let mut files = Vec::new();
     for rm in &model.roles {
         let name = &rm.cell.name;
