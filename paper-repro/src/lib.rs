@@ -16,7 +16,7 @@
 //!   loaded and checked before any run starts.
 //! - [`measure`]: `experiments::run_spec` per selected item into the rows
 //!   folder, resuming; `<rows>/measure.json` records the sweeps.
-//! - [`report`]: rows → figures ([`figs`], one builder per item, drawn with
+//! - [`report`]: rows → figures (`figs`, one builder per item, drawn with
 //!   the `figures` crate), CSVs and `REPORT.md`, with the papers' numbers
 //!   from [`published`].
 //! - [`peers_env`]: the peers' Python environment (item `peers`: the real

@@ -93,7 +93,7 @@ const ARM_KEYS: [&str; 3] = ["executor", "fsm", "layout_batch"];
 
 /// Whether rows `a` and `b` are two arms measured together, round by round
 /// on the same trace with their order rotated: the same spec, revision and
-/// machine; configs equal but for the arm ([`ARM_KEYS`]) and with `rounds` ≥
+/// machine; configs equal but for the arm (`ARM_KEYS`) and with `rounds` ≥
 /// 2; and as many timed runs each (at least two), sample i of both from
 /// round i.
 pub fn paired(a: &Value, b: &Value) -> bool {

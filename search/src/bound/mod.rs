@@ -13,11 +13,11 @@
 //! where LB(S) bounds the batches whose type is in S. Per group, the largest of:
 //!
 //! - A.3: Σ_{t∈S} of the longest type-t chain;
-//! - supersequences ([`scs`], [`paths`]): the S-batches, in order, contain the
+//! - supersequences (`scs`, `paths`): the S-batches, in order, contain the
 //!   string of S-types of every path as a subsequence (nodes on a path run in
 //!   increasing batches), so LB(S) ≥ SCS(s₁, s₂) for the strings of any two
 //!   paths — over candidate pairs;
-//! - exact pieces ([`pieces`]): LB(S) ≥ OPT(G[U]) for U the S-nodes of one
+//! - exact pieces (`pieces`): `LB(S) ≥ OPT(G[U])` for U the S-nodes of one
 //!   sample, or of a few samples together, by exhaustive search.
 //!
 //! The partition maximising the sum is found by dynamic programming over the

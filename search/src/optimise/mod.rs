@@ -2,12 +2,12 @@
 //! time budget (the reference FSMs are measured against, and the teacher they
 //! are distilled from).
 //!
-//! Beam search over Algorithm-1 moves ([`beam`]), ranked by the remaining
-//! lower bound ([`state`]), run with widths 1, 2, 4, … until the budget or the
+//! Beam search over Algorithm-1 moves (`beam`), ranked by the remaining
+//! lower bound (`state`), run with widths 1, 2, 4, … until the budget or the
 //! width cap runs out or a schedule meets the lower bound it is given. Every
 //! pass only keeps schedules that beat the incumbent, which starts as the best
 //! heuristic. Deterministic for a graph and config whatever the thread count
-//! (see [`beam`] for the order), except where the deadline cuts a pass: the
+//! (see `beam` for the order), except where the deadline cuts a pass: the
 //! report says which passes finished.
 
 mod beam;

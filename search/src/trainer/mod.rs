@@ -4,11 +4,11 @@
 //! An episode runs Algorithm 1 from the empty schedule to the end. The reward
 //! of a batch is ED-Batch Eq. 1 or, by default, −1 shaped by the remaining
 //! lower bound ([`Reward`]); Q values follow N-step targets (see
-//! [`env::NStep`]). Two exploration schemes ([`Exploration`]):
+//! `env::NStep`). Two exploration schemes ([`Exploration`]):
 //!
-//! - `step` ([`step`]): ε-greedy per decision and a greedy rollout every
+//! - `step` (`step`): ε-greedy per decision and a greedy rollout every
 //!   `rollout_every` episodes, the best kept — the reference implementation.
-//! - `key` ([`key`], the default): every episode runs a whole perturbed FSM and
+//! - `key` (`key`, the default): every episode runs a whole perturbed FSM and
 //!   the perturbation is kept when it is no worse. Optionally seeded by a
 //!   teacher schedule (the optimiser's best-known), replayed as a demonstration.
 //!

@@ -45,7 +45,7 @@ pub struct SameTypeDag {
 impl SameTypeDag {
     /// Builds the DAG by a forward search from every node `u` of type t that
     /// visits nodes in topological order and keeps the type-t nodes it meets
-    /// that no earlier-met type-t node reaches (see [`search_range`]). A search
+    /// that no earlier-met type-t node reaches (see `search_range`). A search
     /// never enters a node from which t cannot be reached (each node's set of
     /// descendant types is computed first, in one reverse topological sweep):
     /// without that pruning a node whose type never recurs below it — an

@@ -233,7 +233,7 @@ impl CellProgram {
     }
 
     /// Operands the program gathers in every run of a batch (per in-cell
-    /// batch and operand read with [`Access::Gather`]): `(parameters,
+    /// batch and operand read with `Access::Gather`): `(parameters,
     /// per-instance values)`. A planned layout exists to make both zero.
     pub fn gathers(&self, cell: &Cell) -> (usize, usize) {
         let (mut params, mut values) = (0, 0);

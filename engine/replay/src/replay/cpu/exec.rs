@@ -2,7 +2,7 @@
 //! outputs into the instances' records (summing `many` ports), run the role's
 //! [`CpuPlan`], scatter the cell outputs to the nodes' slots in the store —
 //! Cavs' gather at cell entry and scatter at exit. Where the plan allows
-//! ([`Buf::In`], [`Buf::Out`]), the gather and the scatter are fused into the
+//! (`Buf::In`, `Buf::Out`), the gather and the scatter are fused into the
 //! cell's reads and writes: each row gets a table of its producers' output
 //! slots and its node's slots, and nothing is copied. The reference runs the
 //! same path one node at a time.

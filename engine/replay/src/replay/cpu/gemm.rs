@@ -712,7 +712,7 @@ pub enum ReadA {
     InPlace,
 }
 
-/// Most weight panels of a product that reads `A` in place ([`direct_a`]).
+/// Most weight panels of a product that reads `A` in place (`direct_a`).
 pub const DIRECT_A_MAX_PANELS: usize = 8;
 
 /// [`run_block`] with `A` read in place: per K block, per piece of a

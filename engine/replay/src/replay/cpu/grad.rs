@@ -24,7 +24,7 @@
 //! contribution. A record does not start from zero, though: the *first
 //! writer* of every gradient float (in the program's order) stores instead
 //! of adding, and only floats read before anything writes them (a value no
-//! op differentiates) are zeroed — see [`GradPlan::zero`]. Zeroing whole
+//! op differentiates) are zeroed — see `GradPlan::zero`. Zeroing whole
 //! records before every backward batch was 4 % of a tree-lstm training step.
 
 use super::gemm::{Init, MAX_SEGS, PackedB};

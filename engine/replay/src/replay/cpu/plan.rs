@@ -20,8 +20,8 @@
 //!   where they live: the in-cell gathers the layout's program asks for
 //!   (operands not consecutive) are skipped for products, whatever the
 //!   layout.
-//! - **Everything else runs row by row** ([`RowOp`]): consecutive non-GEMM
-//!   batches form one [`Step::Rows`], run for one instance's record at a time
+//! - **Everything else runs row by row** (`RowOp`): consecutive non-GEMM
+//!   batches form one `Step::Rows`, run for one instance's record at a time
 //!   (Cavs §3.5's fusion: the record stays in L1 through the whole chain of
 //!   sigmoids, products and sums). With fusion off every batch is its own
 //!   step over all rows (the ablation baseline).
