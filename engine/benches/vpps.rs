@@ -53,8 +53,16 @@ fn script_compile(c: &mut Criterion) {
         let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
         g.throughput(Throughput::Elements(trace.graph.len() as u64));
         let id = format!("{name}_b{batch}_h256");
+        // As the CUDA executor does per mini-batch: the words written into
+        // one kept buffer, the script's buffers handed back for the next.
+        let mut words = Vec::new();
         g.bench_function(BenchmarkId::new("schedule+compile+encode", &id), |b| {
-            b.iter(|| compile(&v, &trace, &model).script.to_words())
+            b.iter(|| {
+                let c = compile(&v, &trace, &model);
+                c.script.to_words_into(&mut words);
+                v.recycle(c);
+                words.len()
+            })
         });
     }
     g.finish();

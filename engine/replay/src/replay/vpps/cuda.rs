@@ -33,6 +33,9 @@ pub(crate) struct VppsCuda {
     pub(crate) kernel: KernelInfo,
     /// Device buffers kept between runs.
     bufs: std::sync::Mutex<Option<Buffers>>,
+    /// The host buffer the script's words are written into for upload,
+    /// kept between runs.
+    words: std::sync::Mutex<Vec<u32>>,
 }
 
 /// A session's device memory: the pool, the script, the barrier counter.
@@ -161,6 +164,7 @@ impl VppsCuda {
             smem_bytes,
             kernel,
             bufs: std::sync::Mutex::new(None),
+            words: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -185,7 +189,8 @@ impl VppsCuda {
     ) -> Result<GpuRun, ReplayError> {
         let t = Instant::now();
         let c = self.vpps.compile(trace, model, batches)?;
-        let words = c.script.to_words();
+        let mut words = self.words.lock().unwrap_or_else(|p| p.into_inner());
+        c.script.to_words_into(&mut words);
         let params = self.vpps.initial_params(model, &c.pool);
         let script_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -210,7 +215,7 @@ impl VppsCuda {
             .map_err(e)?;
         s.memset_zeros(&mut bufs.pool.slice_mut(params.len()..total))
             .map_err(e)?;
-        s.memcpy_htod(&words, &mut bufs.script.slice_mut(0..words.len()))
+        s.memcpy_htod(&*words, &mut bufs.script.slice_mut(0..words.len()))
             .map_err(e)?;
         s.memset_zeros(&mut bufs.bar).map_err(e)?;
         let ev = || {
@@ -242,6 +247,7 @@ impl VppsCuda {
         s.synchronize().map_err(e)?;
         let device_s = f64::from(start.elapsed_ms(&end).map_err(e)?) / 1e3;
         let run = self.vpps.read_back(trace, model, &c, &back);
+        self.vpps.recycle(c);
         Ok(GpuRun {
             run,
             script_s,

@@ -228,6 +228,9 @@ pub struct Vpps {
     roles: Vec<RoleCode>,
     mats: Vec<MatParams>,
     rows_on: Vec<Vec<Vec<usize>>>,
+    /// Word buffers of a script handed back by [`Vpps::recycle`], reused by
+    /// the next [`Vpps::compile`].
+    spare: std::sync::Mutex<compile::ScriptBuffers>,
 }
 
 /// A compiled mini-batch.
@@ -294,6 +297,7 @@ impl Vpps {
             roles,
             mats,
             rows_on,
+            spare: Default::default(),
         }
     }
 
@@ -319,7 +323,8 @@ impl Vpps {
         {
             return Err(VppsError::NoLoss(trace.workload.clone()));
         }
-        let mut c = compile::Compiler::new(g, model, &self.roles, &self.plan, &pool);
+        let buffers = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut c = compile::Compiler::new(g, model, &self.roles, &self.plan, &pool, buffers);
         for b in &batches.forward {
             c.forward(b);
         }
@@ -335,6 +340,16 @@ impl Vpps {
             pool,
             training,
         })
+    }
+
+    /// Hands a compiled script's buffers back for the next [`Vpps::compile`]
+    /// to fill (a session compiling one script per mini-batch calls it once
+    /// the script is uploaded or emulated). The next script's words do not
+    /// depend on it.
+    pub fn recycle(&self, compiled: Compiled) {
+        let Script { streams, data, .. } = compiled.script;
+        *self.spare.lock().unwrap_or_else(|p| p.into_inner()) =
+            compile::ScriptBuffers { streams, data };
     }
 
     /// The pool as the launch leaves it: parameters in place, everything

@@ -680,10 +680,20 @@ pub struct Script {
 impl Script {
     /// The script as the words the kernel reads.
     pub fn to_words(&self) -> Vec<u32> {
+        let mut w = Vec::new();
+        self.to_words_into(&mut w);
+        w
+    }
+
+    /// [`Script::to_words`] into `w` (cleared first), so that a caller that
+    /// uploads a script per mini-batch reuses one buffer instead of faulting
+    /// in a fresh one each time.
+    pub fn to_words_into(&self, w: &mut Vec<u32>) {
         let body: usize = self.streams.iter().map(Vec::len).sum();
         let data_at = HEADER + self.vps as usize + 1 + body;
         let total = data_at + self.data.len();
-        let mut w = Vec::with_capacity(total);
+        w.clear();
+        w.reserve(total);
         w.extend([
             MAGIC,
             VERSION,
@@ -704,7 +714,6 @@ impl Script {
             w.extend(s);
         }
         w.extend(&self.data);
-        w
     }
 
     /// Reads words written by [`Script::to_words`], checking every

@@ -275,6 +275,43 @@ fn forward_scripts_match_and_agree_on_barriers() {
     }
 }
 
+/// A compile that fills the buffers a previous script handed back
+/// ([`Vpps::recycle`]) writes the same words as a compile from fresh ones,
+/// whether the previous script was longer or shorter.
+#[test]
+fn recycled_script_buffers_give_the_same_words() {
+    let cells = CellLibrary::builtin().unwrap();
+    for name in ["tree-lstm", "lattice-lstm", "bilstm-tagger-char"] {
+        let trace = record(name, 4, 16);
+        let m = model(&trace, &cells, 2).unwrap();
+        let fresh = |b: &Batches| {
+            let v = Vpps::new(&m, &VppsOptions::default());
+            v.compile(&trace, &m, b).unwrap().script.to_words()
+        };
+        let train = schedule(
+            &trace,
+            &mut DepthPolicy::default(),
+            Some(BackwardSchedule::ReverseForward),
+        )
+        .unwrap();
+        let infer = schedule(&trace, &mut TypewisePolicy, None).unwrap();
+        let (want_train, want_infer) = (fresh(&train), fresh(&infer));
+        let v = Vpps::new(&m, &VppsOptions::default());
+        let mut words = Vec::new();
+        for (b, want) in [
+            (&train, &want_train),
+            (&infer, &want_infer),
+            (&train, &want_train),
+            (&train, &want_train),
+        ] {
+            let c = v.compile(&trace, &m, b).unwrap();
+            c.script.to_words_into(&mut words);
+            assert_eq!(&words, want, "{name}");
+            v.recycle(c);
+        }
+    }
+}
+
 /// Regression guard for the barrier rule: dropping one barrier from a
 /// script makes the emulator report a race or a deadlock, never a silent
 /// wrong answer.
