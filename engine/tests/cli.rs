@@ -341,36 +341,20 @@ fn edbatch_without_layouts_or_policy_says_how_to_get_them() {
         "{}",
         stderr(&o)
     );
+    let with_layouts = |dir: &std::path::Path| {
+        let line = "replay --workload rvnn --executor edbatch --policy typewise --layouts";
+        engine_line(line, &[dir.to_str().unwrap()])
+    };
     let empty = tmp("no-layouts");
     std::fs::create_dir_all(&empty).unwrap();
-    let o = engine(&[
-        "replay",
-        "--workload",
-        "rvnn",
-        "--executor",
-        "edbatch",
-        "--policy",
-        "typewise",
-        "--layouts",
-        empty.to_str().unwrap(),
-    ]);
+    let o = with_layouts(&empty);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no layout for cell"), "{}", stderr(&o));
     // A layout file given where the folder goes was reported as a missing
     // `FILE/<cell>.json`.
     let file = tmp("a-layout-file.json");
     std::fs::write(&file, "{}").unwrap();
-    let o = engine(&[
-        "replay",
-        "--workload",
-        "rvnn",
-        "--executor",
-        "edbatch",
-        "--policy",
-        "typewise",
-        "--layouts",
-        file.to_str().unwrap(),
-    ]);
+    let o = with_layouts(&file);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains(&format!("--layouts {}: not a folder", file.display())),

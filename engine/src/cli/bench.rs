@@ -77,7 +77,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut shape = (0, 0, 0);
     for _ in 0..a.repeat {
         let t0 = Instant::now();
-        let trace = workloads::record(&opts, &cells)?;
+        let trace = workloads::record(&opts, &cells).map_err(super::flag_error)?;
         let t1 = Instant::now();
         trace.write(&path)?;
         let t2 = Instant::now();

@@ -323,7 +323,7 @@ impl Vpps {
         {
             return Err(VppsError::NoLoss(trace.workload.clone()));
         }
-        let buffers = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|p| p.into_inner()));
+        let buffers = std::mem::take(&mut *self.spare());
         let mut c = compile::Compiler::new(g, model, &self.roles, &self.plan, &pool, buffers);
         for b in &batches.forward {
             c.forward(b);
@@ -348,8 +348,13 @@ impl Vpps {
     /// depend on it.
     pub fn recycle(&self, compiled: Compiled) {
         let Script { streams, data, .. } = compiled.script;
-        *self.spare.lock().unwrap_or_else(|p| p.into_inner()) =
-            compile::ScriptBuffers { streams, data };
+        *self.spare() = compile::ScriptBuffers { streams, data };
+    }
+
+    /// The kept buffers (a panic elsewhere cannot leave them inconsistent:
+    /// every compile clears what it takes).
+    fn spare(&self) -> std::sync::MutexGuard<'_, compile::ScriptBuffers> {
+        self.spare.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The pool as the launch leaves it: parameters in place, everything
