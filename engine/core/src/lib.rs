@@ -11,6 +11,9 @@
 //! - [`sched`]: the frontier, state encodings and the runtime batching
 //!   policies (heuristics and the FSM lookup); [`layout`]: memory layout
 //!   files, which the replay consumes and `planner` writes.
+//! - [`modeldir`]: model folders, models recorded outside batchlab (from
+//!   PyTorch by `batchlab_torch`): their manifest, cells, trace and
+//!   safetensors weights, checked as a whole.
 //! - [`memory`]: what a record or a replay may allocate, against what the
 //!   machine can give; [`dot`]: the one Graphviz writer; [`io`], [`tool`],
 //!   [`fieldpath`], [`yaml`]: what the command-line tools share (atomic
@@ -53,6 +56,7 @@ pub mod graph;
 pub mod io;
 pub mod layout;
 pub mod memory;
+pub mod modeldir;
 pub mod sched;
 pub mod tool;
 pub mod trace;

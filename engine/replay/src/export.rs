@@ -229,7 +229,7 @@ fn arity_name(a: Arity) -> &'static str {
 }
 
 fn role_export(
-    role: &crate::workloads::RoleSpec,
+    role: &crate::workloads::Role,
     cell: &Cell,
     params: &[Vec<f32>],
     data: &mut Vec<f32>,
@@ -316,7 +316,7 @@ pub fn export_model(
     let roles: Vec<RoleSpecExport> = model
         .roles
         .iter()
-        .map(|rm| role_export(rm.role, &rm.cell, &rm.params, &mut data))
+        .map(|rm| role_export(&rm.role, &rm.cell, &rm.params, &mut data))
         .collect();
     let nodes: Vec<NodeSpec> = g
         .nodes()
@@ -336,10 +336,10 @@ pub fn export_model(
         .collect();
     let loss_nodes: Vec<u32> = g
         .nodes()
-        .filter(|&v| model.role_of(g, v).cell.name == "loss.sum")
+        .filter(|&v| model.role_of(g, v).role.loss)
         .map(|v| v.0)
         .collect();
-    let prog = expand(model.workload, g, cells, model.hidden)?;
+    let prog = expand(&model.workload, g, cells, model.hidden)?;
     let og = &prog.graph;
     let mut agenda = AgendaPolicy::fixed();
     let st = SameTypeDag::for_policy(og, &agenda);

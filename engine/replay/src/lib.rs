@@ -52,4 +52,4 @@ pub mod train;
 
 // The core's modules under the names the replay's code has always used
 // (`crate::cells`, `crate::trace`, ...): the split moved files, not paths.
-use engine_core::{cells, data, graph, io, layout, memory, sched, trace, workloads};
+use engine_core::{cells, data, graph, io, layout, memory, modeldir, sched, trace, workloads};

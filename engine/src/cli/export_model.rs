@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use engine::cells::CellLibrary;
 use engine::export::{Reference, export};
 use serde::Serialize;
 
@@ -12,8 +11,12 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Cell-level trace to export (recorded by `engine record`).
-    #[arg(long, conflicts_with = "workload")]
+    #[arg(long, conflicts_with_all = ["workload", "model"])]
     trace: Option<PathBuf>,
+    /// A model folder recorded from PyTorch (docs/torch.md): its trace,
+    /// cells and weights.
+    #[arg(long, conflicts_with = "workload")]
+    model: Option<PathBuf>,
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
@@ -62,17 +65,19 @@ struct Summary {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let cells = CellLibrary::builtin()?;
-    if a.trace.is_none() && (a.batch == 0 || a.hidden == 0) {
+    if a.trace.is_none() && a.model.is_none() && (a.batch == 0 || a.hidden == 0) {
         bail!("--batch and --hidden must be at least 1");
     }
     let budget = engine::memory::Budget::detect(None);
-    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
-        .load(&cells, budget.as_ref())?;
+    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
+        .open(budget.as_ref())?;
+    let (trace, cells) = (&input.trace, &input.cells);
     let what = a
         .trace
         .as_ref()
-        .map_or_else(|| trace.workload.clone(), |p| p.display().to_string());
+        .map(|p| p.display().to_string())
+        .or_else(|| input.source())
+        .unwrap_or_else(|| trace.workload.clone());
     let reference = if a.no_reference {
         Reference::None
     } else if a.gradients {

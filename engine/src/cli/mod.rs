@@ -73,22 +73,51 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     engine::tool::print_json(value)
 }
 
-/// `--trace T` or `--workload W` recorded on the fly at cell level with
-/// `--batch`, `--hidden` and `--seed` (refused beyond `budget`, as `engine
-/// record` does): the input of `replay`, `script` and `export-model`.
+/// `--trace T`, `--model DIR` (a model folder: `docs/torch.md`) or
+/// `--workload W` recorded on the fly at cell level with `--batch`,
+/// `--hidden` and `--seed` (refused beyond `budget`, as `engine record`
+/// does): the input of `replay`, `script` and `export-model`.
 pub(crate) struct TraceInput<'a> {
     pub trace: Option<&'a std::path::Path>,
+    pub model: Option<&'a std::path::Path>,
     pub workload: Option<&'a str>,
     pub batch: usize,
     pub hidden: usize,
     pub seed: u64,
 }
 
+/// A loaded input: the trace, the cells that define its workload, and the
+/// model folder it came from (whose weights replace the seeded ones).
+pub(crate) struct Loaded {
+    pub trace: engine::trace::Trace,
+    pub cells: engine::cells::CellLibrary,
+    pub dir: Option<engine::modeldir::ModelDir>,
+}
+
+impl Loaded {
+    /// The replay model: cells and seeded weights, or the folder's weights.
+    pub(crate) fn model(&self, seed: u64) -> anyhow::Result<engine::replay::Model> {
+        use anyhow::Context;
+        let mut model =
+            engine::replay::model(&self.trace, &self.cells, seed).context("building the model")?;
+        if let Some(d) = &self.dir {
+            model.load_weights(&d.weights()?)?;
+        }
+        Ok(model)
+    }
+
+    /// What the input is, for reports: the trace file or the folder.
+    pub(crate) fn source(&self) -> Option<String> {
+        self.dir.as_ref().map(|d| d.path.display().to_string())
+    }
+}
+
 impl<'a> TraceInput<'a> {
-    /// From the flags (`--trace`, `--workload`, `--batch`, `--hidden`,
-    /// `--seed`).
+    /// From the flags (`--trace`, `--model`, `--workload`, `--batch`,
+    /// `--hidden`, `--seed`).
     pub(crate) fn of(
         trace: &'a Option<std::path::PathBuf>,
+        model: &'a Option<std::path::PathBuf>,
         workload: &'a Option<String>,
         batch: usize,
         hidden: usize,
@@ -96,11 +125,34 @@ impl<'a> TraceInput<'a> {
     ) -> Self {
         TraceInput {
             trace: trace.as_deref(),
+            model: model.as_deref(),
             workload: workload.as_deref(),
             batch,
             hidden,
             seed,
         }
+    }
+
+    /// Reads the trace (or folder), or records the workload.
+    pub(crate) fn open(
+        &self,
+        budget: Option<&engine::memory::Budget>,
+    ) -> anyhow::Result<Loaded> {
+        if let Some(dir) = self.model {
+            let d = engine::modeldir::ModelDir::open(dir)?;
+            return Ok(Loaded {
+                trace: d.trace.clone(),
+                cells: d.cells.clone(),
+                dir: Some(d),
+            });
+        }
+        let cells = engine::cells::CellLibrary::builtin()?;
+        let trace = self.load(&cells, budget)?;
+        Ok(Loaded {
+            trace,
+            cells,
+            dir: None,
+        })
     }
 
     pub(crate) fn load(
@@ -110,7 +162,7 @@ impl<'a> TraceInput<'a> {
     ) -> anyhow::Result<engine::trace::Trace> {
         use engine::workloads::{self, DataChoice, RecordOptions};
         Ok(match (self.trace, self.workload) {
-            (Some(p), _) => engine::trace::Trace::read(p)?,
+            (Some(p), _) => read_trace(p)?,
             (None, Some(w)) => {
                 let Some(spec) = workloads::workload(w) else {
                     anyhow::bail!("unknown workload {w:?} (see `engine workloads`)");
@@ -129,9 +181,23 @@ impl<'a> TraceInput<'a> {
                 )
                 .map_err(flag_error)?
             }
-            (None, None) => anyhow::bail!("give --trace T.json or --workload W"),
+            (None, None) => anyhow::bail!("give --trace T.json, --model DIR or --workload W"),
         })
     }
+}
+
+/// Reads a trace; a model folder given where a trace file goes is named
+/// as such, with the flag that takes it.
+pub(crate) fn read_trace(p: &std::path::Path) -> anyhow::Result<engine::trace::Trace> {
+    if engine::modeldir::ModelDir::is_model_dir(p) {
+        anyhow::bail!(
+            "{}: a model folder, not a trace file; give it as --model {} (or its trace, {}/trace.json)",
+            p.display(),
+            p.display(),
+            p.display()
+        );
+    }
+    Ok(engine::trace::Trace::read(p)?)
 }
 
 /// A recording error as the tools report it: a zero size names its flag

@@ -14,8 +14,12 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace to replay (recorded by `engine record`, cell level).
-    #[arg(long, conflicts_with = "workload")]
+    #[arg(long, conflicts_with_all = ["workload", "model"])]
     trace: Option<PathBuf>,
+    /// A model folder recorded from PyTorch (docs/torch.md): its trace,
+    /// cells and weights.
+    #[arg(long, conflicts_with = "workload")]
+    model: Option<PathBuf>,
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
@@ -74,6 +78,13 @@ pub struct Args {
     /// Skip the comparison with the reference executor.
     #[arg(long)]
     no_check: bool,
+    /// Fail (exit 1) where the run differs by more than 1e-4 relative: from
+    /// the recording's own numbers with a model folder (every node's
+    /// outputs, the loss and, with --train, every gradient against
+    /// expected.safetensors; the error names the node, its role and the
+    /// cell op that differs), else from the reference executor.
+    #[arg(long, conflicts_with = "no_check")]
+    check: bool,
     /// For `vpps`: CTAs (virtual processors) per SM, 1 or 2 (default:
     /// automatic, as `engine script` plans).
     #[arg(long)]
@@ -109,6 +120,7 @@ impl Args {
     ) -> Args {
         Args {
             trace: None,
+            model: None,
             workload: None,
             batch: 32,
             hidden: 64,
@@ -122,6 +134,7 @@ impl Args {
             roofline: false,
             seed: 7,
             no_check: true,
+            check: false,
             ctas_per_sm: None,
             train: false,
             backward_policy: "reverse".into(),
@@ -165,6 +178,9 @@ struct Report {
     roofline: Option<replay::cpu::roofline::Roofline>,
     /// The vpps executor's placement on this GPU and kernel compile time.
     vpps: Option<VppsReport>,
+    /// With a model folder: the run against the recording's own outputs
+    /// and loss (`expected.safetensors`).
+    expected: Option<replay::expected::ExpectedCheck>,
 }
 
 /// What a VPPS session planned and compiled (`engine script` shows the
@@ -343,17 +359,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
-    let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(a.max_memory);
-    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
-        .load(&cells, budget.as_ref())?;
+    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
+        .open(budget.as_ref())?;
+    let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {
         bail!(
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
         );
     }
-    check_memory(&a, &trace, &cells, budget.as_ref())?;
-    let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
+    check_memory(&a, trace, cells, budget.as_ref())?;
+    let model = input.model(a.seed)?;
     let mut ex = executor(&a, &model)?;
     let cpu = replay::cpu::CpuOptions {
         threads: a.threads,
@@ -375,16 +391,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         warmup: true,
         repeats: a.repeat,
     };
+    let expected = match &input.dir {
+        Some(d) => d.expected()?,
+        None => None,
+    };
+    if a.check && input.dir.is_some() && expected.is_none() {
+        bail!(
+            "--check: {} has no expected.safetensors to check against",
+            input.source().unwrap_or_default()
+        );
+    }
     if a.train {
         return run_train(
             &a,
-            &trace,
+            trace,
             &model,
-            &cells,
+            cells,
             &mut session,
             &mut ex,
             &opts,
             cpu,
+            expected.as_ref(),
         );
     }
     let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
@@ -401,9 +428,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let max_rel_error = if a.no_check {
         None
     } else {
-        let (_, reference) = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
-        Some(replay::max_rel_error(&trace, &m.store, &reference))
+        let (_, reference) = replay::replay(trace, &model, cells, &mut Executor::Reference)?;
+        Some(replay::max_rel_error(trace, &m.store, &reference))
     };
+    let expected = match &expected {
+        Some(e) => Some(replay::expected::check_outputs(trace, &model, &m.store, e)?),
+        None => None,
+    };
+    if a.check {
+        gate(&a.executor, expected.as_ref(), max_rel_error, None)?;
+    }
     let (cpu_s, page_faults) = (m.cpu_s(), m.max_page_faults());
     let (time, total_s) = (m.time, m.total_s);
     let instances = trace.graph.num_instances();
@@ -433,6 +467,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         gemm_gflops: gemm_flops as f64 / total_s.max(1e-12) / 1e9,
         roofline,
         vpps: vpps_report(session_ref),
+        expected,
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -491,6 +526,63 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if let Some(v) = &report.vpps {
         print_vpps(v);
+    }
+    if let Some(e) = &report.expected {
+        print_expected(e);
+    }
+    Ok(())
+}
+
+/// One line on a run against the recording's own numbers.
+fn print_expected(e: &replay::expected::ExpectedCheck) {
+    engine::outln!(
+        "  against the recording (expected.safetensors): outputs {:.2e}, loss {} (max relative error){}",
+        e.max_rel_error,
+        e.loss_rel_error
+            .map_or("-".to_string(), |l| format!("{l:.2e}")),
+        if e.passed { "" } else { ": DIFFERS" }
+    );
+}
+
+/// `--check`: an error naming where the run differs by more than the
+/// tolerance (from the recording with a model folder, else from the
+/// reference executor).
+fn gate(
+    executor: &str,
+    expected: Option<&replay::expected::ExpectedCheck>,
+    reference: Option<f64>,
+    gradients: Option<&(f64, String)>,
+) -> anyhow::Result<()> {
+    let tol = replay::expected::TOLERANCE;
+    if let Some(e) = expected {
+        if let Some(w) = e.worst.as_ref().filter(|w| w.rel_error > tol) {
+            bail!(
+                "--check: executor {executor}: node {} (role {}, cell {}{}) output {} differs from the recording by {:.2e} (> {tol:.0e}): {}",
+                w.node,
+                w.role,
+                w.cell,
+                w.instance.map_or(String::new(), |i| format!(", sample {i}")),
+                w.output,
+                w.rel_error,
+                w.diagnosis
+            );
+        }
+        if let (Some(l), Some(ours), Some(theirs)) = (e.loss_rel_error, e.loss, e.expected_loss)
+            && l > tol
+        {
+            bail!(
+                "--check: executor {executor}: the loss {ours:.6} differs from the recording's {theirs:.6} by {l:.2e} (> {tol:.0e})"
+            );
+        }
+    } else if let Some(r) = reference.filter(|r| *r > tol) {
+        bail!(
+            "--check: executor {executor}: the outputs differ from the reference executor's by {r:.2e} (> {tol:.0e})"
+        );
+    }
+    if let Some((g, name)) = gradients.filter(|g| g.0 > tol) {
+        bail!(
+            "--check: executor {executor}: the gradient of parameter `{name}` differs from the recording's by {g:.2e} (> {tol:.0e})"
+        );
     }
     Ok(())
 }
@@ -562,6 +654,11 @@ struct TrainReport {
     /// The step against the reference's on the CPU (loss, every node's
     /// outputs, every parameter gradient); `null` with --no-check.
     check: Option<replay::TrainCheck>,
+    /// With a model folder: the step against the recording's outputs and
+    /// loss, and `expected_gradients`: the largest relative error of a
+    /// parameter gradient against the recording's, and that parameter.
+    expected: Option<replay::expected::ExpectedCheck>,
+    expected_gradients: Option<(f64, String)>,
     /// As `engine replay --json`'s `vpps`.
     vpps: Option<VppsReport>,
 }
@@ -576,6 +673,7 @@ fn run_train(
     ex: &mut Executor,
     opts: &replay::measure::MeasureOptions,
     cpu: replay::cpu::CpuOptions,
+    expected: Option<&engine::modeldir::Tensors>,
 ) -> anyhow::Result<()> {
     let name = a.backward_policy.clone();
     let mut back = match backward_policy(&name)? {
@@ -594,6 +692,25 @@ fn run_train(
     } else {
         Some(replay::check_train(session, m.loss, trace, model, cells)?)
     };
+    let (expected, expected_gradients) = match expected {
+        Some(e) => {
+            let out = replay::expected::check_outputs(trace, model, session.outputs(), e)?;
+            let grads = match session.gradients(model) {
+                Some(g) => replay::expected::check_gradients(model, &g, e)?,
+                None => None,
+            };
+            (Some(out), grads)
+        }
+        None => (None, None),
+    };
+    if a.check {
+        gate(
+            &a.executor,
+            expected.as_ref(),
+            check.as_ref().map(|c| c.max_rel_error_outputs),
+            expected_gradients.as_ref(),
+        )?;
+    }
     let instances = trace.graph.num_instances();
     let report = TrainReport {
         workload: trace.workload.clone(),
@@ -620,6 +737,8 @@ fn run_train(
         device_s: m.device_s,
         check,
         vpps: vpps_report(session),
+        expected,
+        expected_gradients,
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -660,6 +779,14 @@ fn run_train(
             c.loss_rel_error,
             c.max_rel_error_outputs,
             c.max_rel_error_gradients
+        );
+    }
+    if let Some(e) = &report.expected {
+        print_expected(e);
+    }
+    if let Some((g, name)) = &report.expected_gradients {
+        engine::outln!(
+            "  gradients against the recording: {g:.2e} (max relative error, at `{name}`)"
         );
     }
     if let Some(v) = &report.vpps {

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
 use engine::replay::cpu::BackwardSchedule;
 use engine::replay::{self, Executor, Session, vpps};
@@ -17,8 +16,12 @@ use serde::Serialize;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace (recorded by `engine record`, cell level).
-    #[arg(long, conflicts_with = "workload")]
+    #[arg(long, conflicts_with_all = ["workload", "model"])]
     trace: Option<PathBuf>,
+    /// A model folder recorded from PyTorch (docs/torch.md): its trace,
+    /// cells and weights.
+    #[arg(long, conflicts_with = "workload")]
+    model: Option<PathBuf>,
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
@@ -151,14 +154,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.rpw == 0 {
         bail!("--rpw must be at least 1");
     }
-    let cells = CellLibrary::builtin()?;
     let budget = engine::memory::Budget::detect(None);
-    let trace = super::TraceInput::of(&a.trace, &a.workload, a.batch, a.hidden, a.seed)
-        .load(&cells, budget.as_ref())?;
+    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
+        .open(budget.as_ref())?;
+    let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {
         bail!("engine script needs a cell-level trace (record without --level op)");
     }
-    let model = replay::model(&trace, &cells, a.seed).context("building the model")?;
+    let model = input.model(a.seed)?;
     let opts = vpps::VppsOptions {
         target,
         place: vpps::PlaceOptions {

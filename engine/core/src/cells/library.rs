@@ -12,6 +12,7 @@ use super::cell::Cell;
 use super::error::CellError;
 use super::instantiate::instantiate;
 use super::spec::CellSpec;
+use crate::workloads::Workload;
 
 /// Hidden size used to validate a file at load time (small, so cheap). A cell
 /// valid at 8 but not at some other `h` (a constant dim that happens to equal 8)
@@ -98,10 +99,14 @@ const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
-/// Cell specs by name.
+/// Cell specs by name, and the workloads defined over them outside the zoo.
 #[derive(Debug, Clone, Default)]
 pub struct CellLibrary {
     cells: BTreeMap<String, CellSpec>,
+    /// Workloads a model folder defined (`crate::modeldir`), by name: a
+    /// trace names its workload, and the library it is replayed with says
+    /// what that name means.
+    workloads: BTreeMap<String, Workload>,
 }
 
 impl CellLibrary {
@@ -166,6 +171,22 @@ impl CellLibrary {
     /// Whether the library holds no cells.
     pub fn is_empty(&self) -> bool {
         self.cells.is_empty()
+    }
+
+    /// Adds a workload defined outside the zoo (a model folder's roles). It
+    /// takes precedence over a zoo workload of the same name, which
+    /// `crate::modeldir` refuses anyway.
+    pub fn define_workload(&mut self, w: Workload) {
+        self.workloads.insert(w.name.clone(), w);
+    }
+
+    /// The workload a trace names: one defined in this library, else the
+    /// zoo's.
+    pub fn workload(&self, name: &str) -> Option<Workload> {
+        match self.workloads.get(name) {
+            Some(w) => Some(w.clone()),
+            None => crate::workloads::workload(name).map(Workload::from),
+        }
     }
 
     /// Validates and builds cell `name` at hidden size `hidden`.

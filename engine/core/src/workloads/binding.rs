@@ -6,7 +6,7 @@
 
 use thiserror::Error;
 
-use super::spec::RoleSpec;
+use super::defined::Role;
 use crate::cells::{Arity, Cell};
 
 /// Why an argument list does not fit a role's ports.
@@ -46,7 +46,7 @@ pub enum BindError {
 
 /// For each port of `cell`, the positions of the arguments bound to it.
 pub fn bind_ports(
-    role: &RoleSpec,
+    role: &Role,
     cell: &Cell,
     arg_roles: &[&str],
 ) -> Result<Vec<Vec<usize>>, BindError> {
@@ -71,7 +71,7 @@ pub fn bind_ports(
             }
             let info = &cell.ports[port];
             let full = info.arity != Arity::Many && !bound[port].is_empty();
-            if !full && role.ports[port].contains(arg_role) {
+            if !full && role.ports[port].iter().any(|r| r == arg_role) {
                 bound[port].push(position);
                 break;
             }

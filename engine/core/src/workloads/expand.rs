@@ -6,7 +6,7 @@
 use thiserror::Error;
 
 use super::binding::{BindError, bind_ports};
-use super::spec::{RoleSpec, WorkloadSpec, role_of};
+use super::defined::{Role, Workload};
 use crate::cells::{Cell, CellError, CellLibrary, ValueKind};
 use crate::graph::{Graph, GraphBuilder, GraphError, NodeId, TypeId};
 
@@ -96,7 +96,7 @@ struct RoleCells {
 
 /// Expands `g` (cell level, recorded for `w`) to primitive ops.
 pub fn to_op_level(
-    w: &WorkloadSpec,
+    w: &Workload,
     g: &Graph,
     lib: &CellLibrary,
     hidden: usize,
@@ -106,7 +106,7 @@ pub fn to_op_level(
 
 /// [`to_op_level`], keeping what every op node computes.
 pub fn expand(
-    w: &WorkloadSpec,
+    w: &Workload,
     g: &Graph,
     lib: &CellLibrary,
     hidden: usize,
@@ -115,14 +115,14 @@ pub fn expand(
         cells: w
             .roles
             .iter()
-            .map(|r| lib.instantiate(r.cell, hidden))
+            .map(|r| lib.instantiate(&r.cell, hidden))
             .collect::<Result<_, _>>()
             .map_err(|source| ExpandError::Cell { node: 0, source })?,
     };
     // Role index of every cell-level type.
     let mut type_role = Vec::with_capacity(g.types().len());
     for (_, op) in g.types().iter() {
-        type_role.push(w.roles.iter().position(|r| r.role == role_of(&op.name)));
+        type_role.push(w.type_role_any(&op.name));
     }
     let mut out = GraphBuilder::new();
     // Op types per role, interned on the role's first node: signature strings are
@@ -144,7 +144,7 @@ pub fn expand(
             .args(v)
             .iter()
             .map(|a| match type_role[g.node_type(*a).index()] {
-                Some(i) => w.roles[i].role,
+                Some(i) => w.roles[i].role.as_str(),
                 None => "",
             })
             .collect();
@@ -225,11 +225,11 @@ pub fn expand(
 fn intern_op_types(
     out: &mut GraphBuilder,
     cell: &Cell,
-    role: &RoleSpec,
+    role: &Role,
 ) -> Result<Vec<TypeId>, GraphError> {
     (0..cell.ops.len())
         .map(|k| {
-            let mut sig = cell.op_signature(k, role.role);
+            let mut sig = cell.op_signature(k, &role.role);
             if !role.batchable {
                 // Keep non-batchable ops apart from batchable ops of equal signature.
                 sig = format!("{}/{sig}", role.role);

@@ -8,11 +8,13 @@
 
 mod binding;
 mod build;
+mod defined;
 mod expand;
 mod record;
 mod spec;
 
 pub use binding::{BindError, bind_ports};
+pub use defined::{Role, TypeMismatch, Workload};
 pub use expand::{ArgSrc, ExpandError, OpOrigin, OpProgram, expand, to_op_level};
 pub use record::{
     DataChoice, RecordError, RecordOptions, estimate, record, record_samples, record_within,

@@ -405,7 +405,7 @@ fn unroll(
     let (graph, mut data) = match opts.level {
         Level::Cell => (cell_graph, rec.data),
         Level::Op => (
-            expand::to_op_level(w, &cell_graph, cells, opts.hidden)?,
+            expand::to_op_level(&w.into(), &cell_graph, cells, opts.hidden)?,
             Vec::new(),
         ),
     };

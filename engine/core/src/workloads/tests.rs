@@ -337,8 +337,8 @@ fn zero_batch_or_hidden_is_an_error() {
 fn binding_rejects_wrong_producers_and_missing_ports() {
     let lib = lib();
     let w = workload("lattice-gru").unwrap();
-    let char_role = w.role("lattice.char").unwrap();
-    let cell = lib.instantiate(char_role.cell, 16).unwrap();
+    let char_role = &super::Role::from(w.role("lattice.char").unwrap());
+    let cell = lib.instantiate(&char_role.cell, 16).unwrap();
     // x, then words only (no prev): the words go to the `many` port, not to `prev`.
     let b = bind_ports(
         char_role,

@@ -63,7 +63,7 @@ pub fn loss_f64(trace: &Trace, model: &Model, params: &Params64) -> f64 {
             .iter()
             .map(|o| vals[o.index()].clone())
             .collect();
-        if rm.role.role == "loss.sum" {
+        if rm.role.loss {
             loss += outs[v.index()].iter().flatten().sum::<f64>();
         }
     }
@@ -126,7 +126,7 @@ fn matmul(m: usize, n: usize, p: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
     y
 }
 
-fn eval(cell: &Cell, op: &crate::cells::Op, vals: &[Vec<f64>], data: (u32, u32)) -> Vec<f64> {
+pub(crate) fn eval(cell: &Cell, op: &crate::cells::Op, vals: &[Vec<f64>], data: (u32, u32)) -> Vec<f64> {
     let arg = |i: usize| &vals[op.args[i].index()];
     let shape = |i: usize| &cell.values[op.args[i].index()].shape;
     let map = |f: &dyn Fn(f64) -> f64| arg(0).iter().map(|&x| f(x)).collect::<Vec<f64>>();

@@ -13,7 +13,6 @@ use super::ReplayError;
 use crate::cells::{CellLibrary, ValueKind};
 use crate::memory::Estimate;
 use crate::trace::Trace;
-use crate::workloads::{role_of, workload};
 
 /// Bytes per element (the replay computes in f32).
 const F32: u64 = 4;
@@ -36,8 +35,9 @@ pub fn estimate(
     cells: &CellLibrary,
     shape: RunShape,
 ) -> Result<Estimate, ReplayError> {
-    let w =
-        workload(&trace.workload).ok_or_else(|| ReplayError::NoCells(trace.workload.clone()))?;
+    let w = cells
+        .workload(&trace.workload)
+        .ok_or_else(|| ReplayError::NoCells(trace.workload.clone()))?;
     let g = &trace.graph;
     let hidden = match trace.meta.hidden {
         Some(h) => h as usize,
@@ -48,7 +48,7 @@ pub fn estimate(
     let type_role: Vec<Option<usize>> = g
         .types()
         .iter()
-        .map(|(_, op)| w.roles.iter().position(|r| r.role == role_of(&op.name)))
+        .map(|(_, op)| w.type_role_any(&op.name))
         .collect();
     for &t in g.node_types() {
         if let Some(r) = type_role[t.index()] {
@@ -57,7 +57,7 @@ pub fn estimate(
     }
     let (mut weights, mut outputs, mut records, mut arena) = (0u64, 0u64, 0u64, 0u64);
     for (ri, r) in w.roles.iter().enumerate() {
-        let cell = cells.instantiate(r.cell, hidden)?;
+        let cell = cells.instantiate(&r.cell, hidden)?;
         let numel = |k: &dyn Fn(&ValueKind) -> bool| -> u64 {
             cell.values
                 .iter()

@@ -12,6 +12,7 @@
 //! primitive ops.
 
 pub mod check;
+pub mod expected;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod gpu;
@@ -40,9 +41,10 @@ use crate::workloads::BindError;
 /// Replay failures.
 #[derive(Debug, Error)]
 pub enum ReplayError {
-    /// The trace's workload is not one of the zoo, so its types have no cells.
+    /// The trace's workload is neither one of the zoo nor defined by a model
+    /// folder, so its types have no cells.
     #[error(
-        "trace workload {0:?} has no cell definitions: replay needs a trace recorded by `engine record` (see `engine workloads`)"
+        "trace workload {0:?} has no cell definitions: replay needs a trace recorded by `engine record` (see `engine workloads`), or a model folder (--model DIR, docs/torch.md)"
     )]
     NoCells(String),
     /// Neither `meta.hidden` nor the type names give the hidden size.
@@ -99,8 +101,11 @@ pub enum ReplayError {
     #[error("cannot start the replay's worker threads: {0}")]
     Threads(String),
     /// Training needs a loss: the workload has no loss-sum node.
-    #[error("workload {0} has no loss (no loss.sum node): nothing to train")]
+    #[error("workload {0} has no loss (no loss.sum node, or, in a model folder, no scalar output nothing reads): nothing to train")]
     NoLoss(String),
+    /// A model folder's weights file lacks a parameter or has it misshapen.
+    #[error(transparent)]
+    Weights(#[from] crate::modeldir::TensorsError),
     /// This executor does not train (yet).
     #[error(
         "the {0} executor does not run the backward pass; train with reference, cavs, policy or edbatch"

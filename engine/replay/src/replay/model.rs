@@ -7,15 +7,15 @@
 use crate::cells::{Cell, CellLibrary, PrimOp, ValueKind};
 use crate::graph::{Graph, NodeId};
 use crate::trace::Trace;
-use crate::workloads::{BindError, RoleSpec, WorkloadSpec, bind_ports, role_of, workload};
+use crate::workloads::{BindError, Role, TypeMismatch, Workload, bind_ports};
 
 use super::ReplayError;
 
 /// One role: its cell and parameter tensors (indexed by value id; empty for
 /// values that are not parameters).
 pub struct RoleModel {
-    /// Role spec from the workload table.
-    pub role: &'static RoleSpec,
+    /// The role (from the zoo's table or a model folder's manifest).
+    pub role: Role,
     /// The cell at the trace's hidden size.
     pub cell: Cell,
     /// Parameter data per value id.
@@ -86,7 +86,7 @@ impl Bindings {
 /// Cells, parameters and port bindings of a trace.
 pub struct Model {
     /// The workload.
-    pub workload: &'static WorkloadSpec,
+    pub workload: Workload,
     /// Hidden size.
     pub hidden: usize,
     /// Roles, in the workload's order.
@@ -120,7 +120,8 @@ impl Model {
     /// where the cells behind its types come from), every type a role of it,
     /// every node's arguments bindable to its cell's ports.
     pub fn new(trace: &Trace, cells: &CellLibrary, seed: u64) -> Result<Model, ReplayError> {
-        let w = workload(&trace.workload)
+        let w = cells
+            .workload(&trace.workload)
             .ok_or_else(|| ReplayError::NoCells(trace.workload.clone()))?;
         let g = &trace.graph;
         let hidden = match trace.meta.hidden {
@@ -129,10 +130,10 @@ impl Model {
         };
         let mut roles = Vec::with_capacity(w.roles.len());
         for (ri, r) in w.roles.iter().enumerate() {
-            let cell = cells.instantiate(r.cell, hidden)?;
+            let cell = cells.instantiate(&r.cell, hidden)?;
             let params = init_params(&cell, seed, ri as u64);
             roles.push(RoleModel {
-                role: r,
+                role: r.clone(),
                 cell,
                 params,
             });
@@ -140,20 +141,18 @@ impl Model {
         let mut type_role = Vec::with_capacity(g.types().len());
         for (_, op) in g.types().iter() {
             let name = &op.name;
-            let idx = w.roles.iter().position(|r| r.role == role_of(name));
-            let expected = crate::workloads::type_name(role_of(name), hidden);
-            match idx {
-                Some(i) if *name == expected => type_role.push(i),
-                Some(_) => {
+            match w.type_role(name, hidden) {
+                Ok(i) => type_role.push(i),
+                Err(TypeMismatch::Hidden) => {
                     return Err(ReplayError::HiddenMismatch {
                         type_name: name.clone(),
                         hidden,
                     });
                 }
-                None => {
+                Err(TypeMismatch::Unknown) => {
                     return Err(ReplayError::UnknownType {
                         type_name: name.clone(),
-                        workload: w.name.to_string(),
+                        workload: w.name.clone(),
                     });
                 }
             }
@@ -164,9 +163,9 @@ impl Model {
             let arg_roles: Vec<&str> = g
                 .args(v)
                 .iter()
-                .map(|a| w.roles[type_role[g.node_type(*a).index()]].role)
+                .map(|a| w.roles[type_role[g.node_type(*a).index()]].role.as_str())
                 .collect();
-            let b = bind_ports(r.role, &r.cell, &arg_roles)
+            let b = bind_ports(&r.role, &r.cell, &arg_roles)
                 .map_err(|source: BindError| ReplayError::Bind { node: v.0, source })?;
             bindings.push(b.iter().map(|ps| ps.iter().map(|&p| g.args(v)[p])));
         }
@@ -238,6 +237,51 @@ impl Model {
             }
         };
         Ok((row, label))
+    }
+
+    /// Replaces the seeded parameters with `weights` (a model folder's
+    /// `weights.safetensors`), found by each cell parameter's name; a
+    /// missing or misshapen tensor is an error naming it and the file.
+    /// Parameters of the same name in several roles read the same tensor
+    /// (a weight the model shares; training keeps them equal, see
+    /// [`Model::tied_params`]).
+    pub fn load_weights(
+        &mut self,
+        weights: &crate::modeldir::Tensors,
+    ) -> Result<(), ReplayError> {
+        for rm in &mut self.roles {
+            for (vi, v) in rm.cell.values.iter().enumerate() {
+                if !matches!(v.kind, ValueKind::Param) {
+                    continue;
+                }
+                let why = format!(
+                    "parameter `{}` of cell `{}` (role {})",
+                    v.name, rm.cell.name, rm.role.role
+                );
+                let t = weights.require(&v.name, &v.shape, &why)?;
+                rm.params[vi] = t.data.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Groups of `(role, value id)` holding a parameter of the same name in
+    /// several roles (model folders share a weight this way), sorted; empty
+    /// for the zoo, whose roles each own their parameters.
+    pub fn tied_params(&self) -> Vec<Vec<(usize, usize)>> {
+        if !self.workload.imported {
+            return Vec::new();
+        }
+        let mut by_name: std::collections::BTreeMap<&str, Vec<(usize, usize)>> =
+            std::collections::BTreeMap::new();
+        for (ri, rm) in self.roles.iter().enumerate() {
+            for (vi, v) in rm.cell.values.iter().enumerate() {
+                if matches!(v.kind, ValueKind::Param) {
+                    by_name.entry(&v.name).or_default().push((ri, vi));
+                }
+            }
+        }
+        by_name.into_values().filter(|g| g.len() > 1).collect()
     }
 
     /// Role of node `v`.

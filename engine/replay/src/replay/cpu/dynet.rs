@@ -176,7 +176,7 @@ impl DynetCpu {
                 OpOrigin::PortSum { .. } => continue,
             };
             let _ = v;
-            if model.roles[role].role.role == "loss.sum" {
+            if model.roles[role].role.loss {
                 for o in outs.iter().flatten() {
                     let (s, n) = (self.slot[o.index()], self.numel[o.index()]);
                     back.garena[s..s + n].fill(1.0);
@@ -255,7 +255,7 @@ impl DynetCpu {
         store: &mut Store,
     ) -> Result<(Counters, TimeSplit, u64), ReplayError> {
         let t0 = Instant::now();
-        let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
+        let prog = expand(&model.workload, &trace.graph, cells, model.hidden)?;
         let og = &prog.graph;
         let exact = policy.needs_sub_frontier();
         let st = super::per_run_dag(og, exact, threads);

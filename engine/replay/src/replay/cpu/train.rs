@@ -121,7 +121,7 @@ impl Backward {
         let seeds: Vec<bool> = model
             .roles
             .iter()
-            .map(|r| r.role.role == "loss.sum")
+            .map(|r| r.role.loss)
             .collect();
         if !g
             .nodes()
@@ -309,7 +309,7 @@ impl CpuReplay {
             let seeds: Vec<bool> = model
                 .roles
                 .iter()
-                .map(|r| r.role.role == "loss.sum")
+                .map(|r| r.role.loss)
                 .collect();
             if !g
                 .nodes()

@@ -36,7 +36,7 @@ impl DynetGpu {
         model: &Model,
         cells: &CellLibrary,
     ) -> Result<DynetGpu, ReplayError> {
-        let prog = expand(model.workload, &trace.graph, cells, model.hidden)?;
+        let prog = expand(&model.workload, &trace.graph, cells, model.hidden)?;
         let numel: Vec<usize> = prog
             .origins
             .iter()

@@ -271,7 +271,7 @@ impl<'a> Compiler<'a> {
             seed_role: model
                 .roles
                 .iter()
-                .map(|r| r.role.role == "loss.sum")
+                .map(|r| r.role.loss)
                 .collect(),
             rows_n: (0..plan.mats.len())
                 .map(|mi| (0..vps).map(|vp| plan.rows_on(mi, vp).len()).collect())

@@ -319,7 +319,7 @@ impl Vpps {
         if training
             && !g
                 .nodes()
-                .any(|v| model.role_of(g, v).role.role == "loss.sum")
+                .any(|v| model.role_of(g, v).role.loss)
         {
             return Err(VppsError::NoLoss(trace.workload.clone()));
         }
@@ -391,7 +391,7 @@ impl Vpps {
             for (j, &(off, len, _)) in self.roles[role].outputs.iter().enumerate() {
                 let src = &pool[rec + off as usize..rec + (off + len) as usize];
                 outputs.output_mut(v, role, j).copy_from_slice(src);
-                if model.roles[role].role.role == "loss.sum" {
+                if model.roles[role].role.loss {
                     loss += src.iter().map(|&x| f64::from(x)).sum::<f64>();
                 }
             }

@@ -1,0 +1,265 @@
+//! Model folders: a model recorded outside batchlab (by `batchlab_torch`,
+//! `engine/torch`, from a user's own PyTorch code; `docs/torch.md`), in a
+//! form every tool reads wherever it reads a zoo workload:
+//!
+//! ```text
+//! DIR/model.json            manifest: name, roles (cell, trace type, port feeders, loss)
+//! DIR/trace.json            the recorded trace (docs/trace-format.md)
+//! DIR/cells/<cell>.yaml     the roles' cells (docs/cells.md)
+//! DIR/weights.safetensors   the parameters, by the cells' parameter names
+//! DIR/expected.safetensors  the recording framework's own outputs (optional)
+//! ```
+//!
+//! [`ModelDir::open`] checks the folder as a whole: the manifest's fields,
+//! every role's cell file (its name, its ports against the manifest's
+//! feeders), the trace against the roles. Its [`ModelDir::cells`] holds the
+//! folder's cells and defines its workload, so `Model::new` (engine-replay)
+//! and the op-level expansion resolve the trace's types as they do a zoo
+//! trace's.
+
+mod manifest;
+pub mod tensors;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub use manifest::{Files, Manifest, RoleEntry};
+pub use tensors::{Tensor, Tensors, TensorsError};
+
+use crate::cells::{CellError, CellLibrary};
+use crate::trace::{Trace, TraceError};
+use crate::workloads::{Role, Workload};
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "model.json";
+/// `format` of a manifest.
+pub const FORMAT: &str = "batchlab-model";
+/// The manifest version this build reads.
+pub const VERSION: u64 = 1;
+
+/// Why a model folder cannot be used; every variant names the file.
+#[derive(Debug, Error)]
+pub enum ModelDirError {
+    /// The path is not a model folder.
+    #[error("{path}: {why}; record a model folder with batchlab_torch (docs/torch.md)")]
+    NotAFolder {
+        /// The path given.
+        path: String,
+        /// What it is instead.
+        why: String,
+    },
+    /// A file could not be read.
+    #[error("{file}: {source}")]
+    Io {
+        /// File name.
+        file: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The manifest is not JSON of its shape.
+    #[error("{file}:{line}:{column}: {message}")]
+    Json {
+        /// File name.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong (led by the field).
+        message: String,
+    },
+    /// A manifest field with a bad value.
+    #[error("{file}: field `{field}`: {message}")]
+    Field {
+        /// File name.
+        file: String,
+        /// The field's path.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A cell file is missing or invalid.
+    #[error(transparent)]
+    Cell(#[from] CellError),
+    /// The trace file is invalid.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The trace and the manifest or cells disagree.
+    #[error("{file}: {message}")]
+    Mismatch {
+        /// The file that disagrees.
+        file: String,
+        /// How.
+        message: String,
+    },
+    /// A tensor file is missing, damaged or lacks a tensor.
+    #[error(transparent)]
+    Tensors(#[from] TensorsError),
+}
+
+/// An opened, checked model folder.
+#[derive(Debug, Clone)]
+pub struct ModelDir {
+    /// The folder.
+    pub path: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Its cells only, with its workload defined.
+    pub cells: CellLibrary,
+    /// Its workload (also in `cells`).
+    pub workload: Workload,
+    /// Its trace.
+    pub trace: Trace,
+}
+
+impl ModelDir {
+    /// Whether `path` is a folder holding a manifest.
+    pub fn is_model_dir(path: &Path) -> bool {
+        path.join(MANIFEST).is_file()
+    }
+
+    /// Opens and checks the folder at `path` (see the module docs).
+    pub fn open(path: &Path) -> Result<ModelDir, ModelDirError> {
+        let shown = path.display().to_string();
+        if !path.is_dir() {
+            return Err(ModelDirError::NotAFolder {
+                path: shown,
+                why: if path.exists() {
+                    "not a folder".into()
+                } else {
+                    "no such folder".into()
+                },
+            });
+        }
+        let mpath = path.join(MANIFEST);
+        if !mpath.is_file() {
+            return Err(ModelDirError::NotAFolder {
+                path: shown,
+                why: format!("a folder without {MANIFEST}"),
+            });
+        }
+        let manifest = Manifest::read(&mpath)?;
+        let mfile = mpath.display().to_string();
+        let field = |field: &str, message: String| ModelDirError::Field {
+            file: mfile.clone(),
+            field: field.to_string(),
+            message,
+        };
+        let mut cells = CellLibrary::new();
+        let mut roles = Vec::with_capacity(manifest.roles.len());
+        for (i, r) in manifest.roles.iter().enumerate() {
+            if cells.spec(&r.cell).is_none() {
+                let cpath = path.join("cells").join(format!("{}.yaml", r.cell));
+                if !cpath.is_file() {
+                    return Err(field(
+                        &format!("roles[{i}].cell"),
+                        format!("no cell file {} for cell `{}`", cpath.display(), r.cell),
+                    ));
+                }
+                let name = cells.load_file(&cpath)?;
+                if name != r.cell {
+                    return Err(ModelDirError::Mismatch {
+                        file: cpath.display().to_string(),
+                        message: format!(
+                            "the file defines cell `{name}`, but its name and roles[{i}].cell say `{}`",
+                            r.cell
+                        ),
+                    });
+                }
+            }
+            let cell = cells.instantiate(&r.cell, manifest.hidden.max(1) as usize)?;
+            if cell.ports.len() != r.ports.len() {
+                return Err(field(
+                    &format!("roles[{i}].ports"),
+                    format!(
+                        "lists {} ports, but cell `{}` has {}",
+                        r.ports.len(),
+                        r.cell,
+                        cell.ports.len()
+                    ),
+                ));
+            }
+            for (p, feeders) in r.ports.iter().enumerate() {
+                for f in feeders {
+                    if !manifest.roles.iter().any(|x| &x.role == f) {
+                        return Err(field(
+                            &format!("roles[{i}].ports[{p}]"),
+                            format!("`{f}` is not a role of the model"),
+                        ));
+                    }
+                }
+            }
+            roles.push(Role {
+                role: r.role.clone(),
+                cell: r.cell.clone(),
+                batchable: r.batchable,
+                loss: r.loss,
+                ports: r.ports.clone(),
+                type_name: Some(r.type_name.clone()),
+            });
+        }
+        let workload = Workload {
+            name: manifest.name.clone(),
+            roles,
+            imported: true,
+        };
+        cells.define_workload(workload.clone());
+        let tpath = path.join(&manifest.files.trace);
+        let trace = Trace::read(&tpath)?;
+        let tfile = tpath.display().to_string();
+        if trace.workload != manifest.name {
+            return Err(ModelDirError::Mismatch {
+                file: tfile,
+                message: format!(
+                    "the trace's workload is `{}`, but {MANIFEST} names the model `{}`",
+                    trace.workload, manifest.name
+                ),
+            });
+        }
+        for (_, ty) in trace.graph.types().iter() {
+            if workload.type_role(&ty.name, 0).is_err() {
+                return Err(ModelDirError::Mismatch {
+                    file: tfile,
+                    message: format!(
+                        "type `{}` is the type of no role in {MANIFEST} (roles: {})",
+                        ty.name,
+                        workload
+                            .roles
+                            .iter()
+                            .map(|r| r.type_name.as_deref().unwrap_or(&r.role))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(ModelDir {
+            path: path.to_path_buf(),
+            manifest,
+            cells,
+            workload,
+            trace,
+        })
+    }
+
+    /// The parameters (`weights.safetensors`).
+    pub fn weights(&self) -> Result<Tensors, ModelDirError> {
+        Ok(Tensors::read(&self.path.join(&self.manifest.files.weights))?)
+    }
+
+    /// The recording framework's own numbers (`expected.safetensors`), when
+    /// the folder has them.
+    pub fn expected(&self) -> Result<Option<Tensors>, ModelDirError> {
+        match &self.manifest.files.expected {
+            Some(f) => Ok(Some(Tensors::read(&self.path.join(f))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The manifest's path, for messages.
+    pub fn manifest_path(&self) -> PathBuf {
+        self.path.join(MANIFEST)
+    }
+}
+
