@@ -50,7 +50,7 @@ pub mod export;
 pub mod optimal;
 pub mod optimise;
 pub mod qtable;
-pub mod schedule_file;
+pub use engine::sched::schedule_file;
 pub mod synth;
 pub mod trainer;
 

@@ -10,6 +10,7 @@ mod fixtures;
 mod inspect;
 mod record;
 mod replay;
+mod schedule;
 mod script;
 mod train;
 mod workloads;
@@ -37,6 +38,8 @@ enum Command {
     Cells(cells::Args),
     /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
     Replay(replay::Args),
+    /// The batches a policy picks for a trace, as a schedule file; or a service scheduling each trace sent to it (batchlab_torch.run).
+    Schedule(schedule::Args),
     /// Show the VPPS placement and per-batch script of a trace (docs/vpps.md); optionally emulate it.
     Script(script::Args),
     /// Train a workload's model on its real data: forward and backward by any executor, SGD or Adam, dev accuracy per epoch, checkpoints.
@@ -59,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Workloads(a) => workloads::run(a),
         Command::Cells(a) => cells::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Schedule(a) => schedule::run(a),
         Command::Script(a) => script::run(a),
         Command::Train(a) => train::run(a),
         Command::ExportModel(a) => export_model::run(a),

@@ -18,7 +18,8 @@ schedule inside PyTorch with :func:`run`. See ``docs/torch.md``.
 
 from .graph import RecordError
 from .record import Recorder
+from .runner import Runner, ScheduleError, Stats, last_stats, run
 
 __version__ = "0.1.0"
 
-__all__ = ["Recorder", "RecordError", "__version__"]
+__all__ = ["Recorder", "RecordError", "Runner", "ScheduleError", "Stats", "last_stats", "run", "__version__"]

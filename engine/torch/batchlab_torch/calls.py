@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from torch.overrides import resolve_name
 
@@ -140,10 +140,37 @@ _EXAMPLES = os.path.join(_HERE, "examples")
 _TORCH = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__ or "")) if "torch" in sys.modules else None
 
 
+class Where:
+    """Where a call came from, taken now and written out only when needed
+    (an error, a new kind): walking the stack costs microseconds a call."""
+
+    __slots__ = ("frame", "text")
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self.text: Optional[str] = None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = _outside(self.frame)
+            self.frame = None
+        return self.text
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
+def here() -> Where:
+    """The caller's place, for :class:`Where`."""
+    return Where(sys._getframe(1))
+
+
 def user_frame() -> str:
     """``file:line in function`` of the innermost frame outside torch and
     batchlab_torch: the line of the user's code that made the call."""
-    f = sys._getframe(1)
+    return _outside(sys._getframe(1))
+
+
+def _outside(f: Any) -> str:
     while f is not None:
         path = f.f_code.co_filename
         ours = path.startswith(_HERE) and not path.startswith(_EXAMPLES)

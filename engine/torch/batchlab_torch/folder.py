@@ -142,7 +142,7 @@ def write_model(path: str, rec: "Recorder") -> None:
         "version": VERSION,
         "name": rec.name,
         "hidden": hidden,
-        "instances": rec._instances,
+        "instances": rec.instances,
         "nodes": len(nodes),
         "roles": roles,
         "files": {"trace": "trace.json", "weights": "weights.safetensors", "expected": "expected.safetensors"},
@@ -235,7 +235,7 @@ def _trace_text(rec: "Recorder", nodes: list[Node], node_args: list[list[list[in
         '  "format": "batchlab-trace",',
         f'  "version": {2 if has_data else 1},',
         f'  "workload": {json.dumps(rec.name)},',
-        f'  "meta": {{"batch_size": {rec._instances}, "hidden": {hidden}, "dataset": "recorded", "level": "cell", '
+        f'  "meta": {{"batch_size": {rec.instances}, "hidden": {hidden}, "dataset": "recorded", "level": "cell", '
         f'"recorded_by": "batchlab_torch {_version()}"}},',
         '  "types": [',
     ]

@@ -63,22 +63,24 @@ class Kind:
     data_use: dict[int, str] = field(default_factory=dict)  # integer input position -> "id" | "label"
     op_names: list[str] = field(default_factory=list)  # the torch calls of a cell's first call
     first_node: int = -1  # the node of the first call (whose values ``probe`` holds)
+    arg_spec: Any = None  # how the leaves fold back into the call's arguments
+    arg_names: tuple[str, ...] = ()  # a cell's bound argument names, in order
+    out_spec: Any = None  # how the outputs fold back into what the call returned
 
     @property
     def tensor_positions(self) -> list[int]:
         return [i for i, leaf in enumerate(self.leaves) if leaf[0] == "tensor"]
 
     def signature(self) -> str:
-        """The part of the type name after the role: tensor inputs' batchlab
-        shapes, integer inputs, non-tensor arguments."""
+        """The part of the type name after the role: the tensor inputs'
+        batchlab shapes and `int` for an integer input. (Kinds that differ
+        only in other arguments get the role's `-2`... in their names.)"""
         parts = []
         for leaf in self.leaves:
             if leaf[0] == "tensor":
                 parts.append("x".join(str(d) for d in bl_shape(leaf[1])))
             elif leaf[0] == "data":
                 parts.append("int")
-            elif leaf[0] == "static":
-                parts.append(leaf[1])
         if self.what == "sum":
             parts = parts[:1]
         return ";".join(parts)
@@ -92,6 +94,7 @@ class Node:
     instance: Optional[int]
     outputs: list[Any] = field(default_factory=list)  # torch tensors (recording) or shapes
     raw: Any = None  # a scalar output with its autograd graph (a loss candidate)
+    ints: dict[int, int] = field(default_factory=dict)  # integer argument by leaf position
 
 
 class Graph:
@@ -100,7 +103,7 @@ class Graph:
     def __init__(self) -> None:
         self.nodes: list[Node] = []
         self.kinds: dict[tuple, Kind] = {}
-        self.sum_kinds: dict[tuple, Kind] = {}
+        self.renumber: dict[int, int] = {}
 
     def add(self, kind: Kind, args: list[Optional[Src]], data: dict[str, int], instance: Optional[int], outputs: list[Any]) -> int:
         self.nodes.append(Node(kind, args, data, instance, outputs))
@@ -109,10 +112,12 @@ class Graph:
         return len(self.nodes) - 1
 
     # ------------------------------------------------------------ finishing
-    def finish(self) -> list[Node]:
+    def finish(self, keep: Optional[set[int]] = None) -> list[Node]:
         """Folds, settles and names (see the module docs); returns the nodes
-        in trace order with their ``Src`` renumbered to it."""
-        nodes = self._fold_sums()
+        in trace order with their ``Src`` renumbered to it (``renumber``:
+        old id -> new). Nodes in ``keep`` (values the caller still needs)
+        are not folded away."""
+        nodes = self._fold_sums(keep or set())
         self._settle_instances(nodes)
         self._split_losses(nodes)
         kinds = self._used_kinds(nodes)
@@ -130,7 +135,7 @@ class Graph:
                     cons[a.node].append(i)
         return cons
 
-    def _fold_sums(self) -> list[Node]:
+    def _fold_sums(self, keep: set[int]) -> list[Node]:
         """A sum read only by one other sum is inlined into it (``sum(xs)``
         in Python is a chain of adds; a per-instance sum of losses summed
         again over the batch is one sum)."""
@@ -148,14 +153,15 @@ class Graph:
                     args.append(a)
             n.args = args
             c = cons[i]
-            if len(c) == 1 and nodes[c[0]].kind.what == "sum" and nodes[c[0]].kind.key == n.kind.key:
+            if i not in keep and len(c) == 1 and nodes[c[0]].kind.what == "sum" and nodes[c[0]].kind.key == n.kind.key:
                 gone[i] = True
-        keep = [i for i in range(len(nodes)) if not gone[i]]
-        new_id = {old: new for new, old in enumerate(keep)}
+        kept = [i for i in range(len(nodes)) if not gone[i]]
+        new_id = {old: new for new, old in enumerate(kept)}
+        self.renumber = new_id
         for k in self.kinds.values():
             k.first_node = new_id.get(k.first_node, -1)
         out = []
-        for i in keep:
+        for i in kept:
             n = nodes[i]
             n.args = [None if a is None else Src(new_id[a.node], a.k) for a in n.args]
             out.append(n)

@@ -43,6 +43,7 @@ mod policy_file;
 mod remaining;
 mod same_type;
 mod schedule;
+pub mod schedule_file;
 
 pub use encoding::{
     COMPLETE, CRITICAL, Encoding, MAX_POLICY_TYPES, PHASE, PHASES, RATIO, RATIO_BUCKETS,

@@ -127,7 +127,7 @@ mod tests {
         let cell = lib.instantiate(cell, 8).unwrap();
         let params = cell.values.iter().map(|v| vec![0.0; v.numel()]).collect();
         RoleModel {
-            role: &crate::workloads::workload("fixed-lstm").unwrap().roles[0],
+            role: (&crate::workloads::workload("fixed-lstm").unwrap().roles[0]).into(),
             cell,
             params,
         }

@@ -1,11 +1,11 @@
 //! Schedule files (JSON, `docs/schedule-format.md`): a schedule of one trace
-//! with its certified lower bound — what `search optimise --out` writes and
-//! `search train --teacher` reads.
+//! with its certified lower bound — what `search optimise --out` and `engine
+//! schedule` write, and `search train --teacher` and `batchlab_torch.run` read.
 
 use std::path::Path;
 
-use engine::graph::{Graph, NodeId, TypeId};
-use engine::sched::{Schedule, validate_schedule};
+use super::{Schedule, validate_schedule};
+use crate::graph::{Graph, NodeId, TypeId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -109,7 +109,7 @@ impl ScheduleFile {
             file: file.into(),
             line: e.line(),
             column: e.column(),
-            message: engine::fieldpath::json_message(&e, text),
+            message: crate::fieldpath::json_message(&e, text),
         })?;
         let invalid = |message: String| ScheduleFileError::Invalid {
             file: file.into(),
@@ -156,7 +156,7 @@ impl ScheduleFile {
                 message: e.to_string(),
             })?;
         text.push('\n');
-        engine::io::write_atomic(path, text.as_bytes()).map_err(|source| ScheduleFileError::Io {
+        crate::io::write_atomic(path, text.as_bytes()).map_err(|source| ScheduleFileError::Io {
             file: path.display().to_string(),
             source,
         })
@@ -203,8 +203,8 @@ impl ScheduleFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::graph::ed_batch_fig1 as fig1;
-    use engine::sched::{SameTypeDag, TypewisePolicy, run_policy};
+    use crate::graph::ed_batch_fig1 as fig1;
+    use crate::sched::{SameTypeDag, TypewisePolicy, run_policy};
 
     #[test]
     fn round_trips_and_refuses_what_does_not_fit_the_trace() {

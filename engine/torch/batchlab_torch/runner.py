@@ -1,0 +1,908 @@
+"""Running a mini-batch inside PyTorch by a batchlab schedule.
+
+:func:`run` (or a :class:`Runner`, which keeps what it learns between
+mini-batches) takes the user's model, its marked cells and a mini-batch of
+samples, and
+
+1. **discovers** the mini-batch's graph by running the user's own forward
+   on every sample with placeholders (:class:`Value`): a cell call records
+   a node and returns placeholders of its output shapes, without
+   computing (:class:`Discovery`, the same :class:`~batchlab_torch.tracer.Tracer`
+   the recorder is, so the nodes and their types are the recording's);
+2. **schedules** it: ``"depth"``, ``"agenda"`` or any batchlab policy name,
+   a policy file from ``search train``, both by batchlab's own policies in
+   ``engine schedule --serve``; or a schedule file (``search optimise``,
+   ``engine schedule --out``) of this very mini-batch;
+3. **executes** the batches in order with the user's own modules: per
+   batch, gather the inputs into one tensor per argument, call the cell
+   once, scatter its outputs (:class:`Execution`). A cell that computes
+   row by row is called directly on the batch; any other is run under
+   ``torch.func.vmap``, which batches any per-instance code; which one is
+   decided once per kind by comparing the two on the first batch.
+
+Gathers and scatters move rows of one buffer per output shape; under
+autograd they are custom functions whose backward adds into a gradient
+buffer of the same rows, so a step costs what its batches cost, not a copy
+of the buffer per batch. The returned values are what each ``model(sample)``
+returned, with autograd through the batched graph.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import calls
+from .flat import flatten as tree_flatten
+from .flat import unflatten as tree_unflatten
+from .cell import bl_shape
+from .graph import Kind, Node, RecordError, Src
+from .tracer import ZERO, Stack, Tracer
+
+
+class ScheduleError(Exception):
+    """A schedule that cannot run this mini-batch, or no way to compute one."""
+
+
+# ---------------------------------------------------------------- placeholders
+
+
+class Value:
+    """A placeholder for a recorded value while :class:`Discovery` runs the
+    user's forward: its shape, dtype and source; torch calls on it go to the
+    discovery."""
+
+    __slots__ = ("shape", "dtype", "src", "tracer")
+
+    def __init__(self, shape: Sequence[int], dtype: torch.dtype, tracer: "Discovery", src: Any = None) -> None:
+        self.shape = torch.Size(shape)
+        self.dtype = dtype
+        self.tracer = tracer
+        self.src = src
+
+    @classmethod
+    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+        raise RecordError(f"{calls.user_frame()}: a bt.run placeholder reached {calls.name_of(func)} outside bt.run")
+
+    def _call(self, func: Callable[..., Any], args: tuple, kwargs: Optional[dict] = None) -> Any:
+        return self.tracer._on_call(func, args, kwargs or {})
+
+    def size(self, dim: Optional[int] = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def device(self) -> torch.device:
+        return self.tracer.device
+
+    @property
+    def requires_grad(self) -> bool:
+        return True
+
+    @property
+    def T(self) -> Any:  # noqa: N802
+        return self._call(torch.Tensor.t, (self,))
+
+    def _value_read(self, *a: Any, **k: Any) -> Any:
+        raise RecordError(
+            f"{calls.user_frame()}: bt.run: the forward reads a tensor's value between cells; bt.run runs forwards "
+            "whose control flow depends only on the sample's structure (compute metrics from bt.run's outputs)"
+        )
+
+    item = tolist = numpy = __bool__ = __float__ = __int__ = __index__ = _value_read
+
+    def __getattr__(self, name: str) -> Any:
+        f = getattr(torch.Tensor, name, None)
+        if f is None or not callable(f):
+            raise AttributeError(name)
+        return lambda *a, **k: self._call(f, (self,) + a, k)
+
+    def __repr__(self) -> str:
+        return f"Value(shape={list(self.shape)}, src={self.src})"
+
+
+def _dunder(func: Callable[..., Any], swap: bool = False) -> Callable[..., Any]:
+    if swap:
+        return lambda self, other: self._call(func, (other, self))
+    return lambda self, *a: self._call(func, (self,) + a)
+
+
+for _name, _func, _swap in [
+    ("__add__", torch.Tensor.add, False),
+    ("__radd__", torch.Tensor.add, False),
+    ("__sub__", torch.Tensor.sub, False),
+    ("__rsub__", torch.Tensor.__rsub__, False),
+    ("__mul__", torch.Tensor.mul, False),
+    ("__rmul__", torch.Tensor.mul, False),
+    ("__truediv__", torch.Tensor.div, False),
+    ("__matmul__", torch.Tensor.matmul, False),
+    ("__rmatmul__", torch.Tensor.matmul, True),
+    ("__neg__", torch.Tensor.neg, False),
+    ("__pow__", torch.Tensor.pow, False),
+    ("__getitem__", torch.Tensor.__getitem__, False),
+]:
+    setattr(Value, _name, _dunder(_func, _swap))
+
+
+# ---------------------------------------------------------------- discovery
+
+
+@dataclass
+class Known:
+    """What a Runner learned about a kind of call, kept between mini-batches."""
+
+    out_tshapes: tuple[tuple[int, ...], ...]
+    out_dtypes: tuple[torch.dtype, ...]
+    out_spec: Any
+    statics: dict[int, Any]
+    direct: Optional[bool] = None  # None: not decided yet
+
+
+class Discovery(Tracer):
+    """Runs the user's forward with placeholders: builds the graph, computes
+    nothing (a kind's output shapes are learned once, by one call on zeros)."""
+
+    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], known: dict[tuple, Known], device: torch.device, name: Optional[str] = None) -> None:
+        super().__init__(model, cells, name=name)
+        self.known = known
+        self.device = device
+        self._meta_cache: dict[tuple, Any] = {}
+
+    def tag(self, x: Any) -> Any:
+        if isinstance(x, Value):
+            return x.src
+        return super().tag(x)
+
+    def is_tensor(self, x: Any) -> bool:
+        return isinstance(x, (torch.Tensor, Value))
+
+    def _dummy(self, x: Any) -> Any:
+        if isinstance(x, Value):
+            return torch.zeros(tuple(x.shape), dtype=x.dtype, device=self.device)
+        return x
+
+    def _learn(self, key: tuple, call: Callable[[], Any], leaves: list, frame: str, what: str) -> Known:
+        """Runs a call once on zeros (placeholders replaced) to learn its
+        output shapes."""
+        self._active = False
+        try:
+            with torch.no_grad():
+                out = call()
+        except Exception as e:  # the user's code failed on zeros: say where
+            raise RecordError(f"{frame}: {what} failed when bt.run called it on zeros to learn its shapes: {e}") from e
+        finally:
+            self._active = True
+        out_leaves, out_spec = tree_flatten(out)
+        if not out_leaves or not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in out_leaves):
+            raise RecordError(f"{frame}: {what} returns other than float tensors")
+        statics = {i: x for i, x in enumerate(leaves) if not self.is_tensor(x)}
+        k = Known(
+            tuple(tuple(t.shape) for t in out_leaves), tuple(t.dtype for t in out_leaves), out_spec, statics
+        )
+        self.known[key] = k
+        return k
+
+    def _placeholders(self, k: Known) -> list[Value]:
+        return [Value(s, d, self) for s, d in zip(k.out_tshapes, k.out_dtypes)]
+
+    def _run_cell(self, kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame):  # type: ignore[no-untyped-def]
+        k = self.known.get(key)
+        if k is None:
+            da, dk = tree_map(self._dummy, (args, kwargs))
+            self._in_cell = True
+            try:
+                k = self._learn(key, lambda: orig(*da, **dk), leaves, frame, f"cell `{role}`")
+            finally:
+                self._in_cell = False
+        if kind is None:
+            kind = Kind(key=key, base=role, what="cell", leaves=tuple(kinds), names=tuple(names), out_tshapes=k.out_tshapes, frame=str(frame))
+            kind.out_spec = k.out_spec
+        return self._placeholders(k), k.out_spec, kind
+
+    def _run_op(self, kind, key, func, name, args, kwargs, leaves, kinds, frame):  # type: ignore[no-untyped-def]
+        k = self.known.get(key)
+        if k is None:
+            da, dk = tree_map(self._dummy, (args, kwargs))
+            k = self._learn(key, lambda: func(*da, **dk), leaves, frame, name)
+        if kind is None:
+            kind = Kind(
+                key=key, base=self.op_base(name, kinds), what="op", leaves=tuple(kinds),
+                names=tuple(f"a{i}" for i in range(len(leaves))), out_tshapes=k.out_tshapes, func=func, frame=str(frame),
+            )
+            kind.out_spec = k.out_spec
+        return self._placeholders(k), k.out_spec, kind
+
+    def _meta_out(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """The call's result on meta tensors (shapes only), cached by the
+        arguments' shapes."""
+        leaves, spec = tree_flatten((args, kwargs))
+        sig = tuple(
+            (tuple(x.shape), x.dtype) if self.is_tensor(x) else (type(x), x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
+            for x in leaves
+        )
+        key = (func, str(spec), sig)
+        hit = self._meta_cache.get(key)
+        if hit is not None:
+            return hit
+        meta = [
+            torch.empty(tuple(x.shape), dtype=x.dtype, device="meta") if self.is_tensor(x) else x for x in leaves
+        ]
+        ma, mk = tree_unflatten(meta, spec)
+        self._active = False
+        try:
+            out = func(*ma, **mk)
+        finally:
+            self._active = True
+        self._meta_cache[key] = out
+        return out
+
+    def _value_like(self, t: torch.Tensor, src: Any = None) -> Value:
+        return Value(tuple(t.shape), t.dtype, self, src)
+
+    def _run_special(self, plan: tuple, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        what = plan[0]
+        if what == "zero" or (what == "unbind" and False):
+            real = self._meta_out(func, args, kwargs)
+            z = torch.zeros(tuple(real.shape), dtype=real.dtype, device=self.device)
+            self.set_tag(z, ZERO)
+            return z
+        if what == "value" and calls.short(calls.name_of(func)) in ("add", "__add__", "__radd__"):
+            return Value(tuple(args[0].shape), args[0].dtype, self)
+        out = self._meta_out(func, args, kwargs)
+        if what == "value":
+            return self._value_like(out)
+        if what == "alias":
+            if bl_shape(out.shape) != bl_shape(tuple(args[0].shape)):
+                raise RecordError(
+                    f"{calls.user_frame()}: {calls.name_of(func)} changes a recorded value's shape between cells"
+                )
+            return self._value_like(out, plan[1])
+        if what == "stack":
+            return self._value_like(out, Stack(plan[1], plan[2]))
+        if what == "unbind":
+            res = []
+            for t, s in zip(out, plan[1]):
+                if s is None:
+                    z = torch.zeros(tuple(t.shape), dtype=t.dtype, device=self.device)
+                    self.set_tag(z, ZERO)
+                    res.append(z)
+                else:
+                    res.append(self._value_like(t, s))
+            return tuple(res)
+        raise AssertionError(what)
+
+    def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
+        node = self.graph.nodes[nid]
+        node.outputs = [tuple(v.shape) for v in out_leaves]
+        for j, v in enumerate(out_leaves):
+            v.src = Src(nid, j)
+        return out_leaves[0] if out_spec is None else tree_unflatten(out_leaves, out_spec)
+
+
+# ---------------------------------------------------------------- execution
+
+
+class _Store:
+    """One buffer of rows of a per-instance shape and dtype: row 0 stays
+    zeros (an absent input reads it), each node output owns one row."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, rows: int) -> None:
+        self.shape = shape
+        self.data = torch.zeros((rows + 1,) + shape, dtype=dtype, device=device)
+        self.grad: Optional[torch.Tensor] = None
+        self.batch_of = np.full(rows + 1, -1, dtype=np.int64)
+        self.tokens: dict[int, torch.Tensor] = {}
+
+    def grad_buffer(self) -> torch.Tensor:
+        if self.grad is None:
+            self.grad = torch.zeros_like(self.data)
+        return self.grad
+
+
+class _Scatter(torch.autograd.Function):
+    """Writes a batch's output rows into a store; returns a token whose
+    backward hands the rows' accumulated gradient back to the batch."""
+
+    @staticmethod
+    def forward(ctx: Any, value: torch.Tensor, store: _Store, rows: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        store.data.index_copy_(0, rows, value.detach())
+        ctx.store, ctx.rows = store, rows
+        return value.new_empty(0)
+
+    @staticmethod
+    def backward(ctx: Any, _token: torch.Tensor) -> Any:  # type: ignore[override]
+        g = ctx.store.grad
+        if g is None:
+            shape = (len(ctx.rows),) + ctx.store.shape
+            return torch.zeros(shape, dtype=ctx.store.data.dtype, device=ctx.store.data.device), None, None
+        return g.index_select(0, ctx.rows), None, None
+
+
+class _Gather(torch.autograd.Function):
+    """Reads rows of a store (after the batches whose tokens it takes);
+    its backward adds the rows' gradient into the store's gradient buffer."""
+
+    @staticmethod
+    def forward(ctx: Any, store: _Store, rows: torch.Tensor, *tokens: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.store, ctx.rows, ctx.tokens = store, rows, len(tokens)
+        return store.data.index_select(0, rows)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> Any:  # type: ignore[override]
+        ctx.store.grad_buffer().index_add_(0, ctx.rows, g)
+        empty = g.new_empty(0)
+        return (None, None) + (empty,) * ctx.tokens
+
+
+@dataclass
+class Stats:
+    """Where one :meth:`Runner.run` spent its time, in seconds, and what it ran."""
+
+    discover: float = 0.0
+    schedule: float = 0.0
+    execute: float = 0.0
+    nodes: int = 0
+    batches: int = 0
+    lower_bound: Optional[int] = None
+    misses: int = 0
+    direct_kinds: int = 0
+    vmap_kinds: int = 0
+    per_type: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return self.discover + self.schedule + self.execute
+
+
+class Execution:
+    """One mini-batch's execution: its stores, rows and batches."""
+
+    def __init__(self, runner: "Runner", nodes: list[Node], grad: bool) -> None:
+        self.runner = runner
+        self.nodes = nodes
+        self.grad = grad
+        dev = runner.device
+        stores: dict[tuple, _Store] = {}
+        counts: dict[tuple, int] = {}
+        self.where: list[list[tuple[_Store, int]]] = []
+        keys = []
+        for n in nodes:
+            known = runner.known.get(_base_key(n.kind.key))
+            dts = known.out_dtypes if known is not None else (torch.float32,) * len(n.kind.out_tshapes)
+            ks = [(s, d) for s, d in zip(n.kind.out_tshapes, dts)]
+            keys.append(ks)
+            for k in ks:
+                counts[k] = counts.get(k, 0) + 1
+        for k, c in counts.items():
+            stores[k] = _Store(k[0], k[1], dev, c)
+        used: dict[tuple, int] = {}
+        for ks in keys:
+            row = []
+            for k in ks:
+                used[k] = used.get(k, 0) + 1
+                row.append((stores[k], used[k]))
+            self.where.append(row)
+        self.stores = stores
+        self.scatters = 0  # scatter calls so far: a store row's writer, for gathers' tokens
+
+    # ------------------------------------------------------------ moving rows
+    def _idx(self, rows: Sequence[int]) -> torch.Tensor:
+        return torch.tensor(rows, dtype=torch.long, device=self.runner.device)
+
+    def gather(self, store: _Store, rows: Sequence[int]) -> torch.Tensor:
+        idx = self._idx(rows)
+        if not self.grad:
+            return store.data.index_select(0, idx)
+        b = np.unique(store.batch_of[np.asarray(rows, dtype=np.int64)])
+        tokens = [store.tokens[i] for i in b.tolist() if i >= 0 and i in store.tokens]
+        return _Gather.apply(store, idx, *tokens)
+
+    def scatter(self, value: torch.Tensor, store: _Store, rows: Sequence[int], batch: int) -> None:
+        """Writes ``value``'s rows; ``batch`` is unused but names the caller's batch in traces."""
+        idx = self._idx(rows)
+        self.scatters += 1
+        store.batch_of[np.asarray(rows, dtype=np.int64)] = self.scatters
+        if not self.grad or not value.requires_grad:
+            store.data.index_copy_(0, idx, value.detach())
+            return
+        store.tokens[self.scatters] = _Scatter.apply(value, store, idx)
+
+    # ------------------------------------------------------------ batches
+    def run_batch(self, bi: int, ids: Sequence[int]) -> None:
+        kind = self.nodes[ids[0]].kind
+        if kind.what == "sum":
+            return self._sum(bi, ids)
+        if kind.what == "mean":
+            return self._mean(bi, ids)
+        pos = kind.tensor_positions
+        ins = []
+        for pi, p in enumerate(pos):
+            srcs = [self.nodes[i].args[pi] for i in ids]
+            store = self._store_of(kind, p)
+            rows = [0 if s is None else self.where[s.node][s.k][1] for s in srcs]
+            ins.append(self.gather(store, rows))
+        data = {
+            p: torch.tensor([self.nodes[i].ints[p] for i in ids], dtype=_dtype(kind.leaves[p][2]), device=self.runner.device)
+            for p, leaf in enumerate(kind.leaves)
+            if leaf[0] == "data"
+        }
+        outs = self.runner.call(kind, ins, data, len(ids))
+        for k, o in enumerate(outs):
+            store = self.where[ids[0]][k][0]
+            self.scatter(o, store, [self.where[i][k][1] for i in ids], bi)
+
+    def _store_of(self, kind: Kind, p: int) -> _Store:
+        leaf = kind.leaves[p]
+        key = (leaf[1], _dtype(leaf[2]))
+        s = self.stores.get(key)
+        if s is None:  # only absent producers: a store of zeros
+            s = _Store(leaf[1], key[1], self.runner.device, 0)
+            self.stores[key] = s
+        return s
+
+    def _sum(self, bi: int, ids: Sequence[int]) -> None:
+        kind = self.nodes[ids[0]].kind
+        store = self._store_of(kind, 0)
+        rows, seg = [], []
+        for j, i in enumerate(ids):
+            for s in self.nodes[i].args:
+                if s is not None:
+                    rows.append(self.where[s.node][s.k][1])
+                    seg.append(j)
+        x = self.gather(store, rows)
+        out = torch.zeros((len(ids),) + store.shape, dtype=x.dtype, device=x.device)
+        out = out.index_add(0, self._idx(seg), x)
+        ostore = self.where[ids[0]][0][0]
+        self.scatter(out.reshape((len(ids),) + ostore.shape), ostore, [self.where[i][0][1] for i in ids], bi)
+
+    def _mean(self, bi: int, ids: Sequence[int]) -> None:
+        kind = self.nodes[ids[0]].kind
+        store = self._store_of(kind, 0)
+        n = len(kind.leaves)
+        acc = None
+        for pi in range(n):
+            rows = [self.where[self.nodes[i].args[pi].node][self.nodes[i].args[pi].k][1] for i in ids]  # type: ignore[union-attr]
+            x = self.gather(store, rows)
+            acc = x if acc is None else acc + x
+        assert acc is not None
+        out = acc / n
+        ostore = self.where[ids[0]][0][0]
+        self.scatter(out.reshape((len(ids),) + ostore.shape), ostore, [self.where[i][0][1] for i in ids], bi)
+
+    def values(self, srcs: list[Src]) -> list[torch.Tensor]:
+        """The values of node outputs, one gather per store."""
+        by_store: dict[int, list[int]] = {}
+        for j, s in enumerate(srcs):
+            by_store.setdefault(id(self.where[s.node][s.k][0]), []).append(j)
+        out: list[Any] = [None] * len(srcs)
+        for js in by_store.values():
+            store = self.where[srcs[js[0]].node][srcs[js[0]].k][0]
+            g = self.gather(store, [self.where[srcs[j].node][srcs[j].k][1] for j in js])
+            for r, j in enumerate(js):
+                out[j] = g[r]
+        return out
+
+
+def _dtype(name: str) -> torch.dtype:
+    return getattr(torch, name.replace("torch.", ""))
+
+
+def _base_key(key: tuple) -> tuple:
+    """A loss twin's key without its ``loss`` mark (the call is the same)."""
+    return key[:-1] if key and key[-1] == "loss" else key
+
+
+# ---------------------------------------------------------------- schedules
+
+
+def find_engine() -> str:
+    """batchlab's ``engine`` binary: ``$BATCHLAB_ENGINE``, ``engine`` on
+    ``PATH``, else ``target/release`` (then ``target/debug``) of the
+    checkout this package or the working folder sits in."""
+    env = os.environ.get("BATCHLAB_ENGINE")
+    if env:
+        if not os.path.isfile(env):
+            raise ScheduleError(f"BATCHLAB_ENGINE={env}: no such file")
+        return env
+    starts = [os.getcwd(), os.path.dirname(os.path.abspath(__file__))]
+    for start in starts:
+        d = start
+        while True:
+            for sub in ("release", "debug"):
+                p = os.path.join(d, "target", sub, "engine")
+                if os.path.isfile(p) and os.access(p, os.X_OK):
+                    return p
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+    found = shutil.which("engine")
+    if found:
+        return found
+    raise ScheduleError(
+        "batchlab's `engine` binary computes the schedules (policies are batchlab's, not re-implemented in Python): "
+        "build it with `cargo build --release` in the batchlab checkout, or set BATCHLAB_ENGINE=/path/to/engine"
+    )
+
+
+class _Server:
+    """An ``engine schedule --serve --policy P`` process: one trace per
+    line in, its batches per line out."""
+
+    _all: dict[tuple[str, str], "_Server"] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, engine: str, policy: str) -> None:
+        self.proc = subprocess.Popen(
+            [engine, "schedule", "--serve", "--policy", policy],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.policy = policy
+
+    @classmethod
+    def get(cls, engine: str, policy: str) -> "_Server":
+        with cls._lock:
+            s = cls._all.get((engine, policy))
+            if s is None or s.proc.poll() is not None:
+                s = cls(engine, policy)
+                cls._all[(engine, policy)] = s
+            return s
+
+    def ask(self, trace: str) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(trace + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+            raise ScheduleError(f"engine schedule --serve --policy {self.policy} stopped: {err.strip()}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise ScheduleError(f"engine schedule --policy {self.policy}: {answer['error']}")
+        return answer
+
+    @classmethod
+    def close_all(cls) -> None:
+        for s in cls._all.values():
+            try:
+                if s.proc.stdin is not None:
+                    s.proc.stdin.close()
+                s.proc.wait(timeout=5)
+            except Exception:
+                s.proc.kill()
+        cls._all.clear()
+
+
+atexit.register(_Server.close_all)
+
+
+def trace_json(name: str, nodes: list[Node], kinds: list[Kind], instances: int) -> str:
+    """The trace of a discovered graph, one line (types and dependencies)."""
+    tid = {id(k): i for i, k in enumerate(kinds)}
+    body = {
+        "format": "batchlab-trace",
+        "version": 1,
+        "workload": name,
+        "meta": {"batch_size": instances, "level": "cell"},
+        "types": [{"name": k.type_name, "batchable": True} for k in kinds],
+        "nodes": [
+            {"type": tid[id(n.kind)], "args": [a.node for a in n.args if a is not None]}
+            | ({"instance": n.instance} if n.instance is not None else {})
+            for n in nodes
+        ],
+    }
+    return json.dumps(body, separators=(",", ":"))
+
+
+def read_schedule(path: str, nodes: list[Node]) -> list[list[int]]:
+    """A schedule file's batches, checked against this mini-batch's graph:
+    node count, each batch one type, every node once after its arguments."""
+    try:
+        with open(path) as f:
+            s = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"{path}: {e}") from None
+    if not isinstance(s, dict) or s.get("format") != "batchlab-schedule":
+        raise ScheduleError(f"{path}: not a schedule file (format batchlab-schedule)")
+    if s.get("nodes") != len(nodes):
+        raise ScheduleError(
+            f"{path}: a schedule of {s.get('nodes')} nodes, but this mini-batch has {len(nodes)}: a schedule file "
+            "fits only the mini-batch it was made for (use a policy for new samples)"
+        )
+    batches = s.get("batch_nodes")
+    types = s.get("schedule")
+    if not isinstance(batches, list) or not isinstance(types, list) or len(batches) != len(types):
+        raise ScheduleError(f"{path}: batch_nodes and schedule missing or of different lengths")
+    done = [False] * len(nodes)
+    for b, (ids, ty) in enumerate(zip(batches, types)):
+        for i in ids:
+            if not isinstance(i, int) or not 0 <= i < len(nodes) or done[i]:
+                raise ScheduleError(f"{path}: batch {b}: node {i} out of range or scheduled twice")
+            if nodes[i].kind.type_name != ty:
+                raise ScheduleError(f"{path}: batch {b}: node {i} is {nodes[i].kind.type_name}, not {ty}")
+            for a in nodes[i].args:
+                if a is not None and not done[a.node]:
+                    raise ScheduleError(f"{path}: batch {b}: node {i} runs before its argument {a.node}")
+        for i in ids:
+            done[i] = True
+    if not all(done):
+        raise ScheduleError(f"{path}: node {done.index(False)} is in no batch")
+    return batches
+
+
+# ---------------------------------------------------------------- the runner
+
+
+class Runner:
+    """Runs mini-batches of ``model`` by batchlab schedules (see the module
+    docs), remembering each kind's shapes and call mode between them."""
+
+    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: Optional[str] = None, engine: Optional[str] = None) -> None:
+        self.model = model
+        self.cells = dict(cells)
+        self.name = name
+        self.engine = engine
+        self.known: dict[tuple, Known] = {}
+        self.stats = Stats()
+        try:
+            self.device = next(model.parameters()).device
+        except StopIteration:
+            self.device = torch.device("cpu")
+        self._sigs = {role: None for role in cells}
+
+    def discover(self, samples: Iterable[Any]) -> tuple[list[Node], list[Kind], list[Any], int]:
+        """The mini-batch's graph: finished nodes, kinds in type order, what
+        each ``model(sample)`` returned (with placeholders), instances."""
+        d = Discovery(self.model, self.cells, self.known, self.device, self.name)
+        self.name = d.name
+        self._tracer = d
+        returns = []
+        with d:
+            for s in samples:
+                returns.append(self.model(s))
+        keep = {v.src.node for v in _values(returns) if isinstance(v.src, Src)}
+        nodes = d.graph.finish(keep=keep)
+        kinds: list[Kind] = []
+        seen: set[int] = set()
+        for n in nodes:
+            if id(n.kind) not in seen:
+                seen.add(id(n.kind))
+                kinds.append(n.kind)
+        renumber = d.graph.renumber
+        for v in _values(returns):
+            if isinstance(v.src, Src):
+                v.src = Src(renumber[v.src.node], v.src.k)
+        return nodes, kinds, returns, d.instances
+
+    def schedule(self, nodes: list[Node], kinds: list[Kind], instances: int, schedule: str) -> list[list[int]]:
+        if schedule.endswith(".json") and os.path.isfile(schedule):
+            return read_schedule(schedule, nodes)
+        engine = self.engine or find_engine()
+        answer = _Server.get(engine, schedule).ask(trace_json(self.name or "model", nodes, kinds, instances))
+        self.stats.lower_bound = answer.get("lower_bound")
+        self.stats.misses = answer.get("misses", 0)
+        return answer["batches"]
+
+    def run(self, samples: Iterable[Any], schedule: str = "depth") -> list[Any]:
+        """What ``[model(s) for s in samples]`` returns, computed by batches
+        of ``schedule``; :attr:`stats` says where the time went."""
+        st = Stats()
+        t0 = time.perf_counter()
+        nodes, kinds, returns, instances = self.discover(samples)
+        t1 = time.perf_counter()
+        batches = self.schedule(nodes, kinds, instances, schedule)
+        t2 = time.perf_counter()
+        ex = Execution(self, nodes, torch.is_grad_enabled())
+        for bi, ids in enumerate(batches):
+            ex.run_batch(bi, ids)
+            ty = nodes[ids[0]].kind.type_name
+            st.per_type[ty] = st.per_type.get(ty, 0) + 1
+        vals = _values(returns)
+        srcs = [v.src for v in vals if isinstance(v.src, Src)]
+        got = iter(ex.values(srcs)) if srcs else iter(())
+        real = {id(v): next(got) for v in vals if isinstance(v.src, Src)}
+        out = [tree_map(lambda x: real.get(id(x), x) if isinstance(x, Value) else x, r) for r in returns]
+        t3 = time.perf_counter()
+        st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
+        st.nodes, st.batches = len(nodes), len(batches)
+        st.lower_bound, st.misses = self.stats.lower_bound, self.stats.misses
+        st.direct_kinds = sum(1 for k in self.known.values() if k.direct)
+        st.vmap_kinds = sum(1 for k in self.known.values() if k.direct is False)
+        self.stats = st
+        for x in _values(out):
+            raise RecordError(f"bt.run: a placeholder for {x} was returned but never computed")
+        return out
+
+    # ------------------------------------------------------------ calling a kind
+    def call(self, kind: Kind, ins: list[torch.Tensor], data: dict[int, torch.Tensor], b: int) -> list[torch.Tensor]:
+        """Runs ``b`` calls of ``kind`` at once: ``ins`` per tensor position
+        ``[b, *shape]``, ``data`` per integer position ``[b]``. Returns the
+        outputs ``[b, *shape]``."""
+        known = self.known[_base_key(kind.key)]
+        per = self._per_instance(kind, known)
+        if b == 1:
+            xs = [x[0] for x in ins]
+            ds = {p: v[0].reshape(kind.leaves[p][1]) for p, v in data.items()}
+            return [o.unsqueeze(0) for o in per(xs, ds)]
+        if known.direct is None:
+            known.direct = self._decide(kind, known, per, ins, data, b)
+        if known.direct:
+            return self._direct(kind, known, ins, data, b)
+        return self._vmap(kind, known, per, ins, data)
+
+    def _per_instance(self, kind: Kind, known: Known) -> Callable[[list, dict], list[torch.Tensor]]:
+        """The call for one instance's tensors and integers."""
+        leaves_kind = kind.leaves
+        pos = kind.tensor_positions
+        params = {i: self._param(leaf[1]) for i, leaf in enumerate(leaves_kind) if leaf[0] == "param"}
+        statics = known.statics
+        if kind.what == "cell":
+            mod = self.cells[kind.key[1]]
+            sig = _signature(mod)
+
+            def call(args: tuple, kwargs: dict) -> Any:
+                return mod(*args, **kwargs)
+
+            def build(xs: list, ds: dict) -> tuple[tuple, dict]:
+                leaves = _fill(len(leaves_kind), pos, xs, ds, params, statics)
+                values = tree_unflatten(leaves, kind.arg_spec)
+                return sig.call_args(kind.arg_names, values)
+        else:
+            func = kind.func
+
+            def call(args: tuple, kwargs: dict) -> Any:
+                return func(*args, **kwargs)
+
+            def build(xs: list, ds: dict) -> tuple[tuple, dict]:
+                leaves = _fill(len(leaves_kind), pos, xs, ds, params, statics)
+                return tree_unflatten(leaves, kind.arg_spec)
+
+        def per(xs: list, ds: dict) -> list[torch.Tensor]:
+            a, k = build(xs, ds)
+            out, _ = tree_flatten(call(a, k))
+            return out
+
+        return per
+
+    def _param(self, name: str) -> torch.Tensor:
+        return dict(self.model.named_parameters(remove_duplicate=False))[name]
+
+    def _direct_inputs(self, kind: Kind, ins: list, data: dict) -> tuple[list, dict]:
+        pos = kind.tensor_positions
+        xs = [x.reshape((x.shape[0],) + kind.leaves[p][1][1:]) if kind.leaves[p][1][:1] == (1,) else x for x, p in zip(ins, pos)]
+        ds = {p: v if kind.leaves[p][1][:1] in ((1,), ()) else v.reshape((-1,) + kind.leaves[p][1]) for p, v in data.items()}
+        return xs, ds
+
+    def _direct(self, kind: Kind, known: Known, ins: list, data: dict, b: int) -> list[torch.Tensor]:
+        per = self._per_instance(kind, known)
+        xs, ds = self._direct_inputs(kind, ins, data)
+        outs = per(xs, ds)
+        return [o.reshape((b,) + s) for o, s in zip(outs, known.out_tshapes)]
+
+    def _vmap(self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict) -> list[torch.Tensor]:
+        dpos = sorted(data)
+
+        def f(*flat: torch.Tensor) -> tuple:
+            xs = list(flat[: len(ins)])
+            ds = {p: flat[len(ins) + i].reshape(kind.leaves[p][1]) for i, p in enumerate(dpos)}
+            return tuple(per(xs, ds))
+
+        return list(torch.func.vmap(f)(*ins, *[data[p] for p in dpos]))
+
+    def _decide(self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict, b: int) -> bool:
+        """Whether the cell computes row by row: its direct call on the
+        batch equals the vmapped one (shapes and values)."""
+        with torch.no_grad():
+            ref = self._vmap(kind, known, per, [x.detach() for x in ins], data)
+            try:
+                xs, ds = self._direct_inputs(kind, [x.detach() for x in ins], data)
+                got = per(xs, ds)
+            except Exception:
+                return False
+        if len(got) != len(ref):
+            return False
+        for g, r, s in zip(got, ref, known.out_tshapes):
+            if g.numel() != r.numel() or tuple(g.shape)[:1] != (b,) and not (s[:1] == (1,) and tuple(g.shape)[:1] == (b,)):
+                return False
+            if not torch.allclose(g.reshape(r.shape), r, rtol=1e-4, atol=1e-6):
+                return False
+        return True
+
+
+def _fill(n: int, pos: list[int], xs: list, ds: dict, params: dict, statics: dict) -> list:
+    leaves: list[Any] = [None] * n
+    for p, x in zip(pos, xs):
+        leaves[p] = x
+    for p, v in ds.items():
+        leaves[p] = v
+    for p, v in params.items():
+        leaves[p] = v
+    for p, v in statics.items():
+        leaves[p] = v
+    return leaves
+
+
+_SIGS: dict[int, Any] = {}
+
+
+def _signature(mod: nn.Module) -> Any:
+    from .tracer import Signature
+
+    s = _SIGS.get(id(mod))
+    if s is None:
+        s = Signature(mod.forward)
+        _SIGS[id(mod)] = s
+    return s
+
+
+def tree_map(f: Callable[[Any], Any], x: Any) -> Any:
+    leaves, spec = tree_flatten(x)
+    return tree_unflatten([f(v) for v in leaves], spec)
+
+
+def _values(x: Any) -> list[Value]:
+    leaves, _ = tree_flatten(x)
+    return [v for v in leaves if isinstance(v, Value)]
+
+
+_RUNNERS: dict[tuple[int, tuple], Runner] = {}
+
+
+def run(model: nn.Module, samples: Iterable[Any], *, cells: dict[str, nn.Module], schedule: str = "depth", name: Optional[str] = None) -> list[Any]:
+    """``[model(s) for s in samples]``, computed by the batches of
+    ``schedule``: ``"depth"``, ``"agenda"`` (or another batchlab policy
+    name), a policy file ``P.yaml`` from ``search train``, or a schedule file
+    ``S.json`` of this mini-batch. ``cells`` are the marked submodules, as
+    for :class:`~batchlab_torch.Recorder`. The runner (and what it learned)
+    is kept per model and cells; :func:`last_stats` tells where the time
+    went."""
+    key = (id(model), tuple(sorted((k, id(v)) for k, v in cells.items())))
+    r = _RUNNERS.get(key)
+    if r is None:
+        r = Runner(model, cells, name=name)
+        _RUNNERS[key] = r
+    global _LAST
+    out = r.run(samples, schedule)
+    _LAST = r.stats
+    return out
+
+
+_LAST: Optional[Stats] = None
+
+
+def last_stats() -> Optional[Stats]:
+    """The :class:`Stats` of the last :func:`run`."""
+    return _LAST
