@@ -30,10 +30,13 @@ pub struct Args {
     /// Write the schedule file here.
     #[arg(long, conflicts_with = "serve")]
     out: Option<PathBuf>,
-    /// Read traces from standard input, one JSON object per line, and answer
-    /// each on one line of standard output with its batches (`{"batches":
-    /// [[node, ...], ...], "lower_bound": L, "misses": M, "seconds": S}`, or
-    /// `{"error": "..."}`), until the input ends.
+    /// Read graphs from standard input, one JSON object per line (a trace,
+    /// or the compact form `{"workload": W, "types": [name, ...], "type_of":
+    /// [t, ...], "arg_ptr": [0, ...], "args": [node, ...], "instance": [i,
+    /// ...]}`: node v's arguments are args[arg_ptr[v]..arg_ptr[v+1]]), and
+    /// answer each on one line of standard output with its batches
+    /// (`{"batches": [[node, ...], ...], "lower_bound": L, "misses": M,
+    /// "seconds": S}`, or `{"error": "..."}`), until the input ends.
     #[arg(long)]
     serve: bool,
     /// Print JSON instead of text.
@@ -61,6 +64,50 @@ struct Answer {
     lower_bound: u64,
     misses: u64,
     seconds: f64,
+}
+
+/// `--serve`'s compact request: a graph in CSR form.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GraphRequest {
+    workload: String,
+    types: Vec<String>,
+    type_of: Vec<u32>,
+    arg_ptr: Vec<u32>,
+    args: Vec<u32>,
+    #[serde(default)]
+    instance: Vec<u32>,
+}
+
+impl GraphRequest {
+    /// The graph, checked as a trace's is (indices in range, no cycles).
+    fn graph(&self) -> anyhow::Result<Graph> {
+        let n = self.type_of.len();
+        if self.arg_ptr.len() != n + 1 || (!self.instance.is_empty() && self.instance.len() != n) {
+            bail!("arg_ptr must have one entry more than type_of, instance as many");
+        }
+        let mut b = engine::graph::GraphBuilder::new();
+        for name in &self.types {
+            b.types_mut().intern(name, true)?;
+        }
+        b.reserve(n, self.args.len());
+        for v in 0..n {
+            let (lo, hi) = (self.arg_ptr[v] as usize, self.arg_ptr[v + 1] as usize);
+            if lo > hi || hi > self.args.len() {
+                bail!("node {v}: arg_ptr out of order or past args");
+            }
+            let args: Vec<engine::graph::NodeId> = self.args[lo..hi]
+                .iter()
+                .map(|&a| engine::graph::NodeId(a))
+                .collect();
+            b.add_node(
+                engine::graph::TypeId(self.type_of[v]),
+                &args,
+                self.instance.get(v).copied(),
+            );
+        }
+        Ok(b.finish()?)
+    }
 }
 
 /// The policy's schedule of `g`, its misses and the seconds it took.
@@ -149,6 +196,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A `--serve` request: a trace, or the compact graph form.
+fn parse_request(line: &str, what: &str) -> anyhow::Result<(String, Graph)> {
+    if line.contains("\"format\"") {
+        let t = Trace::from_json(line, what)?;
+        return Ok((t.workload, t.graph));
+    }
+    let r: GraphRequest =
+        serde_json::from_str(line).with_context(|| format!("{what}: not a trace nor a graph request"))?;
+    let g = r.graph().with_context(|| what.to_string())?;
+    Ok((r.workload, g))
+}
+
 /// `--serve`: answers every trace on standard input, one line each; a bad
 /// request gets an error line and the service goes on.
 fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
@@ -159,21 +218,20 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
         if line.trim().is_empty() {
             continue;
         }
-        let answer = Trace::from_json(&line, &format!("<request {}>", i + 1))
-            .map_err(anyhow::Error::from)
-            .and_then(|t| {
-                check_workload(policy, name, &t.workload)?;
-                let (s, misses, seconds) = schedule(&t.graph, policy)?;
-                Ok(Answer {
-                    batches: s
-                        .batches()
-                        .map(|(_, n)| n.iter().map(|v| v.0).collect())
-                        .collect(),
-                    lower_bound: lower_bound(&t.graph).total,
-                    misses,
-                    seconds,
-                })
-            });
+        let what = format!("<request {}>", i + 1);
+        let answer = parse_request(&line, &what).and_then(|(workload, g)| {
+            check_workload(policy, name, &workload)?;
+            let (s, misses, seconds) = schedule(&g, policy)?;
+            Ok(Answer {
+                batches: s
+                    .batches()
+                    .map(|(_, n)| n.iter().map(|v| v.0).collect())
+                    .collect(),
+                lower_bound: lower_bound(&g).total,
+                misses,
+                seconds,
+            })
+        });
         let text = match answer {
             Ok(a) => serde_json::to_string(&a)?,
             Err(e) => serde_json::to_string(&serde_json::json!({ "error": format!("{e:#}") }))?,

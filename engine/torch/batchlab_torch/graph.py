@@ -66,6 +66,7 @@ class Kind:
     arg_spec: Any = None  # how the leaves fold back into the call's arguments
     arg_names: tuple[str, ...] = ()  # a cell's bound argument names, in order
     out_spec: Any = None  # how the outputs fold back into what the call returned
+    data_slot: dict[int, int] = field(default_factory=dict)  # integer position -> its column (bt.run)
 
     @property
     def tensor_positions(self) -> list[int]:
@@ -112,14 +113,17 @@ class Graph:
         return len(self.nodes) - 1
 
     # ------------------------------------------------------------ finishing
-    def finish(self, keep: Optional[set[int]] = None) -> list[Node]:
+    def finish(self, keep: Optional[set[int]] = None, ports: bool = True) -> list[Node]:
         """Folds, settles and names (see the module docs); returns the nodes
         in trace order with their ``Src`` renumbered to it (``renumber``:
         old id -> new). Nodes in ``keep`` (values the caller still needs)
-        are not folded away."""
+        are not folded away. ``ports=False`` stops before grouping ports
+        and naming roles (what a run needs is the nodes and their kinds)."""
         nodes = self._fold_sums(keep or set())
         self._settle_instances(nodes)
         self._split_losses(nodes)
+        if not ports:
+            return nodes
         kinds = self._used_kinds(nodes)
         for k in kinds:
             self._group_ports(k, nodes)
@@ -185,28 +189,29 @@ class Graph:
                     n.instance = inst.pop()
 
     def _split_losses(self, nodes: list[Node]) -> None:
-        """Scalar nodes nothing reads are the losses (their sum is the
-        training loss). A kind with such nodes and others gets a ``.loss``
-        twin for the former, so a role is a loss role or not."""
+        """A node with one scalar output that nothing reads is a loss (the
+        training loss is their sum); it becomes a node of its kind's
+        ``.loss`` twin, so that a role is a loss role or not, whatever else
+        its kind's nodes do, and the same node gets the same type in every
+        graph."""
         cons = self._consumers(nodes)
-        read = {id(n.kind) for i, n in enumerate(nodes) if cons[i]}
-        twins: dict[tuple, Kind] = {}
         for i, n in enumerate(nodes):
-            sink = not cons[i] and len(n.kind.out_tshapes) == 1 and bl_shape(n.kind.out_tshapes[0]) == (1,)
-            if not sink:
-                continue
-            k = n.kind
-            if id(k) not in read:
-                k.loss = True
-                continue
-            twin = twins.get(k.key)
-            if twin is None:
-                twin = Kind(**{f: getattr(k, f) for f in k.__dataclass_fields__})
-                twin.key = k.key + ("loss",)
-                twin.base = k.base + ".loss"
-                twin.loss = True
-                twins[k.key] = twin
-            n.kind = twin
+            if not cons[i] and len(n.kind.out_tshapes) == 1 and bl_shape(n.kind.out_tshapes[0]) == (1,):
+                n.kind = self.loss_twin(n.kind)
+
+    def loss_twin(self, k: Kind) -> Kind:
+        """The ``.loss`` twin of kind ``k`` (registered beside it)."""
+        if k.loss:
+            return k
+        key = k.key + ("loss",)
+        twin = self.kinds.get(key)
+        if twin is None:
+            twin = Kind(**{f: getattr(k, f) for f in k.__dataclass_fields__})
+            twin.key = key
+            twin.base = k.base + ".loss"
+            twin.loss = True
+            self.kinds[key] = twin
+        return twin
 
     def _used_kinds(self, nodes: list[Node]) -> list[Kind]:
         seen: dict[int, Kind] = {}

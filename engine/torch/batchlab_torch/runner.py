@@ -30,6 +30,7 @@ returned, with autograd through the batched graph.
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import math
 import os
@@ -49,7 +50,7 @@ from .flat import flatten as tree_flatten
 from .flat import unflatten as tree_unflatten
 from .cell import bl_shape
 from .graph import Kind, Node, RecordError, Src
-from .tracer import ZERO, Stack, Tracer
+from .tracer import ZERO, Stack, Tracer, _dts
 
 
 class ScheduleError(Exception):
@@ -64,11 +65,13 @@ class Value:
     user's forward: its shape, dtype and source; torch calls on it go to the
     discovery."""
 
-    __slots__ = ("shape", "dtype", "src", "tracer")
+    __slots__ = ("shape", "tshape", "dtype", "dts", "src", "tracer")
 
     def __init__(self, shape: Sequence[int], dtype: torch.dtype, tracer: "Discovery", src: Any = None) -> None:
-        self.shape = torch.Size(shape)
+        self.tshape = tuple(shape)
+        self.shape = torch.Size(self.tshape)
         self.dtype = dtype
+        self.dts = _dts(dtype)
         self.tracer = tracer
         self.src = src
 
@@ -174,6 +177,7 @@ class Discovery(Tracer):
         self.known = known
         self.device = device
         self._meta_cache: dict[tuple, Any] = {}
+        self.placeholder = Value
 
     def tag(self, x: Any) -> Any:
         if isinstance(x, Value):
@@ -306,6 +310,77 @@ class Discovery(Tracer):
         return out_leaves[0] if out_spec is None else tree_unflatten(out_leaves, out_spec)
 
 
+# ---------------------------------------------------------------- fragments
+
+
+class Fragment:
+    """One sample's part of a mini-batch graph, with local node ids: per
+    node its kind (an index into the runner's kinds), its producers per
+    tensor argument (node and output, ``-1`` for none), its integers, a
+    sum's producers (CSR), and what ``model(sample)`` returned."""
+
+    __slots__ = ("kid", "anode", "ak", "ints", "sptr", "snode", "sk", "ret", "n")
+
+    def __init__(self, nodes: list[Node], local: dict[int, int], runner: "Runner", ret: Any) -> None:
+        n = len(nodes)
+        width = max([max(len(x.args), len(x.ints)) for x in nodes if x.kind.what != "sum"] + [1])
+        self.n = n
+        self.kid = np.array([runner.kind_id(x.kind) for x in nodes], dtype=np.int64)
+        self.anode = np.full((n, width), -1, dtype=np.int64)
+        self.ak = np.zeros((n, width), dtype=np.int64)
+        self.ints = np.zeros((n, width), dtype=np.int64)
+        sptr, snode, sk = [0], [], []
+        for i, x in enumerate(nodes):
+            if x.kind.what == "sum":
+                for s in x.args:
+                    if s is not None:
+                        snode.append(local[s.node])
+                        sk.append(s.k)
+            else:
+                for j, s in enumerate(x.args):
+                    if s is not None:
+                        self.anode[i, j] = local[s.node]
+                        self.ak[i, j] = s.k
+                for p, v in x.ints.items():
+                    self.ints[i, x.kind.data_slot[p]] = v
+            sptr.append(len(snode))
+        self.sptr = np.array(sptr, dtype=np.int64)
+        self.snode = np.array(snode, dtype=np.int64)
+        self.sk = np.array(sk, dtype=np.int64)
+        self.ret = ret
+
+
+class Plan:
+    """A mini-batch: its fragments concatenated (global node ids)."""
+
+    def __init__(self, frags: list[Fragment]) -> None:
+        width = max(f.anode.shape[1] for f in frags)
+        offs = np.cumsum([0] + [f.n for f in frags])
+        self.offsets = offs
+        self.n = int(offs[-1])
+
+        def pad(a: np.ndarray, fill: int) -> np.ndarray:
+            if a.shape[1] == width:
+                return a
+            out = np.full((a.shape[0], width), fill, dtype=a.dtype)
+            out[:, : a.shape[1]] = a
+            return out
+
+        self.kid = np.concatenate([f.kid for f in frags])
+        self.anode = np.concatenate([pad(np.where(f.anode >= 0, f.anode + o, -1), -1) for f, o in zip(frags, offs)])
+        self.ak = np.concatenate([pad(f.ak, 0) for f in frags])
+        self.ints = np.concatenate([pad(f.ints, 0) for f in frags])
+        sp = [frags[0].sptr[:1]]
+        base = 0
+        for f in frags:
+            sp.append(f.sptr[1:] + base)
+            base += len(f.snode)
+        self.sptr = np.concatenate(sp)
+        self.snode = np.concatenate([f.snode + o for f, o in zip(frags, offs)])
+        self.sk = np.concatenate([f.sk for f in frags])
+        self.instance = np.repeat(np.arange(len(frags)), [f.n for f in frags])
+
+
 # ---------------------------------------------------------------- execution
 
 
@@ -317,7 +392,7 @@ class _Store:
         self.shape = shape
         self.data = torch.zeros((rows + 1,) + shape, dtype=dtype, device=device)
         self.grad: Optional[torch.Tensor] = None
-        self.batch_of = np.full(rows + 1, -1, dtype=np.int64)
+        self.writer = np.zeros(rows + 1, dtype=np.int64)
         self.tokens: dict[int, torch.Tensor] = {}
 
     def grad_buffer(self) -> torch.Tensor:
@@ -370,6 +445,7 @@ class Stats:
     execute: float = 0.0
     nodes: int = 0
     batches: int = 0
+    discovered: int = 0
     lower_bound: Optional[int] = None
     misses: int = 0
     direct_kinds: int = 0
@@ -384,128 +460,118 @@ class Stats:
 class Execution:
     """One mini-batch's execution: its stores, rows and batches."""
 
-    def __init__(self, runner: "Runner", nodes: list[Node], grad: bool) -> None:
+    def __init__(self, runner: "Runner", plan: Plan, grad: bool) -> None:
         self.runner = runner
-        self.nodes = nodes
+        self.plan = plan
         self.grad = grad
-        dev = runner.device
-        stores: dict[tuple, _Store] = {}
-        counts: dict[tuple, int] = {}
-        self.where: list[list[tuple[_Store, int]]] = []
-        keys = []
-        for n in nodes:
-            known = runner.known.get(_base_key(n.kind.key))
-            dts = known.out_dtypes if known is not None else (torch.float32,) * len(n.kind.out_tshapes)
-            ks = [(s, d) for s, d in zip(n.kind.out_tshapes, dts)]
-            keys.append(ks)
-            for k in ks:
-                counts[k] = counts.get(k, 0) + 1
-        for k, c in counts.items():
-            stores[k] = _Store(k[0], k[1], dev, c)
-        used: dict[tuple, int] = {}
-        for ks in keys:
-            row = []
-            for k in ks:
-                used[k] = used.get(k, 0) + 1
-                row.append((stores[k], used[k]))
-            self.where.append(row)
-        self.stores = stores
         self.scatters = 0  # scatter calls so far: a store row's writer, for gathers' tokens
+        dev = runner.device
+        kinds = runner.kind_list
+        width = max([len(kinds[q].out_tshapes) for q in np.unique(plan.kid).tolist()] + [1])
+        self.out_store = np.full((len(kinds), width), -1, dtype=np.int64)
+        self.out_row = np.zeros((plan.n, width), dtype=np.int64)
+        self.stores: list[_Store] = []
+        index: dict[tuple, int] = {}
+        counts: dict[int, int] = {}
+        present = np.unique(plan.kid).tolist()
+        members = {q: np.nonzero(plan.kid == q)[0] for q in present}
+        for q in present:
+            kind = kinds[q]
+            for k, key in enumerate(runner.out_keys(kind)):
+                s = index.get(key)
+                if s is None:
+                    s = index[key] = len(self.stores)
+                    self.stores.append(None)  # type: ignore[arg-type]
+                    counts[s] = 0
+                self.out_store[q, k] = s
+                ids = members[q]
+                self.out_row[ids, k] = counts[s] + 1 + np.arange(len(ids))
+                counts[s] += len(ids)
+        for key, s in index.items():
+            self.stores[s] = _Store(key[0], key[1], dev, counts[s])
+        self.index = index
 
     # ------------------------------------------------------------ moving rows
-    def _idx(self, rows: Sequence[int]) -> torch.Tensor:
-        return torch.tensor(rows, dtype=torch.long, device=self.runner.device)
+    def _idx(self, rows: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64)).to(self.runner.device)
 
-    def gather(self, store: _Store, rows: Sequence[int]) -> torch.Tensor:
+    def gather(self, store: _Store, rows: np.ndarray) -> torch.Tensor:
         idx = self._idx(rows)
         if not self.grad:
             return store.data.index_select(0, idx)
-        b = np.unique(store.batch_of[np.asarray(rows, dtype=np.int64)])
-        tokens = [store.tokens[i] for i in b.tolist() if i >= 0 and i in store.tokens]
+        w = np.unique(store.writer[rows]).tolist()
+        tokens = [store.tokens[i] for i in w if i in store.tokens]
         return _Gather.apply(store, idx, *tokens)
 
-    def scatter(self, value: torch.Tensor, store: _Store, rows: Sequence[int], batch: int) -> None:
-        """Writes ``value``'s rows; ``batch`` is unused but names the caller's batch in traces."""
+    def scatter(self, value: torch.Tensor, store: _Store, rows: np.ndarray) -> None:
         idx = self._idx(rows)
         self.scatters += 1
-        store.batch_of[np.asarray(rows, dtype=np.int64)] = self.scatters
+        store.writer[rows] = self.scatters
         if not self.grad or not value.requires_grad:
             store.data.index_copy_(0, idx, value.detach())
             return
         store.tokens[self.scatters] = _Scatter.apply(value, store, idx)
 
-    # ------------------------------------------------------------ batches
-    def run_batch(self, bi: int, ids: Sequence[int]) -> None:
-        kind = self.nodes[ids[0]].kind
-        if kind.what == "sum":
-            return self._sum(bi, ids)
-        if kind.what == "mean":
-            return self._mean(bi, ids)
-        pos = kind.tensor_positions
-        ins = []
-        for pi, p in enumerate(pos):
-            srcs = [self.nodes[i].args[pi] for i in ids]
-            store = self._store_of(kind, p)
-            rows = [0 if s is None else self.where[s.node][s.k][1] for s in srcs]
-            ins.append(self.gather(store, rows))
-        data = {
-            p: torch.tensor([self.nodes[i].ints[p] for i in ids], dtype=_dtype(kind.leaves[p][2]), device=self.runner.device)
-            for p, leaf in enumerate(kind.leaves)
-            if leaf[0] == "data"
-        }
-        outs = self.runner.call(kind, ins, data, len(ids))
-        for k, o in enumerate(outs):
-            store = self.where[ids[0]][k][0]
-            self.scatter(o, store, [self.where[i][k][1] for i in ids], bi)
+    def _rows(self, nodes: np.ndarray, ks: np.ndarray) -> np.ndarray:
+        ok = nodes >= 0
+        safe = np.where(ok, nodes, 0)
+        return np.where(ok, self.out_row[safe, ks], 0)
 
-    def _store_of(self, kind: Kind, p: int) -> _Store:
+    def _in_store(self, kind: Kind, p: int) -> _Store:
         leaf = kind.leaves[p]
         key = (leaf[1], _dtype(leaf[2]))
-        s = self.stores.get(key)
+        s = self.index.get(key)
         if s is None:  # only absent producers: a store of zeros
-            s = _Store(leaf[1], key[1], self.runner.device, 0)
-            self.stores[key] = s
-        return s
+            s = self.index[key] = len(self.stores)
+            self.stores.append(_Store(leaf[1], key[1], self.runner.device, 0))
+        return self.stores[s]
 
-    def _sum(self, bi: int, ids: Sequence[int]) -> None:
-        kind = self.nodes[ids[0]].kind
-        store = self._store_of(kind, 0)
-        rows, seg = [], []
-        for j, i in enumerate(ids):
-            for s in self.nodes[i].args:
-                if s is not None:
-                    rows.append(self.where[s.node][s.k][1])
-                    seg.append(j)
-        x = self.gather(store, rows)
-        out = torch.zeros((len(ids),) + store.shape, dtype=x.dtype, device=x.device)
-        out = out.index_add(0, self._idx(seg), x)
-        ostore = self.where[ids[0]][0][0]
-        self.scatter(out.reshape((len(ids),) + ostore.shape), ostore, [self.where[i][0][1] for i in ids], bi)
+    # ------------------------------------------------------------ batches
+    def run_batch(self, ids: np.ndarray) -> None:
+        plan = self.plan
+        q = int(plan.kid[ids[0]])
+        kind = self.runner.kind_list[q]
+        b = len(ids)
+        if kind.what == "sum":
+            starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
+            counts = ends - starts
+            sel = np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())]) if b else np.zeros(0, np.int64)
+            rows = self._rows(plan.snode[sel], plan.sk[sel])
+            x = self.gather(self._in_store(kind, 0), rows)
+            seg = self._idx(np.repeat(np.arange(b), counts))
+            out = torch.zeros((b,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device).index_add(0, seg, x)
+            outs = [out]
+        else:
+            pos = kind.tensor_positions
+            ins = [
+                self.gather(self._in_store(kind, p), self._rows(plan.anode[ids, j], plan.ak[ids, j]))
+                for j, p in enumerate(pos)
+            ]
+            if kind.what == "mean":
+                acc = ins[0]
+                for x in ins[1:]:
+                    acc = acc + x
+                outs = [acc / len(ins)]
+            else:
+                data = {
+                    p: torch.from_numpy(plan.ints[ids, kind.data_slot[p]]).to(self.runner.device, _dtype(leaf[2]))
+                    for p, leaf in enumerate(kind.leaves)
+                    if leaf[0] == "data"
+                }
+                outs = self.runner.call(kind, ins, data, b)
+        for k, o in enumerate(outs):
+            store = self.stores[int(self.out_store[q, k])]
+            self.scatter(o.reshape((b,) + store.shape), store, self.out_row[ids, k])
 
-    def _mean(self, bi: int, ids: Sequence[int]) -> None:
-        kind = self.nodes[ids[0]].kind
-        store = self._store_of(kind, 0)
-        n = len(kind.leaves)
-        acc = None
-        for pi in range(n):
-            rows = [self.where[self.nodes[i].args[pi].node][self.nodes[i].args[pi].k][1] for i in ids]  # type: ignore[union-attr]
-            x = self.gather(store, rows)
-            acc = x if acc is None else acc + x
-        assert acc is not None
-        out = acc / n
-        ostore = self.where[ids[0]][0][0]
-        self.scatter(out.reshape((len(ids),) + ostore.shape), ostore, [self.where[i][0][1] for i in ids], bi)
-
-    def values(self, srcs: list[Src]) -> list[torch.Tensor]:
+    def values(self, nodes: np.ndarray, ks: np.ndarray) -> list[torch.Tensor]:
         """The values of node outputs, one gather per store."""
-        by_store: dict[int, list[int]] = {}
-        for j, s in enumerate(srcs):
-            by_store.setdefault(id(self.where[s.node][s.k][0]), []).append(j)
-        out: list[Any] = [None] * len(srcs)
-        for js in by_store.values():
-            store = self.where[srcs[js[0]].node][srcs[js[0]].k][0]
-            g = self.gather(store, [self.where[srcs[j].node][srcs[j].k][1] for j in js])
-            for r, j in enumerate(js):
+        plan = self.plan
+        stores = self.out_store[plan.kid[nodes], ks]
+        out: list[Any] = [None] * len(nodes)
+        for s in np.unique(stores).tolist():
+            js = np.nonzero(stores == s)[0]
+            g = self.gather(self.stores[s], self.out_row[nodes[js], ks[js]])
+            for r, j in enumerate(js.tolist()):
                 out[j] = g[r]
         return out
 
@@ -609,25 +675,48 @@ class _Server:
 atexit.register(_Server.close_all)
 
 
-def trace_json(name: str, nodes: list[Node], kinds: list[Kind], instances: int) -> str:
-    """The trace of a discovered graph, one line (types and dependencies)."""
-    tid = {id(k): i for i, k in enumerate(kinds)}
-    body = {
-        "format": "batchlab-trace",
-        "version": 1,
-        "workload": name,
-        "meta": {"batch_size": instances, "level": "cell"},
-        "types": [{"name": k.type_name, "batchable": True} for k in kinds],
-        "nodes": [
-            {"type": tid[id(n.kind)], "args": [a.node for a in n.args if a is not None]}
-            | ({"instance": n.instance} if n.instance is not None else {})
-            for n in nodes
-        ],
-    }
-    return json.dumps(body, separators=(",", ":"))
+def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> str:
+    """The mini-batch's graph as ``engine schedule --serve`` takes it, one
+    line: its types, and per node its type, instance and arguments (CSR)."""
+    present, type_of = np.unique(plan.kid, return_inverse=True)
+    is_sum = np.array([kinds[q].what == "sum" for q in present.tolist()], dtype=bool)[type_of]
+    valid = plan.anode >= 0
+    counts = np.where(is_sum, plan.sptr[1:] - plan.sptr[:-1], valid.sum(axis=1))
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    args = np.empty(int(ptr[-1]), dtype=np.int64)
+    fixed = ~is_sum
+    if fixed.any():
+        rows = plan.anode[fixed]
+        dst = np.repeat(ptr[:-1][fixed], valid[fixed].sum(axis=1)) + _ranks(valid[fixed])
+        args[dst] = rows[valid[fixed]]
+    if is_sum.any():
+        idx = np.nonzero(is_sum)[0]
+        lo, hi = plan.sptr[idx], plan.sptr[idx + 1]
+        src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(idx) else lo
+        dst = np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())]) if len(idx) else lo
+        args[dst] = plan.snode[src]
+    # str() of a list of ints is valid JSON and many times faster than json.dumps.
+    return (
+        '{"workload":%s,"types":%s,"type_of":%s,"arg_ptr":%s,"args":%s,"instance":%s}'
+        % (
+            json.dumps(name),
+            json.dumps([kinds[q].type_name for q in present.tolist()]),
+            str(type_of.tolist()),
+            str(ptr.tolist()),
+            str(args.tolist()),
+            str(plan.instance.tolist()),
+        )
+    )
 
 
-def read_schedule(path: str, nodes: list[Node]) -> list[list[int]]:
+def _ranks(mask: np.ndarray) -> np.ndarray:
+    """For each true entry of a 2-D mask, its rank among its row's true
+    entries (row-major order)."""
+    c = np.cumsum(mask, axis=1) - 1
+    return c[mask]
+
+
+def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
     """A schedule file's batches, checked against this mini-batch's graph:
     node count, each batch one type, every node once after its arguments."""
     try:
@@ -637,30 +726,34 @@ def read_schedule(path: str, nodes: list[Node]) -> list[list[int]]:
         raise ScheduleError(f"{path}: {e}") from None
     if not isinstance(s, dict) or s.get("format") != "batchlab-schedule":
         raise ScheduleError(f"{path}: not a schedule file (format batchlab-schedule)")
-    if s.get("nodes") != len(nodes):
+    if s.get("nodes") != plan.n:
         raise ScheduleError(
-            f"{path}: a schedule of {s.get('nodes')} nodes, but this mini-batch has {len(nodes)}: a schedule file "
+            f"{path}: a schedule of {s.get('nodes')} nodes, but this mini-batch has {plan.n}: a schedule file "
             "fits only the mini-batch it was made for (use a policy for new samples)"
         )
     batches = s.get("batch_nodes")
     types = s.get("schedule")
     if not isinstance(batches, list) or not isinstance(types, list) or len(batches) != len(types):
         raise ScheduleError(f"{path}: batch_nodes and schedule missing or of different lengths")
-    done = [False] * len(nodes)
+    done = np.zeros(plan.n, dtype=bool)
+    out = []
     for b, (ids, ty) in enumerate(zip(batches, types)):
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+            raise ScheduleError(f"{path}: batch {b}: not a list of node ids")
+        arr = np.array(ids, dtype=np.int64)
+        if arr.min() < 0 or arr.max() >= plan.n or done[arr].any() or len(np.unique(arr)) != len(arr):
+            raise ScheduleError(f"{path}: batch {b}: a node out of range or scheduled twice")
         for i in ids:
-            if not isinstance(i, int) or not 0 <= i < len(nodes) or done[i]:
-                raise ScheduleError(f"{path}: batch {b}: node {i} out of range or scheduled twice")
-            if nodes[i].kind.type_name != ty:
-                raise ScheduleError(f"{path}: batch {b}: node {i} is {nodes[i].kind.type_name}, not {ty}")
-            for a in nodes[i].args:
-                if a is not None and not done[a.node]:
-                    raise ScheduleError(f"{path}: batch {b}: node {i} runs before its argument {a.node}")
-        for i in ids:
-            done[i] = True
-    if not all(done):
-        raise ScheduleError(f"{path}: node {done.index(False)} is in no batch")
-    return batches
+            if kinds[int(plan.kid[i])].type_name != ty:
+                raise ScheduleError(f"{path}: batch {b}: node {i} is {kinds[int(plan.kid[i])].type_name}, not {ty}")
+            deps = plan.snode[plan.sptr[i] : plan.sptr[i + 1]] if kinds[int(plan.kid[i])].what == "sum" else plan.anode[i][plan.anode[i] >= 0]
+            if len(deps) and not done[deps].all():
+                raise ScheduleError(f"{path}: batch {b}: node {i} runs before one of its arguments")
+        done[arr] = True
+        out.append(arr)
+    if not done.all():
+        raise ScheduleError(f"{path}: node {int(np.argmin(done))} is in no batch")
+    return out
 
 
 # ---------------------------------------------------------------- the runner
@@ -668,80 +761,145 @@ def read_schedule(path: str, nodes: list[Node]) -> list[list[int]]:
 
 class Runner:
     """Runs mini-batches of ``model`` by batchlab schedules (see the module
-    docs), remembering each kind's shapes and call mode between them."""
+    docs), remembering each kind's shapes and call mode, and each sample's
+    graph (``cache=True``: a sample object seen again is not run again; its
+    structure must not change), between them."""
 
-    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: Optional[str] = None, engine: Optional[str] = None) -> None:
+    def __init__(
+        self, model: nn.Module, cells: dict[str, nn.Module], *, name: Optional[str] = None, engine: Optional[str] = None, cache: bool = True
+    ) -> None:
         self.model = model
         self.cells = dict(cells)
         self.name = name
         self.engine = engine
         self.known: dict[tuple, Known] = {}
+        self.kinds: dict[tuple, Kind] = {}
+        self.kind_list: list[Kind] = []
+        self._kid: dict[int, int] = {}
+        self._type_names: dict[str, tuple] = {}
+        self.cache: Optional[dict[int, tuple[Any, Fragment]]] = {} if cache else None
         self.stats = Stats()
         try:
             self.device = next(model.parameters()).device
         except StopIteration:
             self.device = torch.device("cpu")
-        self._sigs = {role: None for role in cells}
 
-    def discover(self, samples: Iterable[Any]) -> tuple[list[Node], list[Kind], list[Any], int]:
-        """The mini-batch's graph: finished nodes, kinds in type order, what
-        each ``model(sample)`` returned (with placeholders), instances."""
-        d = Discovery(self.model, self.cells, self.known, self.device, self.name)
-        self.name = d.name
-        self._tracer = d
-        returns = []
-        with d:
-            for s in samples:
-                returns.append(self.model(s))
-        keep = {v.src.node for v in _values(returns) if isinstance(v.src, Src)}
-        nodes = d.graph.finish(keep=keep)
-        kinds: list[Kind] = []
-        seen: set[int] = set()
-        for n in nodes:
-            if id(n.kind) not in seen:
-                seen.add(id(n.kind))
-                kinds.append(n.kind)
-        renumber = d.graph.renumber
-        for v in _values(returns):
-            if isinstance(v.src, Src):
-                v.src = Src(renumber[v.src.node], v.src.k)
-        return nodes, kinds, returns, d.instances
+    # ------------------------------------------------------------ kinds
+    def kind_id(self, kind: Kind) -> int:
+        """The kind's index, registering (and naming) it on first sight."""
+        q = self._kid.get(id(kind))
+        if q is not None:
+            return q
+        name = f"{kind.base}[{kind.signature()}]"
+        while self._type_names.get(name, kind.key) != kind.key:
+            name = f"{kind.base}-{len(self._type_names)}[{kind.signature()}]"
+        self._type_names[name] = kind.key
+        kind.type_name = name
+        data = [p for p, leaf in enumerate(kind.leaves) if leaf[0] == "data"]
+        kind.data_slot = {p: i for i, p in enumerate(data)}
+        q = self._kid[id(kind)] = len(self.kind_list)
+        self.kind_list.append(kind)
+        return q
 
-    def schedule(self, nodes: list[Node], kinds: list[Kind], instances: int, schedule: str) -> list[list[int]]:
+    def out_keys(self, kind: Kind) -> list[tuple]:
+        """Per output, the store it goes to: (per-instance shape, dtype)."""
+        known = self.known.get(_base_key(kind.key))
+        dts = known.out_dtypes if known is not None else (torch.float32,) * len(kind.out_tshapes)
+        return [(tuple(s), d) for s, d in zip(kind.out_tshapes, dts)]
+
+    # ------------------------------------------------------------ the steps
+    def discover(self, samples: Sequence[Any]) -> list[Fragment]:
+        """Each sample's fragment: from the cache, else by running the
+        forward with placeholders (all new samples in one pass)."""
+        frags: list[Optional[Fragment]] = [None] * len(samples)
+        todo = []
+        for i, s in enumerate(samples):
+            hit = self.cache.get(id(s)) if self.cache is not None else None
+            if hit is not None and hit[0] is s:
+                frags[i] = hit[1]
+            else:
+                todo.append(i)
+        self.stats.discovered = len(todo)
+        if todo:
+            d = Discovery(self.model, self.cells, self.known, self.device, self.name)
+            d.graph.kinds = d.kinds = self.kinds
+            self.name = d.name
+            returns = []
+            collecting = gc.isenabled()
+            gc.disable()  # discovery makes many small objects and no cycles
+            try:
+                with d:
+                    for i in todo:
+                        returns.append(self.model(samples[i]))
+            finally:
+                if collecting:
+                    gc.enable()
+            keep = {v.src.node for v in _values(returns) if isinstance(v.src, Src)}
+            nodes = d.graph.finish(keep=keep, ports=False)
+            renumber = d.graph.renumber
+            by_inst: list[list[int]] = [[] for _ in todo]
+            for gid, n in enumerate(nodes):
+                if n.instance is None:
+                    raise RecordError(f"{n.kind.frame}: bt.run: a node outside every sample's forward")
+                by_inst[n.instance].append(gid)
+            for j, i in enumerate(todo):
+                local = {gid: li for li, gid in enumerate(by_inst[j])}
+                for v in _values(returns[j]):
+                    if isinstance(v.src, Src):
+                        v.src = Src(local[renumber[v.src.node]], v.src.k)
+                frag = Fragment([nodes[g] for g in by_inst[j]], local, self, returns[j])
+                frags[i] = frag
+                if self.cache is not None:
+                    self.cache[id(samples[i])] = (samples[i], frag)
+        return frags  # type: ignore[return-value]
+
+    def schedule(self, plan: Plan, schedule: str) -> list[np.ndarray]:
+        """The batches of ``schedule`` for the mini-batch."""
         if schedule.endswith(".json") and os.path.isfile(schedule):
-            return read_schedule(schedule, nodes)
+            return read_schedule(schedule, plan, self.kind_list)
         engine = self.engine or find_engine()
-        answer = _Server.get(engine, schedule).ask(trace_json(self.name or "model", nodes, kinds, instances))
+        answer = _Server.get(engine, schedule).ask(graph_request(self.name or "model", plan, self.kind_list))
         self.stats.lower_bound = answer.get("lower_bound")
         self.stats.misses = answer.get("misses", 0)
-        return answer["batches"]
+        return [np.array(b, dtype=np.int64) for b in answer["batches"]]
 
     def run(self, samples: Iterable[Any], schedule: str = "depth") -> list[Any]:
         """What ``[model(s) for s in samples]`` returns, computed by batches
         of ``schedule``; :attr:`stats` says where the time went."""
-        st = Stats()
+        samples = list(samples)
+        self.stats = st = Stats()
         t0 = time.perf_counter()
-        nodes, kinds, returns, instances = self.discover(samples)
+        frags = self.discover(samples)
+        plan = Plan(frags)
         t1 = time.perf_counter()
-        batches = self.schedule(nodes, kinds, instances, schedule)
+        batches = self.schedule(plan, schedule)
         t2 = time.perf_counter()
-        ex = Execution(self, nodes, torch.is_grad_enabled())
-        for bi, ids in enumerate(batches):
-            ex.run_batch(bi, ids)
-            ty = nodes[ids[0]].kind.type_name
+        ex = Execution(self, plan, torch.is_grad_enabled())
+        for ids in batches:
+            ex.run_batch(ids)
+            ty = self.kind_list[int(plan.kid[ids[0]])].type_name
             st.per_type[ty] = st.per_type.get(ty, 0) + 1
-        vals = _values(returns)
-        srcs = [v.src for v in vals if isinstance(v.src, Src)]
-        got = iter(ex.values(srcs)) if srcs else iter(())
-        real = {id(v): next(got) for v in vals if isinstance(v.src, Src)}
-        out = [tree_map(lambda x: real.get(id(x), x) if isinstance(x, Value) else x, r) for r in returns]
+        vals: list[Value] = []
+        gnode, gk = [], []
+        for f, off in zip(frags, plan.offsets.tolist()):
+            for v in _values(f.ret):
+                if isinstance(v.src, Src):
+                    vals.append(v)
+                    gnode.append(v.src.node + off)
+                    gk.append(v.src.k)
+        got = ex.values(np.array(gnode, dtype=np.int64), np.array(gk, dtype=np.int64)) if vals else []
+        out = []
+        pos = 0
+        for f in frags:
+            mine = [v for v in _values(f.ret) if isinstance(v.src, Src)]
+            real = {id(v): got[pos + j] for j, v in enumerate(mine)}
+            pos += len(mine)
+            out.append(tree_map(lambda x: real.get(id(x), x) if isinstance(x, Value) else x, f.ret))
         t3 = time.perf_counter()
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
-        st.nodes, st.batches = len(nodes), len(batches)
-        st.lower_bound, st.misses = self.stats.lower_bound, self.stats.misses
+        st.nodes, st.batches = plan.n, len(batches)
         st.direct_kinds = sum(1 for k in self.known.values() if k.direct)
         st.vmap_kinds = sum(1 for k in self.known.values() if k.direct is False)
-        self.stats = st
         for x in _values(out):
             raise RecordError(f"bt.run: a placeholder for {x} was returned but never computed")
         return out

@@ -73,6 +73,24 @@ class Signature:
 
     def __init__(self, forward: Callable[..., Any]) -> None:
         self.sig = inspect.signature(forward)
+        ps = list(self.sig.parameters.values())
+        plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        # The leading plain positional parameters: a call passing only those,
+        # each a tensor, flattens without inspect's bind.
+        self.positional: tuple[str, ...] = tuple(p.name for p in ps if p.kind in plain)
+        self._fast: dict[int, tuple[Any, str]] = {}
+
+    def fast(self, n: int) -> Optional[tuple[Any, str, tuple[str, ...]]]:
+        """Spec, spec key and names of a call with ``n`` plain tensor
+        arguments, or None when such a call needs ``bind``."""
+        if n > len(self.positional):
+            return None
+        hit = self._fast.get(n)
+        if hit is None:
+            spec = (tuple, None, (None,) * n)
+            hit = (spec, spec_key(spec))
+            self._fast[n] = hit
+        return hit[0], hit[1], self.positional[:n]
 
     def flatten(self, args: tuple, kwargs: dict) -> tuple[list[Any], Any, list[str], tuple[str, ...]]:
         bound = self.sig.bind(*args, **kwargs)
@@ -157,6 +175,9 @@ class Tracer:
         self._instance = -1
         self._active = False
         self._saved: list[tuple[nn.Module, bool, Any]] = []
+        # The type of the placeholders this tracer hands out (discovery), for
+        # the fast paths; None when it hands out real tensors.
+        self.placeholder: Any = None
 
     # ------------------------------------------------------------ activation
     def __enter__(self) -> "Tracer":
@@ -251,7 +272,14 @@ class Tracer:
         kinds: list[tuple] = []
         srcs: list[Optional[Src]] = []
         data: dict[int, int] = {}
+        fast = self.placeholder
         for i, x in enumerate(leaves):
+            if type(x) is fast:
+                src = x.src
+                if isinstance(src, Src):
+                    kinds.append(("tensor", x.tshape, x.dts))
+                    srcs.append(src)
+                    continue
             if not self.is_tensor(x):
                 kinds.append(("static", static_repr(x)))
                 continue
@@ -263,7 +291,7 @@ class Tracer:
             tag = self.tag(x)
             label = names[i] if i < len(names) else f"argument {i}"
             if isinstance(tag, Src) or tag is ZERO:
-                kinds.append(("tensor", tuple(x.shape), str(x.dtype)))
+                kinds.append(("tensor", tuple(x.shape), _dts(x.dtype)))
                 srcs.append(tag if isinstance(tag, Src) else None)
             elif isinstance(tag, Stack):
                 raise RecordError(
@@ -286,7 +314,7 @@ class Tracer:
                     v = int(x.reshape(()).item())
                 if v < 0 or v > 0xFFFFFFFF:
                     raise RecordError(f"{frame}: {what} reads `{label}` = {v}: ids and labels are 0 .. 2^32-1")
-                kinds.append(("data", tuple(x.shape), str(x.dtype)))
+                kinds.append(("data", tuple(x.shape), _dts(x.dtype)))
                 data[i] = v
             else:
                 raise RecordError(
@@ -300,12 +328,19 @@ class Tracer:
     def _cell_call(self, role: str, mod: nn.Module, orig: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         frame = calls.here()
         what = f"cell `{role}`"
-        try:
-            leaves, spec, names, arg_names = self.sigs[role].flatten(args, kwargs)
-        except TypeError as e:
-            raise RecordError(f"{frame}: {what}: {e}") from None
+        sig = self.sigs[role]
+        fast = None if kwargs or not all(self.is_tensor(a) for a in args) else sig.fast(len(args))
+        if fast is not None:
+            spec, skey, names_t = fast
+            leaves, names, arg_names = list(args), list(names_t), names_t
+        else:
+            try:
+                leaves, spec, names, arg_names = sig.flatten(args, kwargs)
+            except TypeError as e:
+                raise RecordError(f"{frame}: {what}: {e}") from None
+            skey = spec_key(spec)
         kinds, srcs, data = self.classify(leaves, frame, what, names)
-        key = ("cell", role, spec_key(spec), tuple(kinds))
+        key = ("cell", role, skey, tuple(kinds))
         kind = self.kinds.get(key)
         out_leaves, out_spec, kind = self._run_cell(kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame)
         if kind.module == "":
@@ -338,7 +373,25 @@ class Tracer:
     def _inside_cell(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
         return func(*args, **kwargs)
 
+    def _plain(self, x: Any) -> bool:
+        """Whether an argument can play no part in the graph: not a
+        placeholder, not a tagged tensor, not a parameter, not an integer
+        tensor (a token id or label)."""
+        if type(x) is self.placeholder:
+            return False
+        if isinstance(x, torch.Tensor):
+            return getattr(x, _TAG, None) is None and id(x) not in self.param_names and x.is_floating_point()
+        if type(x) is list or type(x) is tuple:
+            return all(self._plain(y) for y in x)
+        return True
+
     def _free(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+        if all(self._plain(a) for a in args) and all(self._plain(a) for a in kwargs.values()):
+            out = func(*args, **kwargs)
+            if name in calls.ZEROS:
+                for t in _tensors(out):
+                    self.set_tag(t, ZERO)
+            return out
         leaves, spec = flatten((args, kwargs))
         tags = [self.tag(x) for x in leaves]
         recorded = any(isinstance(t, (Src, Stack)) for t in tags)
@@ -481,6 +534,16 @@ class Tracer:
 
     def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
         raise NotImplementedError
+
+
+_DTS: dict[torch.dtype, str] = {}
+
+
+def _dts(d: torch.dtype) -> str:
+    s = _DTS.get(d)
+    if s is None:
+        s = _DTS[d] = str(d)
+    return s
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
