@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use engine::export::{Reference, export};
+use engine::export::{Reference, export_model};
 use serde::Serialize;
 
 /// Arguments of `engine export-model`.
@@ -85,8 +85,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         Reference::Loss
     };
-    let e =
-        export(&trace, &cells, a.seed, reference).with_context(|| format!("exporting {what}"))?;
+    if trace.meta.level == Some(engine::trace::Level::Op) {
+        bail!("{what}: an op-level trace; export a cell-level one (record without --level op)");
+    }
+    let model = input.model(a.seed)?;
+    let e = export_model(trace, &model, cells, a.seed, reference)
+        .with_context(|| format!("exporting {what}"))?;
     let bytes = e.to_bytes();
     engine::io::write_atomic(&a.out, &bytes)
         .with_context(|| format!("writing {}", a.out.display()))?;

@@ -3,14 +3,19 @@
 use std::path::PathBuf;
 
 use engine::graph::{GraphStats, stats};
-use engine::trace::{Trace, TraceMeta};
+use engine::trace::TraceMeta;
 use serde::Serialize;
 
 /// Arguments of `engine inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Trace file to summarise.
-    trace: PathBuf,
+    #[arg(required_unless_present = "model", conflicts_with = "model")]
+    trace: Option<PathBuf>,
+    /// A model folder (docs/torch.md): its trace, and its roles with their
+    /// cells.
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -26,18 +31,75 @@ struct Report<'a> {
     data_labels: u64,
     #[serde(flatten)]
     stats: GraphStats,
+    /// With --model: the model's roles.
+    roles: Option<Vec<RoleReport>>,
+}
+
+/// One role of a model folder.
+#[derive(Serialize)]
+struct RoleReport {
+    role: String,
+    cell: String,
+    #[serde(rename = "type")]
+    type_name: String,
+    loss: bool,
+    nodes: usize,
+    ops: usize,
+    params: usize,
+    /// Where the recorder saw it first (module or op, file:line).
+    from: serde_json::Value,
+}
+
+fn roles(dir: &engine::modeldir::ModelDir) -> anyhow::Result<Vec<RoleReport>> {
+    let g = &dir.trace.graph;
+    let mut out = Vec::new();
+    for r in &dir.manifest.roles {
+        let cell = dir
+            .cells
+            .instantiate(&r.cell, dir.manifest.hidden.max(1) as usize)?;
+        let nodes = g
+            .types()
+            .iter()
+            .find(|(_, t)| t.name == r.type_name)
+            .map_or(0, |(id, _)| g.node_types().iter().filter(|&&t| t == id).count());
+        out.push(RoleReport {
+            role: r.role.clone(),
+            cell: r.cell.clone(),
+            type_name: r.type_name.clone(),
+            loss: r.loss,
+            nodes,
+            ops: cell.ops.len(),
+            params: cell
+                .values
+                .iter()
+                .filter(|v| matches!(v.kind, engine::cells::ValueKind::Param))
+                .map(|v| v.numel())
+                .sum(),
+            from: r.from.clone(),
+        });
+    }
+    Ok(out)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let trace = Trace::read(&a.trace)?;
+    let (trace, file, roles) = match (&a.trace, &a.model) {
+        (Some(p), _) => (super::read_trace(p)?, p.display().to_string(), None),
+        (None, Some(d)) => {
+            let dir = engine::modeldir::ModelDir::open(d)?;
+            let roles = roles(&dir)?;
+            (dir.trace, d.display().to_string(), Some(roles))
+        }
+        (None, None) => anyhow::bail!("give a trace file or --model DIR"),
+    };
     let (data_ids, data_labels) = trace.data_counts();
     let report = Report {
-        file: a.trace.display().to_string(),
+        file,
         workload: &trace.workload,
         meta: &trace.meta,
         data_ids,
         data_labels,
         stats: stats(&trace.graph),
+        roles,
     };
     if a.json {
         return crate::cli::print_json(&report);
@@ -92,6 +154,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             t.nodes,
             t.lower_bound
         );
+    }
+    if let Some(roles) = &report.roles {
+        let w = roles.iter().map(|r| r.role.len()).max().unwrap_or(4).max(4);
+        engine::outln!("{:<w$}  {:>8}  {:>4}  {:>10}  loss  from", "role", "nodes", "ops", "params");
+        for r in roles {
+            let from = r.from.get("at").and_then(|v| v.as_str()).unwrap_or("-");
+            engine::outln!(
+                "{:<w$}  {:>8}  {:>4}  {:>10}  {:<4}  {}",
+                r.role,
+                r.nodes,
+                r.ops,
+                r.params,
+                if r.loss { "yes" } else { "" },
+                from
+            );
+        }
     }
     Ok(())
 }

@@ -22,8 +22,13 @@ use serde::Serialize;
 pub struct Args {
     /// Workload to train (`engine workloads`); its data must carry labels
     /// (SST trees, WikiNER tags).
-    #[arg(long)]
-    workload: String,
+    #[arg(long, required_unless_present = "model", conflicts_with = "model")]
+    workload: Option<String>,
+    /// A model folder (docs/torch.md): train its model, from its weights,
+    /// on its own recorded samples (--batch samples per mini-batch; no dev
+    /// split).
+    #[arg(long, conflicts_with_all = ["data", "dev", "hidden"])]
+    model: Option<PathBuf>,
     /// Training split (default: the workload's real data set).
     #[arg(long)]
     data: Option<String>,
@@ -93,6 +98,8 @@ pub struct Args {
 #[derive(Serialize)]
 struct Report {
     workload: String,
+    /// With --model: the folder.
+    model: Option<String>,
     data: String,
     dev: Option<String>,
     executor: String,
@@ -130,11 +137,12 @@ fn dataset(name: &str, flag: &str) -> anyhow::Result<Dataset> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let Some(w) = workloads::workload(&a.workload) else {
-        bail!(
-            "--workload {}: unknown workload (see `engine workloads`)",
-            a.workload
-        );
+    if let Some(dir) = a.model.clone() {
+        return run_folder(a, &dir);
+    }
+    let name = a.workload.clone().unwrap_or_default();
+    let Some(w) = workloads::workload(&name) else {
+        bail!("--workload {name}: unknown workload (see `engine workloads`)");
     };
     if a.batch == 0 || a.hidden == 0 || a.epochs == 0 {
         bail!("--batch, --hidden and --epochs must be at least 1");
@@ -189,12 +197,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         resume: a.resume,
         settings,
     };
-    let rule = if a.optimizer == "sgd" {
-        Rule::Sgd
-    } else {
-        Optimizer::adam(a.lr, None).rule
-    };
-    let optimizer = Optimizer::new(rule, a.lr, (a.clip > 0.0).then_some(a.clip));
+    let optimizer = optimizer(&a);
     let backward = super::replay::backward_policy(&a.backward_policy)?;
     let replay_args =
         super::replay::Args::for_training(&a.executor, a.policy.clone(), a.layouts.clone());
@@ -207,18 +210,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         };
         Ok((ex, back))
     };
-    let bar = if !a.json && std::io::stderr().is_terminal() {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "epoch {prefix} {bar:30} {pos}/{len} mini-batches {msg}",
-            )
-            .context("progress template")?,
-        );
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = bar(a.json)?;
     let mut progress = |epoch: u32, done: usize, total: usize, loss: f64| {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
@@ -237,6 +229,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let report = Report {
         workload: w.name.into(),
+        model: None,
         data: data.name().into(),
         dev: dev.map(|d| d.name().to_string()),
         executor: a.executor.clone(),
@@ -251,8 +244,116 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         epochs: history,
         seconds: t0.elapsed().as_secs_f64(),
     };
-    if a.json {
-        return crate::cli::print_json(&report);
+    print(&report, a.json)
+}
+
+/// The optimiser the flags ask for.
+fn optimizer(a: &Args) -> Optimizer {
+    let rule = if a.optimizer == "sgd" {
+        Rule::Sgd
+    } else {
+        Optimizer::adam(a.lr, None).rule
+    };
+    Optimizer::new(rule, a.lr, (a.clip > 0.0).then_some(a.clip))
+}
+
+/// A progress bar on a terminal (hidden under --json or in a pipe).
+fn bar(json: bool) -> anyhow::Result<indicatif::ProgressBar> {
+    Ok(if !json && std::io::stderr().is_terminal() {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "epoch {prefix} {bar:30} {pos}/{len} mini-batches {msg}",
+            )
+            .context("progress template")?,
+        );
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    })
+}
+
+/// `engine train --model DIR`: the folder's model on its own samples.
+fn run_folder(a: Args, dir: &std::path::Path) -> anyhow::Result<()> {
+    if a.batch == 0 || a.epochs == 0 {
+        bail!("--batch and --epochs must be at least 1");
+    }
+    if a.threads == Some(0) {
+        bail!("--threads must be at least 1");
+    }
+    let folder = engine::modeldir::ModelDir::open(dir)?;
+    let cpu = CpuOptions {
+        threads: a.threads,
+        fuse: !a.no_fuse,
+    };
+    let settings = format!(
+        "model {} batch {} executor {} optimizer {} lr {} clip {} seed {}",
+        folder.manifest.name, a.batch, a.executor, a.optimizer, a.lr, a.clip, a.seed
+    );
+    let cfg = engine::train::run::FolderConfig {
+        trace: folder.trace.clone(),
+        weights: folder.weights()?,
+        batch: a.batch,
+        epochs: a.epochs,
+        max_batches: a.max_batches,
+        seed: a.seed,
+        cpu,
+        train: TrainOptions { lazy: !a.eager },
+        checkpoint: a.checkpoint.clone(),
+        resume: a.resume,
+        settings,
+    };
+    let backward = super::replay::backward_policy(&a.backward_policy)?;
+    let replay_args =
+        super::replay::Args::for_training(&a.executor, a.policy.clone(), a.layouts.clone());
+    type Made = (Executor, Option<Box<dyn BatchPolicy + Send>>);
+    let mut make = |model: &Model| -> Result<Made, String> {
+        let ex = super::replay::executor(&replay_args, model).map_err(|e| format!("{e:#}"))?;
+        let back = match &backward {
+            Some(arg) => Some(arg.instantiate().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        Ok((ex, back))
+    };
+    let bar = bar(a.json)?;
+    let mut progress = |epoch: u32, done: usize, total: usize, loss: f64| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_prefix(epoch.to_string());
+        bar.set_message(format!("loss {loss:.4}"));
+    };
+    let t0 = std::time::Instant::now();
+    let history = engine::train::run::train_folder(
+        &cfg,
+        &folder.cells,
+        &mut make,
+        optimizer(&a),
+        &mut progress,
+    )?;
+    bar.finish_and_clear();
+    let report = Report {
+        workload: folder.manifest.name.clone(),
+        model: Some(dir.display().to_string()),
+        data: "recorded".into(),
+        dev: None,
+        executor: a.executor.clone(),
+        optimizer: a.optimizer.clone(),
+        lr: a.lr,
+        batch: a.batch,
+        hidden: folder.manifest.hidden as usize,
+        lazy: !a.eager,
+        fused: !a.no_fuse,
+        threads: cpu.thread_count(),
+        dev_majority: None,
+        epochs: history,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    print(&report, a.json)
+}
+
+fn print(report: &Report, json: bool) -> anyhow::Result<()> {
+    if json {
+        return crate::cli::print_json(report);
     }
     if let Some(m) = &report.dev_majority {
         engine::outln!(
@@ -263,6 +364,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     for e in &report.epochs {
         let acc = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1} %", 100.0 * v));
+        if report.dev.is_none() {
+            engine::outln!(
+                "epoch {:>3}: train loss {:.4} per sample; {:.2} s",
+                e.epoch,
+                e.train_loss,
+                e.seconds
+            );
+            continue;
+        }
         engine::outln!(
             "epoch {:>3}: train loss {:.4} per sample; dev accuracy {} at the roots, {} over all nodes; {:.1} s",
             e.epoch,

@@ -24,14 +24,18 @@ pub enum Baseline {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Cell to plan.
-    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    #[arg(long, required_unless_present_any = ["all", "model"], conflicts_with = "all")]
     cell: Option<String>,
     /// Plan every cell in the library (built-ins plus --cells) and print a table.
     #[arg(long)]
     all: bool,
-    /// Hidden size to instantiate at.
-    #[arg(long)]
-    hidden: usize,
+    /// A model folder (docs/torch.md): plan its cells (all of them, unless
+    /// --cell names one) at its hidden size.
+    #[arg(long, conflicts_with = "cell_files")]
+    model: Option<PathBuf>,
+    /// Hidden size to instantiate at (default with --model: the folder's).
+    #[arg(long, required_unless_present = "model")]
+    hidden: Option<usize>,
     /// Instances per batch.
     #[arg(long)]
     batch: usize,
@@ -111,8 +115,8 @@ fn show_ratio(base: u64, planned: u64) -> String {
     }
 }
 
-fn plan(lib: &CellLibrary, name: &str, a: &Args) -> anyhow::Result<(Cell, CellPlan, f64)> {
-    let cell = lib.instantiate(name, a.hidden)?;
+fn plan(lib: &CellLibrary, name: &str, a: &Args, hidden: usize) -> anyhow::Result<(Cell, CellPlan, f64)> {
+    let cell = lib.instantiate(name, hidden)?;
     let opts = PlanOptions {
         schedule_cap: a.cap,
         record: false,
@@ -186,21 +190,34 @@ fn shown_planned(r: &Row, b: Baseline) -> (u64, u64) {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.batch == 0 || a.hidden == 0 {
+    let folder = match &a.model {
+        Some(d) => Some(engine::modeldir::ModelDir::open(d)?),
+        None => None,
+    };
+    let hidden = match (a.hidden, &folder) {
+        (Some(h), _) => h,
+        (None, Some(f)) => f.manifest.hidden.max(1) as usize,
+        (None, None) => bail!("give --hidden (or --model DIR)"),
+    };
+    if a.batch == 0 || hidden == 0 {
         bail!("--hidden and --batch must be at least 1");
     }
-    let lib = super::library(&a.cell_files)?;
+    let lib = match &folder {
+        Some(f) => f.cells.clone(),
+        None => super::library(&a.cell_files)?,
+    };
     let names: Vec<String> = match &a.cell {
         Some(c) => vec![c.clone()],
         None => lib.names().map(str::to_owned).collect(),
     };
+    let table = a.all || (a.model.is_some() && a.cell.is_none());
     if let Some(dir) = &a.out_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating output folder {}", dir.display()))?;
     }
     let mut rows = Vec::new();
     for name in &names {
-        let (cell, p, ms) = plan(&lib, name, &a)?;
+        let (cell, p, ms) = plan(&lib, name, &a, hidden)?;
         let mut out = None;
         if let Some(dir) = &a.out_dir {
             let planned = dir.join(format!("{name}.json"));
@@ -221,13 +238,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         rows.push(row(&p, &a, ms, out, baseline_out));
     }
     if a.json {
-        return if a.all {
+        return if table {
             super::print_json(&rows)
         } else {
             super::print_json(&rows[0])
         };
     }
-    if a.all {
+    if table {
         print_table(&rows, a.baseline);
     } else {
         print_one(&rows[0], a.baseline);

@@ -26,7 +26,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::graph::{Graph, GraphError};
+use crate::graph::{Graph, GraphError, NodeId};
 
 /// The value of the `format` field.
 pub const FORMAT: &str = "batchlab-trace";
@@ -216,6 +216,59 @@ impl Trace {
             source,
         })?;
         Self::from_json(&text, &file)
+    }
+
+    /// The instances (samples) the trace holds, in increasing order.
+    pub fn instances(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.graph.nodes().filter_map(|v| self.graph.instance(v)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// The part of the trace made by the samples `keep` (renumbered 0.. in
+    /// the order given): their nodes, and every node of no sample that
+    /// reads one of them, with its other arguments dropped (a sum of the
+    /// batch's losses becomes the sum of these samples' losses). Node
+    /// order and data are kept. How `engine train` cuts a recorded model's
+    /// trace into mini-batches.
+    pub fn select_instances(&self, keep: &[u32]) -> Result<Trace, TraceError> {
+        let g = &self.graph;
+        let rank: std::collections::HashMap<u32, u32> =
+            keep.iter().enumerate().map(|(r, &i)| (i, r as u32)).collect();
+        let mut new_id: Vec<Option<NodeId>> = vec![None; g.len()];
+        let mut b = crate::graph::GraphBuilder::with_types(g.types().clone());
+        let mut data = Vec::new();
+        let mut args = Vec::new();
+        for v in g.nodes() {
+            let inst = g.instance(v);
+            let keep_it = match inst {
+                Some(i) => rank.contains_key(&i),
+                None => g.args(v).iter().any(|a| new_id[a.index()].is_some()),
+            };
+            if !keep_it {
+                continue;
+            }
+            args.clear();
+            args.extend(g.args(v).iter().filter_map(|a| new_id[a.index()]));
+            new_id[v.index()] =
+                Some(b.add_node(g.node_type(v), &args, inst.and_then(|i| rank.get(&i).copied())));
+            if !self.data.is_empty() {
+                data.push(self.node_data(v));
+            }
+        }
+        let graph = b.finish().map_err(|source| TraceError::Graph {
+            file: "<selected samples>".into(),
+            source,
+        })?;
+        let mut meta = self.meta.clone();
+        meta.batch_size = Some(keep.len() as u32);
+        Ok(Trace {
+            workload: self.workload.clone(),
+            meta,
+            graph,
+            data,
+        })
     }
 
     /// The canonical JSON text of this trace.

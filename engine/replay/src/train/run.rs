@@ -70,6 +70,12 @@ pub enum TrainError {
     /// The executor could not be built for a mini-batch.
     #[error("{0}")]
     Executor(String),
+    /// A mini-batch of a model folder's samples could not be cut out.
+    #[error(transparent)]
+    Trace(#[from] crate::trace::TraceError),
+    /// A model folder's weights do not fit its cells.
+    #[error(transparent)]
+    Weights(#[from] crate::modeldir::TensorsError),
 }
 
 /// Builds the forward executor and the backward policy (`None`: the forward
@@ -298,6 +304,77 @@ pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32
     out
 }
 
+/// One training step on `trace`: forward and backward by `make`'s
+/// executor, then one optimiser step on `params` (parameters a model shares
+/// between roles get the sum of their gradients and stay equal). Returns
+/// the loss.
+#[allow(clippy::too_many_arguments)]
+fn step(
+    trace: &Trace,
+    cells: &CellLibrary,
+    seed: u64,
+    cpu: &CpuOptions,
+    train: &TrainOptions,
+    params: &mut Tensors,
+    make: &mut ExecutorFactory<'_>,
+    opt: &mut Optimizer,
+) -> Result<f64, StepError> {
+    let model = model_with(trace, cells, seed, params)?;
+    let (mut ex, mut back) = make(&model).map_err(TrainError::Executor)?;
+    let opts = SessionOptions { cpu: *cpu };
+    let mut s = Session::open_with(DeviceKind::Cpu, trace, &model, cells, &ex, &opts)?;
+    let order = match back.as_mut() {
+        Some(p) => BackwardSchedule::Policy(p.as_mut()),
+        None => BackwardSchedule::ReverseForward,
+    };
+    let run = s.train(trace, &model, cells, &mut ex, order, train)?;
+    if !run.loss.is_finite() {
+        return Err(StepError::NonFinite(run.loss));
+    }
+    let mut grads = s.gradients(&model).expect("a training run");
+    let ties = model.tied_params();
+    for group in &ties {
+        let (r0, v0) = group[0];
+        for &(r, v) in &group[1..] {
+            let g = std::mem::take(&mut grads[r][v]);
+            for (a, b) in grads[r0][v0].iter_mut().zip(&g) {
+                *a += b;
+            }
+            grads[r][v] = vec![0.0; g.len()];
+        }
+    }
+    opt.step(params, &grads);
+    for group in &ties {
+        let (r0, v0) = group[0];
+        let p = params[r0][v0].clone();
+        for &(r, v) in &group[1..] {
+            params[r][v].clone_from(&p);
+        }
+    }
+    Ok(run.loss)
+}
+
+/// A failed [`step`], placed by [`StepError::at`].
+enum StepError {
+    NonFinite(f64),
+    Other(TrainError),
+}
+
+impl<E: Into<TrainError>> From<E> for StepError {
+    fn from(e: E) -> Self {
+        StepError::Other(e.into())
+    }
+}
+
+impl StepError {
+    fn at(self, epoch: u32, batch: usize) -> TrainError {
+        match self {
+            StepError::NonFinite(loss) => TrainError::NonFinite { epoch, batch, loss },
+            StepError::Other(e) => e,
+        }
+    }
+}
+
 /// Trains; returns every epoch's record (resumed ones included).
 pub fn train(
     cfg: &TrainConfig,
@@ -353,25 +430,18 @@ pub fn train(
         for (bi, idx) in batches.iter().enumerate() {
             let seed = cfg.seed ^ ((u64::from(epoch) << 32) | bi as u64);
             let trace = record(cfg, cells, &select(&train_data, idx), seed)?;
-            let model = model_with(&trace, cells, cfg.seed, &params)?;
-            let (mut ex, mut back) = make(&model).map_err(TrainError::Executor)?;
-            let opts = SessionOptions { cpu: cfg.cpu };
-            let mut s = Session::open_with(DeviceKind::Cpu, &trace, &model, cells, &ex, &opts)?;
-            let order = match back.as_mut() {
-                Some(p) => BackwardSchedule::Policy(p.as_mut()),
-                None => BackwardSchedule::ReverseForward,
-            };
-            let run = s.train(&trace, &model, cells, &mut ex, order, &cfg.train)?;
-            if !run.loss.is_finite() {
-                return Err(TrainError::NonFinite {
-                    epoch,
-                    batch: bi,
-                    loss: run.loss,
-                });
-            }
-            let grads = s.gradients(&model).expect("a training run");
-            opt.step(&mut params, &grads);
-            loss_sum += run.loss;
+            let loss = step(
+                &trace,
+                cells,
+                cfg.seed,
+                &cfg.cpu,
+                &cfg.train,
+                &mut params,
+                make,
+                &mut opt,
+            )
+            .map_err(|e| e.at(epoch, bi))?;
+            loss_sum += loss;
             samples += idx.len();
             progress(
                 epoch,
@@ -400,6 +470,127 @@ pub fn train(
                 version: CHECKPOINT_VERSION,
                 workload: cfg.workload.name.into(),
                 hidden: cfg.hidden,
+                shapes: shapes(&init),
+                params: params.clone(),
+                optimizer: opt.clone(),
+                epochs_done: epoch,
+                history: history.clone(),
+                settings: cfg.settings.clone(),
+            }
+            .write(path)?;
+        }
+    }
+    Ok(history)
+}
+
+/// What to train when the model is a model folder's (`engine train
+/// --model DIR`): its recorded samples are the data, cut into mini-batches
+/// of `batch` samples ([`Trace::select_instances`]); there is no dev split.
+pub struct FolderConfig {
+    /// The folder's trace (all its samples).
+    pub trace: Trace,
+    /// Its weights: the initial parameters.
+    pub weights: crate::modeldir::Tensors,
+    /// Samples per mini-batch.
+    pub batch: usize,
+    /// Epochs to reach.
+    pub epochs: u32,
+    /// Mini-batches per epoch at most.
+    pub max_batches: Option<usize>,
+    /// Shuffling seed (and the seed of data the trace does not record).
+    pub seed: u64,
+    /// CPU threads and fusion.
+    pub cpu: CpuOptions,
+    /// Lazy batching of the weight gradients.
+    pub train: TrainOptions,
+    /// Where to checkpoint after every epoch.
+    pub checkpoint: Option<PathBuf>,
+    /// Continue from the checkpoint.
+    pub resume: bool,
+    /// The settings line recorded in the checkpoint.
+    pub settings: String,
+}
+
+/// Trains a model folder's model on its own samples; returns every epoch's
+/// record (no dev accuracy).
+pub fn train_folder(
+    cfg: &FolderConfig,
+    cells: &CellLibrary,
+    make: &mut ExecutorFactory<'_>,
+    optimizer: Optimizer,
+    progress: &mut Progress<'_>,
+) -> Result<Vec<EpochRecord>, TrainError> {
+    let mut init = crate::replay::model(&cfg.trace, cells, cfg.seed)?;
+    init.load_weights(&cfg.weights)?;
+    let instances = cfg.trace.instances();
+    if instances.is_empty() {
+        return Err(TrainError::Executor(
+            "the model folder's trace has no samples (no node has an instance)".into(),
+        ));
+    }
+    let mut params: Tensors = init.roles.iter().map(|r| r.params.clone()).collect();
+    let mut opt = optimizer;
+    let mut history = Vec::new();
+    let mut done = 0;
+    if cfg.resume {
+        let path = cfg.checkpoint.as_ref().ok_or(TrainError::Executor(
+            "--resume needs --checkpoint FILE".into(),
+        ))?;
+        let c = Checkpoint::read_for(path, &init)?;
+        if c.settings != cfg.settings {
+            return Err(TrainError::Executor(format!(
+                "{}: written with other settings ({}); this run: {}",
+                path.display(),
+                c.settings,
+                cfg.settings
+            )));
+        }
+        params = c.params;
+        opt = c.optimizer;
+        history = c.history;
+        done = c.epochs_done;
+    }
+    for epoch in done + 1..=cfg.epochs {
+        let t0 = Instant::now();
+        let mut order = instances.clone();
+        order.shuffle(&mut Xoshiro256PlusPlus::seed_from_u64(
+            cfg.seed ^ (u64::from(epoch) << 32),
+        ));
+        let mut batches: Vec<&[u32]> = order.chunks(cfg.batch.max(1)).collect();
+        if let Some(m) = cfg.max_batches {
+            batches.truncate(m);
+        }
+        let (mut loss_sum, mut samples) = (0.0, 0usize);
+        for (bi, idx) in batches.iter().enumerate() {
+            let trace = cfg.trace.select_instances(idx)?;
+            let loss = step(
+                &trace,
+                cells,
+                cfg.seed,
+                &cfg.cpu,
+                &cfg.train,
+                &mut params,
+                make,
+                &mut opt,
+            )
+            .map_err(|e| e.at(epoch, bi))?;
+            loss_sum += loss;
+            samples += idx.len();
+            progress(epoch, bi + 1, batches.len(), loss_sum / samples.max(1) as f64);
+        }
+        history.push(EpochRecord {
+            epoch,
+            train_loss: loss_sum / samples.max(1) as f64,
+            dev_accuracy: None,
+            dev_node_accuracy: None,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+        if let Some(path) = &cfg.checkpoint {
+            Checkpoint {
+                format: CHECKPOINT_FORMAT.into(),
+                version: CHECKPOINT_VERSION,
+                workload: cfg.trace.workload.clone(),
+                hidden: init.hidden,
                 shapes: shapes(&init),
                 params: params.clone(),
                 optimizer: opt.clone(),
