@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from torch.overrides import resolve_name
 
@@ -148,7 +149,7 @@ class Where:
 
     def __init__(self, frame: Any) -> None:
         self.frame = frame
-        self.text: Optional[str] = None
+        self.text: str | None = None
 
     def __str__(self) -> str:
         if self.text is None:

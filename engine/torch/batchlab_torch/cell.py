@@ -9,8 +9,8 @@ leading ones are the per-instance batch dims of eager PyTorch code.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 Shape = tuple[int, ...]
 
@@ -47,8 +47,8 @@ class Op:
     out: Val
     op: str
     args: list[Val]
-    start: Optional[int] = None
-    len: Optional[int] = None
+    start: int | None = None
+    len: int | None = None
     frame: str = ""
 
 

@@ -20,7 +20,7 @@ import os
 import platform
 import shutil
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -81,7 +81,9 @@ def build_cell(kind: Kind, params: dict[str, tuple[int, ...]]) -> tuple[Cell, di
                     f"{kind.frame}: cell `{kind.base}` never reads its argument `{kind.names[p]}` but reads one "
                     "that comes after it from the same producer; batchlab binds a port to its producer's first outputs"
                 )
-        cell.ports.append(Port(vals[keep[0]].name if len(keep) == 1 else f"{vals[keep[0]].name}_port", arity, [vals[p] for p in keep]))
+        cell.ports.append(
+            Port(vals[keep[0]].name if len(keep) == 1 else f"{vals[keep[0]].name}_port", arity, [vals[p] for p in keep])
+        )
         ports.append(keep)
     probe: dict[str, str] = {}
     for v in cell.ports:
@@ -100,7 +102,7 @@ def _doc(kind: Kind) -> str:
     return f"A free-standing {kind.what} recorded by batchlab_torch, first at {kind.frame}."
 
 
-def write_model(path: str, rec: "Recorder") -> None:
+def write_model(path: str, rec: Recorder) -> None:
     nodes = rec.graph.finish()
     if not nodes:
         raise RecordError("Recorder.save: nothing was recorded (call the model inside `with rec:`)")
@@ -227,7 +229,9 @@ def _hidden(kinds: list[Kind]) -> int:
     return c.most_common(1)[0][0] if c else 1
 
 
-def _trace_text(rec: "Recorder", nodes: list[Node], node_args: list[list[list[int]]], kinds: list[Kind], hidden: int) -> str:
+def _trace_text(
+    rec: Recorder, nodes: list[Node], node_args: list[list[list[int]]], kinds: list[Kind], hidden: int
+) -> str:
     tid = {id(k): i for i, k in enumerate(kinds)}
     has_data = any(n.data for n in nodes)
     lines = [
@@ -261,7 +265,7 @@ def _f32(t: torch.Tensor) -> torch.Tensor:
 
 
 def _expected(
-    nodes: list[Node], kinds: list[Kind], cells: dict, rec: "Recorder", used_params: list[str], meta: dict[str, str]
+    nodes: list[Node], kinds: list[Kind], cells: dict, rec: Recorder, used_params: list[str], meta: dict[str, str]
 ) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for k in kinds:
@@ -305,7 +309,9 @@ def _version() -> str:
     return __version__
 
 
-def _write_dir(path: str, texts: dict[str, bytes], tensors: dict[str, tuple[dict[str, torch.Tensor], dict[str, str]]]) -> None:
+def _write_dir(
+    path: str, texts: dict[str, bytes], tensors: dict[str, tuple[dict[str, torch.Tensor], dict[str, str]]]
+) -> None:
     """Writes the files into a sibling folder, then swaps it into ``path``.
     An existing ``path`` must be a model folder (it has ``model.json``) or
     empty: anything else is refused, never overwritten."""
@@ -320,7 +326,7 @@ def _write_dir(path: str, texts: dict[str, bytes], tensors: dict[str, tuple[dict
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    old: Optional[str] = None
+    old: str | None = None
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(os.path.join(tmp, "cells"))

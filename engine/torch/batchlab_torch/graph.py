@@ -15,7 +15,7 @@ order they came in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from .cell import bl_shape, clean_name
 
@@ -90,9 +90,9 @@ class Kind:
 @dataclass
 class Node:
     kind: Kind
-    args: list[Optional[Src]]  # per tensor position
+    args: list[Src | None]  # per tensor position
     data: dict[str, int]
-    instance: Optional[int]
+    instance: int | None
     outputs: list[Any] = field(default_factory=list)  # torch tensors (recording) or shapes
     raw: Any = None  # a scalar output with its autograd graph (a loss candidate)
     ints: dict[int, int] = field(default_factory=dict)  # integer argument by leaf position
@@ -106,14 +106,16 @@ class Graph:
         self.kinds: dict[tuple, Kind] = {}
         self.renumber: dict[int, int] = {}
 
-    def add(self, kind: Kind, args: list[Optional[Src]], data: dict[str, int], instance: Optional[int], outputs: list[Any]) -> int:
+    def add(
+        self, kind: Kind, args: list[Src | None], data: dict[str, int], instance: int | None, outputs: list[Any]
+    ) -> int:
         self.nodes.append(Node(kind, args, data, instance, outputs))
         if kind.first_node < 0:
             kind.first_node = len(self.nodes) - 1
         return len(self.nodes) - 1
 
     # ------------------------------------------------------------ finishing
-    def finish(self, keep: Optional[set[int]] = None, ports: bool = True) -> list[Node]:
+    def finish(self, keep: set[int] | None = None, ports: bool = True) -> list[Node]:
         """Folds, settles and names (see the module docs); returns the nodes
         in trace order with their ``Src`` renumbered to it (``renumber``:
         old id -> new). Nodes in ``keep`` (values the caller still needs)
@@ -149,7 +151,7 @@ class Graph:
         for i, n in enumerate(nodes):
             if n.kind.what != "sum":
                 continue
-            args: list[Optional[Src]] = []
+            args: list[Src | None] = []
             for a in n.args:
                 if a is not None and gone[a.node]:
                     args.extend(nodes[a.node].args)
@@ -234,7 +236,8 @@ class Graph:
             for g in groups:
                 q = pos.index(g[0])
                 if all(_same_producer(c[pi], c[q]) for c in calls) and all(
-                    c[pi] is None or c[pi].k not in [c[pos.index(r)].k for r in g if c[pos.index(r)] is not None] for c in calls
+                    c[pi] is None or c[pi].k not in [c[pos.index(r)].k for r in g if c[pos.index(r)] is not None]
+                    for c in calls
                 ):
                     g.append(p)
                     placed = True
@@ -285,7 +288,7 @@ class Graph:
             pos = k.tensor_positions
             new_ports = []
             for g in k.ports:
-                ranks: Optional[list[int]] = None
+                ranks: list[int] | None = None
                 for n in nodes:
                     if n.kind is not k:
                         continue
@@ -329,7 +332,7 @@ class Graph:
                 k.type_name = name
 
 
-def _same_producer(a: Optional[Src], b: Optional[Src]) -> bool:
+def _same_producer(a: Src | None, b: Src | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return a.node == b.node

@@ -13,8 +13,9 @@ without a rule, or one whose arguments the op set cannot express, is a
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -82,7 +83,7 @@ class Lowerer:
         self.env: dict[fx.Node, Any] = {}
         self.data_use: dict[int, str] = {}
         self.origin: dict[str, fx.Node] = {}
-        self.node: Optional[fx.Node] = None
+        self.node: fx.Node | None = None
 
     # ----- helpers used by the rules
     def fail(self, reason: str) -> LoweringError:
@@ -97,18 +98,22 @@ class Lowerer:
         if isinstance(x, Zero):
             raise self.fail(f"{what} is a tensor of zeros made inside the cell; pass it in, or drop the term")
         if isinstance(x, ParamT):
-            raise self.fail(f"{what} is a transposed weight; batchlab reads weights only in products (x @ W.t(), F.linear)")
+            raise self.fail(
+                f"{what} is a transposed weight; batchlab reads weights only in products (x @ W.t(), F.linear)"
+            )
         if isinstance(x, LogSoftmax):
             raise self.fail("log_softmax is supported only as the input of nll_loss (or use F.cross_entropy)")
         if isinstance(x, Stacked):
             raise self.fail(f"{what} is a stacked tensor; batchlab reads a stack only through sum, mean or an index")
         if isinstance(x, DataIn):
-            raise self.fail(f"{what} is an integer tensor; batchlab reads integers only as embedding ids and loss targets")
+            raise self.fail(
+                f"{what} is an integer tensor; batchlab reads integers only as embedding ids and loss targets"
+            )
         if isinstance(x, Scalar):
             raise self.fail(f"{what} is the constant {x.value!r}; batchlab's ops take tensors here")
         raise self.fail(f"{what} of type {type(x).__name__} is not a tensor")
 
-    def out_tshape(self, i: Optional[int] = None) -> tuple[int, ...]:
+    def out_tshape(self, i: int | None = None) -> tuple[int, ...]:
         assert self.node is not None
         s = self.node.meta["tshape"]
         return tuple(s[i] if i is not None else s)
@@ -134,7 +139,7 @@ class Lowerer:
         return v
 
 
-def _scalar(x: Any) -> Optional[float]:
+def _scalar(x: Any) -> float | None:
     if isinstance(x, Scalar):
         return x.value
     if isinstance(x, (int, float)) and not isinstance(x, bool):
@@ -204,11 +209,15 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 @rule("torch.nn.functional.linear")
 def _linear(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x, w, b = _arg(a, k, 0, "input"), _arg(a, k, 1, "weight"), _arg(a, k, 2, "bias")
+    if isinstance(x, Zero):  # W 0 + b
+        return Zero(lw.out_tshape()) if b is None else lw.val(b, "bias")
     x = lw.val(x, "input")
     if not (isinstance(w, Val) and w.kind == "param" and len(w.shape) == 2):
         raise lw.fail("the weight of a linear must be a parameter of two dims")
     if len(x.shape) != 1 or x.shape[0] != w.shape[1]:
-        raise lw.fail(f"linear of an input of batchlab shape {list(x.shape)}; batchlab multiplies a weight with a vector")
+        raise lw.fail(
+            f"linear of an input of batchlab shape {list(x.shape)}; batchlab multiplies a weight with a vector"
+        )
     if b is None:
         return lw.emit("matmul", [w, x], (w.shape[0],))
     b = lw.val(b, "bias")
@@ -247,6 +256,8 @@ def _unary(op: str) -> Rule:
     def f(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
         if k.get("inplace"):
             raise lw.fail("in place")
+        if isinstance(a[0], Zero) and op in ("tanh", "relu"):
+            return Zero(lw.out_tshape())
         v = lw.val(a[0])
         return lw.emit(op, [v], v.shape)
 
@@ -383,7 +394,7 @@ def _embedding(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
 def _use(lw: Lowerer, d: DataIn, kind: str) -> None:
     was = lw.data_use.get(d.position)
     if was is not None and was != kind:
-        raise lw.fail(f"one integer input read both as a token id and as a label")
+        raise lw.fail("one integer input read both as a token id and as a label")
     if kind in lw.data_use.values() and was is None:
         raise lw.fail(f"a second integer input read as a {kind}: a node carries one token id and one label")
     lw.data_use[d.position] = kind
@@ -434,9 +445,19 @@ def _t(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     raise lw.fail("transposing other than a weight")
 
 
-@rule("torch.Tensor.matmul", "torch.matmul", "torch.mm", "torch.mv", "torch.Tensor.mm", "torch.Tensor.mv", "torch.Tensor.__matmul__")
+@rule(
+    "torch.Tensor.matmul",
+    "torch.matmul",
+    "torch.mm",
+    "torch.mv",
+    "torch.Tensor.mm",
+    "torch.Tensor.mv",
+    "torch.Tensor.__matmul__",
+)
 def _matmul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x, y = a[0], _arg(a, k, 1, "other", k.get("mat2", k.get("vec")))
+    if isinstance(x, Zero) or isinstance(y, Zero):
+        return Zero(lw.out_tshape())
     if isinstance(y, ParamT):  # x @ W.t(): W x
         v = lw.val(x)
         w = y.param
@@ -445,7 +466,12 @@ def _matmul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
         return lw.emit("matmul", [w, v], (w.shape[0],))
     if isinstance(x, Val) and x.kind == "param":
         v = lw.val(y)
-        if len(x.shape) != 2 or len(v.shape) != 1 or _tshape_of(lw, ra[1])[-1:] == (1,) and len(_tshape_of(lw, ra[1])) > 1:
+        if (
+            len(x.shape) != 2
+            or len(v.shape) != 1
+            or _tshape_of(lw, ra[1])[-1:] == (1,)
+            and len(_tshape_of(lw, ra[1])) > 1
+        ):
             raise lw.fail("W @ x with x other than a vector")
         return lw.emit("matmul", [x, v], (x.shape[0],))
     if isinstance(y, Val) and y.kind == "param":
@@ -455,7 +481,13 @@ def _matmul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
         )
     vx, vy = lw.val(x), lw.val(y)
     tx, ty = _tshape_of(lw, ra[0]), _tshape_of(lw, ra[1])
-    if len(vx.shape) == 2 and len(tx) == 2 and len(ty) in (1, 2) and vy.shape == bl_shape(ty) and len(vy.shape) == len(ty):
+    if (
+        len(vx.shape) == 2
+        and len(tx) == 2
+        and len(ty) in (1, 2)
+        and vy.shape == bl_shape(ty)
+        and len(vy.shape) == len(ty)
+    ):
         if vx.shape[1] != vy.shape[0]:
             raise lw.fail("product of mismatched shapes")
         return lw.emit("matmul", [vx, vy], (vx.shape[0],) + vy.shape[1:])

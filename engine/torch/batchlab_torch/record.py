@@ -12,16 +12,17 @@ same torch calls. :meth:`Recorder.save` writes the model folder.
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
 from torch import nn
 
 from . import calls
+from .cell import Cell, bl_shape
 from .flat import flatten as tree_flatten
 from .flat import unflatten as tree_unflatten
-from .cell import Cell, bl_shape
 from .graph import Kind, RecordError, Src
 from .lower import DataIn, LoweringError, lower, tshape
 from .tracer import ZERO, Stack, Tracer
@@ -55,11 +56,11 @@ class Recorder(Tracer):
     the model's class name in kebab case.
     """
 
-    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: Optional[str] = None) -> None:
+    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: str | None = None) -> None:
         super().__init__(model, cells, name=name)
-        self._tape: Optional[_Tape] = None
+        self._tape: _Tape | None = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         super().__enter__()
         return self
 
@@ -87,7 +88,9 @@ class Recorder(Tracer):
         out_leaves, out_spec = tree_flatten(out)
         for j, t in enumerate(out_leaves):
             if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-                raise RecordError(f"{frame}: {what} returns {type(t).__name__} as output {j}; a cell returns float tensors")
+                raise RecordError(
+                    f"{frame}: {what} returns {type(t).__name__} as output {j}; a cell returns float tensors"
+                )
         out_shapes = tuple(tuple(t.shape) for t in out_leaves)
         if kind is None:
             assert tape.graph is not None
@@ -99,8 +102,15 @@ class Recorder(Tracer):
                 outs.append(n)
             tape.graph.output(tuple(outs))
             kind = Kind(
-                key=key, base=role, what="cell", leaves=tuple(kinds), names=tuple(names),
-                out_tshapes=out_shapes, frame=str(frame), tape=tape.graph, probe=tape.probe,
+                key=key,
+                base=role,
+                what="cell",
+                leaves=tuple(kinds),
+                names=tuple(names),
+                out_tshapes=out_shapes,
+                frame=str(frame),
+                tape=tape.graph,
+                probe=tape.probe,
             )
             kind.op_names = tape.names
             kind.out_spec = out_spec
@@ -207,8 +217,16 @@ class Recorder(Tracer):
                 probe[gi.name] = t.detach()
         g.output(tuple(outs))
         kind = Kind(
-            key=key, base=self.op_base(name, kinds), what="op", leaves=tuple(kinds), names=tuple(f"a{i}" for i in range(len(leaves))),
-            out_tshapes=tuple(tuple(t.shape) for t in out_leaves), func=func, frame=str(frame), tape=g, probe=probe,
+            key=key,
+            base=self.op_base(name, kinds),
+            what="op",
+            leaves=tuple(kinds),
+            names=tuple(f"a{i}" for i in range(len(leaves))),
+            out_tshapes=tuple(tuple(t.shape) for t in out_leaves),
+            func=func,
+            frame=str(frame),
+            tape=g,
+            probe=probe,
         )
         kind.out_spec = out_spec
         kind.data_use = self._check_lowering(kind, f"op {name}")

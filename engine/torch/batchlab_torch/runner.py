@@ -38,17 +38,18 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from . import calls
+from .cell import bl_shape
 from .flat import flatten as tree_flatten
 from .flat import unflatten as tree_unflatten
-from .cell import bl_shape
 from .graph import Kind, Node, RecordError, Src
 from .tracer import ZERO, Stack, Tracer, _dts
 
@@ -67,7 +68,7 @@ class Value:
 
     __slots__ = ("shape", "tshape", "dtype", "dts", "src", "tracer")
 
-    def __init__(self, shape: Sequence[int], dtype: torch.dtype, tracer: "Discovery", src: Any = None) -> None:
+    def __init__(self, shape: Sequence[int], dtype: torch.dtype, tracer: Discovery, src: Any = None) -> None:
         self.tshape = tuple(shape)
         self.shape = torch.Size(self.tshape)
         self.dtype = dtype
@@ -76,13 +77,15 @@ class Value:
         self.src = src
 
     @classmethod
-    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+    def __torch_function__(
+        cls, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         raise RecordError(f"{calls.user_frame()}: a bt.run placeholder reached {calls.name_of(func)} outside bt.run")
 
-    def _call(self, func: Callable[..., Any], args: tuple, kwargs: Optional[dict] = None) -> Any:
+    def _call(self, func: Callable[..., Any], args: tuple, kwargs: dict | None = None) -> Any:
         return self.tracer._on_call(func, args, kwargs or {})
 
-    def size(self, dim: Optional[int] = None) -> Any:
+    def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self) -> int:
@@ -165,14 +168,21 @@ class Known:
     out_dtypes: tuple[torch.dtype, ...]
     out_spec: Any
     statics: dict[int, Any]
-    direct: Optional[bool] = None  # None: not decided yet
+    direct: bool | None = None  # None: not decided yet
 
 
 class Discovery(Tracer):
     """Runs the user's forward with placeholders: builds the graph, computes
     nothing (a kind's output shapes are learned once, by one call on zeros)."""
 
-    def __init__(self, model: nn.Module, cells: dict[str, nn.Module], known: dict[tuple, Known], device: torch.device, name: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        cells: dict[str, nn.Module],
+        known: dict[tuple, Known],
+        device: torch.device,
+        name: str | None = None,
+    ) -> None:
         super().__init__(model, cells, name=name)
         self.known = known
         self.device = device
@@ -207,9 +217,7 @@ class Discovery(Tracer):
         if not out_leaves or not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in out_leaves):
             raise RecordError(f"{frame}: {what} returns other than float tensors")
         statics = {i: x for i, x in enumerate(leaves) if not self.is_tensor(x)}
-        k = Known(
-            tuple(tuple(t.shape) for t in out_leaves), tuple(t.dtype for t in out_leaves), out_spec, statics
-        )
+        k = Known(tuple(tuple(t.shape) for t in out_leaves), tuple(t.dtype for t in out_leaves), out_spec, statics)
         self.known[key] = k
         return k
 
@@ -226,7 +234,15 @@ class Discovery(Tracer):
             finally:
                 self._in_cell = False
         if kind is None:
-            kind = Kind(key=key, base=role, what="cell", leaves=tuple(kinds), names=tuple(names), out_tshapes=k.out_tshapes, frame=str(frame))
+            kind = Kind(
+                key=key,
+                base=role,
+                what="cell",
+                leaves=tuple(kinds),
+                names=tuple(names),
+                out_tshapes=k.out_tshapes,
+                frame=str(frame),
+            )
             kind.out_spec = k.out_spec
         return self._placeholders(k), k.out_spec, kind
 
@@ -237,8 +253,14 @@ class Discovery(Tracer):
             k = self._learn(key, lambda: func(*da, **dk), leaves, frame, name)
         if kind is None:
             kind = Kind(
-                key=key, base=self.op_base(name, kinds), what="op", leaves=tuple(kinds),
-                names=tuple(f"a{i}" for i in range(len(leaves))), out_tshapes=k.out_tshapes, func=func, frame=str(frame),
+                key=key,
+                base=self.op_base(name, kinds),
+                what="op",
+                leaves=tuple(kinds),
+                names=tuple(f"a{i}" for i in range(len(leaves))),
+                out_tshapes=k.out_tshapes,
+                func=func,
+                frame=str(frame),
             )
             kind.out_spec = k.out_spec
         return self._placeholders(k), k.out_spec, kind
@@ -248,16 +270,16 @@ class Discovery(Tracer):
         arguments' shapes."""
         leaves, spec = tree_flatten((args, kwargs))
         sig = tuple(
-            (tuple(x.shape), x.dtype) if self.is_tensor(x) else (type(x), x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
+            (tuple(x.shape), x.dtype)
+            if self.is_tensor(x)
+            else (type(x), x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
             for x in leaves
         )
         key = (func, str(spec), sig)
         hit = self._meta_cache.get(key)
         if hit is not None:
             return hit
-        meta = [
-            torch.empty(tuple(x.shape), dtype=x.dtype, device="meta") if self.is_tensor(x) else x for x in leaves
-        ]
+        meta = [torch.empty(tuple(x.shape), dtype=x.dtype, device="meta") if self.is_tensor(x) else x for x in leaves]
         ma, mk = tree_unflatten(meta, spec)
         self._active = False
         try:
@@ -321,7 +343,7 @@ class Fragment:
 
     __slots__ = ("kid", "anode", "ak", "ints", "sptr", "snode", "sk", "ret", "n")
 
-    def __init__(self, nodes: list[Node], local: dict[int, int], runner: "Runner", ret: Any) -> None:
+    def __init__(self, nodes: list[Node], local: dict[int, int], runner: Runner, ret: Any) -> None:
         n = len(nodes)
         width = max([max(len(x.args), len(x.ints)) for x in nodes if x.kind.what != "sum"] + [1])
         self.n = n
@@ -391,7 +413,7 @@ class _Store:
     def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, rows: int) -> None:
         self.shape = shape
         self.data = torch.zeros((rows + 1,) + shape, dtype=dtype, device=device)
-        self.grad: Optional[torch.Tensor] = None
+        self.grad: torch.Tensor | None = None
         self.writer = np.zeros(rows + 1, dtype=np.int64)
         self.tokens: dict[int, torch.Tensor] = {}
 
@@ -446,7 +468,7 @@ class Stats:
     nodes: int = 0
     batches: int = 0
     discovered: int = 0
-    lower_bound: Optional[int] = None
+    lower_bound: int | None = None
     misses: int = 0
     direct_kinds: int = 0
     vmap_kinds: int = 0
@@ -460,7 +482,7 @@ class Stats:
 class Execution:
     """One mini-batch's execution: its stores, rows and batches."""
 
-    def __init__(self, runner: "Runner", plan: Plan, grad: bool) -> None:
+    def __init__(self, runner: Runner, plan: Plan, grad: bool) -> None:
         self.runner = runner
         self.plan = plan
         self.grad = grad
@@ -535,7 +557,11 @@ class Execution:
         if kind.what == "sum":
             starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
             counts = ends - starts
-            sel = np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())]) if b else np.zeros(0, np.int64)
+            sel = (
+                np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())])
+                if b
+                else np.zeros(0, np.int64)
+            )
             rows = self._rows(plan.snode[sel], plan.sk[sel])
             x = self.gather(self._in_store(kind, 0), rows)
             seg = self._idx(np.repeat(np.arange(b), counts))
@@ -588,33 +614,33 @@ def _base_key(key: tuple) -> tuple:
 # ---------------------------------------------------------------- schedules
 
 
-def find_engine() -> str:
-    """batchlab's ``engine`` binary: ``$BATCHLAB_ENGINE``, ``engine`` on
-    ``PATH``, else ``target/release`` (then ``target/debug``) of the
-    checkout this package or the working folder sits in."""
-    env = os.environ.get("BATCHLAB_ENGINE")
+def find_tool(name: str = "engine") -> str:
+    """A batchlab binary (``engine``, ``search``, ``planner``):
+    ``$BATCHLAB_<NAME>``, else ``target/release`` (then ``target/debug``) of
+    the checkout this package or the working folder sits in, else ``PATH``."""
+    var = f"BATCHLAB_{name.upper()}"
+    env = os.environ.get(var)
     if env:
         if not os.path.isfile(env):
-            raise ScheduleError(f"BATCHLAB_ENGINE={env}: no such file")
+            raise ScheduleError(f"{var}={env}: no such file")
         return env
-    starts = [os.getcwd(), os.path.dirname(os.path.abspath(__file__))]
-    for start in starts:
+    for start in (os.getcwd(), os.path.dirname(os.path.abspath(__file__))):
         d = start
         while True:
             for sub in ("release", "debug"):
-                p = os.path.join(d, "target", sub, "engine")
+                p = os.path.join(d, "target", sub, name)
                 if os.path.isfile(p) and os.access(p, os.X_OK):
                     return p
             parent = os.path.dirname(d)
             if parent == d:
                 break
             d = parent
-    found = shutil.which("engine")
+    found = shutil.which(name)
     if found:
         return found
     raise ScheduleError(
-        "batchlab's `engine` binary computes the schedules (policies are batchlab's, not re-implemented in Python): "
-        "build it with `cargo build --release` in the batchlab checkout, or set BATCHLAB_ENGINE=/path/to/engine"
+        f"batchlab's `{name}` binary is needed here (batchlab's policies are not re-implemented in Python): "
+        f"build it with `cargo build --release` in the batchlab checkout, or set {var}=/path/to/{name}"
     )
 
 
@@ -622,7 +648,7 @@ class _Server:
     """An ``engine schedule --serve --policy P`` process: one trace per
     line in, its batches per line out."""
 
-    _all: dict[tuple[str, str], "_Server"] = {}
+    _all: dict[tuple[str, str], _Server] = {}
     _lock = threading.Lock()
 
     def __init__(self, engine: str, policy: str) -> None:
@@ -636,7 +662,7 @@ class _Server:
         self.policy = policy
 
     @classmethod
-    def get(cls, engine: str, policy: str) -> "_Server":
+    def get(cls, engine: str, policy: str) -> _Server:
         with cls._lock:
             s = cls._all.get((engine, policy))
             if s is None or s.proc.poll() is not None:
@@ -693,19 +719,17 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> str:
         idx = np.nonzero(is_sum)[0]
         lo, hi = plan.sptr[idx], plan.sptr[idx + 1]
         src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(idx) else lo
-        dst = np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())]) if len(idx) else lo
+        dst = (
+            np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())])
+            if len(idx)
+            else lo
+        )
         args[dst] = plan.snode[src]
     # str() of a list of ints is valid JSON and many times faster than json.dumps.
+    types = json.dumps([kinds[q].type_name for q in present.tolist()])
     return (
-        '{"workload":%s,"types":%s,"type_of":%s,"arg_ptr":%s,"args":%s,"instance":%s}'
-        % (
-            json.dumps(name),
-            json.dumps([kinds[q].type_name for q in present.tolist()]),
-            str(type_of.tolist()),
-            str(ptr.tolist()),
-            str(args.tolist()),
-            str(plan.instance.tolist()),
-        )
+        f'{{"workload":{json.dumps(name)},"types":{types},"type_of":{type_of.tolist()},'
+        f'"arg_ptr":{ptr.tolist()},"args":{args.tolist()},"instance":{plan.instance.tolist()}}}'
     )
 
 
@@ -746,7 +770,11 @@ def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
         for i in ids:
             if kinds[int(plan.kid[i])].type_name != ty:
                 raise ScheduleError(f"{path}: batch {b}: node {i} is {kinds[int(plan.kid[i])].type_name}, not {ty}")
-            deps = plan.snode[plan.sptr[i] : plan.sptr[i + 1]] if kinds[int(plan.kid[i])].what == "sum" else plan.anode[i][plan.anode[i] >= 0]
+            deps = (
+                plan.snode[plan.sptr[i] : plan.sptr[i + 1]]
+                if kinds[int(plan.kid[i])].what == "sum"
+                else plan.anode[i][plan.anode[i] >= 0]
+            )
             if len(deps) and not done[deps].all():
                 raise ScheduleError(f"{path}: batch {b}: node {i} runs before one of its arguments")
         done[arr] = True
@@ -766,7 +794,13 @@ class Runner:
     structure must not change), between them."""
 
     def __init__(
-        self, model: nn.Module, cells: dict[str, nn.Module], *, name: Optional[str] = None, engine: Optional[str] = None, cache: bool = True
+        self,
+        model: nn.Module,
+        cells: dict[str, nn.Module],
+        *,
+        name: str | None = None,
+        engine: str | None = None,
+        cache: bool = True,
     ) -> None:
         self.model = model
         self.cells = dict(cells)
@@ -777,7 +811,7 @@ class Runner:
         self.kind_list: list[Kind] = []
         self._kid: dict[int, int] = {}
         self._type_names: dict[str, tuple] = {}
-        self.cache: Optional[dict[int, tuple[Any, Fragment]]] = {} if cache else None
+        self.cache: dict[int, tuple[Any, Fragment]] | None = {} if cache else None
         self.stats = Stats()
         try:
             self.device = next(model.parameters()).device
@@ -811,7 +845,7 @@ class Runner:
     def discover(self, samples: Sequence[Any]) -> list[Fragment]:
         """Each sample's fragment: from the cache, else by running the
         forward with placeholders (all new samples in one pass)."""
-        frags: list[Optional[Fragment]] = [None] * len(samples)
+        frags: list[Fragment | None] = [None] * len(samples)
         todo = []
         for i, s in enumerate(samples):
             hit = self.cache.get(id(s)) if self.cache is not None else None
@@ -857,11 +891,42 @@ class Runner:
         """The batches of ``schedule`` for the mini-batch."""
         if schedule.endswith(".json") and os.path.isfile(schedule):
             return read_schedule(schedule, plan, self.kind_list)
-        engine = self.engine or find_engine()
+        engine = self.engine or find_tool("engine")
         answer = _Server.get(engine, schedule).ask(graph_request(self.name or "model", plan, self.kind_list))
         self.stats.lower_bound = answer.get("lower_bound")
         self.stats.misses = answer.get("misses", 0)
         return [np.array(b, dtype=np.int64) for b in answer["batches"]]
+
+    def save_trace(self, samples: Iterable[Any], path: str) -> None:
+        """Writes the mini-batch's graph as a trace file (what a schedule
+        file must be made for: ``search optimise --trace PATH --out S.json``,
+        then ``run(samples, schedule="S.json")``)."""
+        samples = list(samples)
+        plan = Plan(self.discover(samples))
+        kinds = self.kind_list
+        present: dict[int, int] = {}
+        for q in plan.kid.tolist():
+            present.setdefault(q, len(present))
+        nodes = []
+        for i, q in enumerate(plan.kid.tolist()):
+            if kinds[q].what == "sum":
+                args = plan.snode[plan.sptr[i] : plan.sptr[i + 1]].tolist()
+            else:
+                args = [a for a in plan.anode[i].tolist() if a >= 0]
+            nodes.append({"type": present[q], "args": args, "instance": int(plan.instance[i])})
+        body = {
+            "format": "batchlab-trace",
+            "version": 1,
+            "workload": self.name,
+            "meta": {"batch_size": len(samples), "level": "cell", "recorded_by": "batchlab_torch.Runner"},
+            "types": [{"name": kinds[q].type_name, "batchable": True} for q in present],
+            "nodes": nodes,
+        }
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(body, f)
+            f.write("\n")
+        os.replace(tmp, path)
 
     def run(self, samples: Iterable[Any], schedule: str = "depth") -> list[Any]:
         """What ``[model(s) for s in samples]`` returns, computed by batches
@@ -894,7 +959,7 @@ class Runner:
             mine = [v for v in _values(f.ret) if isinstance(v.src, Src)]
             real = {id(v): got[pos + j] for j, v in enumerate(mine)}
             pos += len(mine)
-            out.append(tree_map(lambda x: real.get(id(x), x) if isinstance(x, Value) else x, f.ret))
+            out.append(tree_map(lambda x, real=real: real.get(id(x), x) if isinstance(x, Value) else x, f.ret))
         t3 = time.perf_counter()
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
         st.nodes, st.batches = plan.n, len(batches)
@@ -960,8 +1025,14 @@ class Runner:
 
     def _direct_inputs(self, kind: Kind, ins: list, data: dict) -> tuple[list, dict]:
         pos = kind.tensor_positions
-        xs = [x.reshape((x.shape[0],) + kind.leaves[p][1][1:]) if kind.leaves[p][1][:1] == (1,) else x for x, p in zip(ins, pos)]
-        ds = {p: v if kind.leaves[p][1][:1] in ((1,), ()) else v.reshape((-1,) + kind.leaves[p][1]) for p, v in data.items()}
+        xs = [
+            x.reshape((x.shape[0],) + kind.leaves[p][1][1:]) if kind.leaves[p][1][:1] == (1,) else x
+            for x, p in zip(ins, pos)
+        ]
+        ds = {
+            p: v if kind.leaves[p][1][:1] in ((1,), ()) else v.reshape((-1,) + kind.leaves[p][1])
+            for p, v in data.items()
+        }
         return xs, ds
 
     def _direct(self, kind: Kind, known: Known, ins: list, data: dict, b: int) -> list[torch.Tensor]:
@@ -970,7 +1041,9 @@ class Runner:
         outs = per(xs, ds)
         return [o.reshape((b,) + s) for o, s in zip(outs, known.out_tshapes)]
 
-    def _vmap(self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict) -> list[torch.Tensor]:
+    def _vmap(
+        self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict
+    ) -> list[torch.Tensor]:
         dpos = sorted(data)
 
         def f(*flat: torch.Tensor) -> tuple:
@@ -980,7 +1053,9 @@ class Runner:
 
         return list(torch.func.vmap(f)(*ins, *[data[p] for p in dpos]))
 
-    def _decide(self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict, b: int) -> bool:
+    def _decide(
+        self, kind: Kind, known: Known, per: Callable[[list, dict], list], ins: list, data: dict, b: int
+    ) -> bool:
         """Whether the cell computes row by row: its direct call on the
         batch equals the vmapped one (shapes and values)."""
         with torch.no_grad():
@@ -993,7 +1068,11 @@ class Runner:
         if len(got) != len(ref):
             return False
         for g, r, s in zip(got, ref, known.out_tshapes):
-            if g.numel() != r.numel() or tuple(g.shape)[:1] != (b,) and not (s[:1] == (1,) and tuple(g.shape)[:1] == (b,)):
+            if (
+                g.numel() != r.numel()
+                or tuple(g.shape)[:1] != (b,)
+                and not (s[:1] == (1,) and tuple(g.shape)[:1] == (b,))
+            ):
                 return False
             if not torch.allclose(g.reshape(r.shape), r, rtol=1e-4, atol=1e-6):
                 return False
@@ -1039,7 +1118,14 @@ def _values(x: Any) -> list[Value]:
 _RUNNERS: dict[tuple[int, tuple], Runner] = {}
 
 
-def run(model: nn.Module, samples: Iterable[Any], *, cells: dict[str, nn.Module], schedule: str = "depth", name: Optional[str] = None) -> list[Any]:
+def run(
+    model: nn.Module,
+    samples: Iterable[Any],
+    *,
+    cells: dict[str, nn.Module],
+    schedule: str = "depth",
+    name: str | None = None,
+) -> list[Any]:
     """``[model(s) for s in samples]``, computed by the batches of
     ``schedule``: ``"depth"``, ``"agenda"`` (or another batchlab policy
     name), a policy file ``P.yaml`` from ``search train``, or a schedule file
@@ -1058,9 +1144,9 @@ def run(model: nn.Module, samples: Iterable[Any], *, cells: dict[str, nn.Module]
     return out
 
 
-_LAST: Optional[Stats] = None
+_LAST: Stats | None = None
 
 
-def last_stats() -> Optional[Stats]:
+def last_stats() -> Stats | None:
     """The :class:`Stats` of the last :func:`run`."""
     return _LAST

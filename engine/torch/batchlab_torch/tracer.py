@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from . import calls
-from .flat import flatten, spec_key
 from .cell import bl_shape
+from .flat import flatten, spec_key
 from .graph import Graph, Kind, RecordError, Src
 
 _TAG = "_batchlab_src"
@@ -46,7 +47,7 @@ ZERO = Zero()
 class Stack:
     """Tag of ``torch.stack``/``torch.cat`` of recorded values along dim 0."""
 
-    def __init__(self, items: list[Optional[Src]], item_tshape: tuple[int, ...]) -> None:
+    def __init__(self, items: list[Src | None], item_tshape: tuple[int, ...]) -> None:
         self.items = items
         self.item_tshape = item_tshape
 
@@ -59,11 +60,13 @@ class Derived:
 
 
 class _Mode(TorchFunctionMode):
-    def __init__(self, tracer: "Tracer") -> None:
+    def __init__(self, tracer: Tracer) -> None:
         super().__init__()
         self.tracer = tracer
 
-    def __torch_function__(self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         return self.tracer._on_call(func, args, kwargs or {})
 
 
@@ -80,7 +83,7 @@ class Signature:
         self.positional: tuple[str, ...] = tuple(p.name for p in ps if p.kind in plain)
         self._fast: dict[int, tuple[Any, str]] = {}
 
-    def fast(self, n: int) -> Optional[tuple[Any, str, tuple[str, ...]]]:
+    def fast(self, n: int) -> tuple[Any, str, tuple[str, ...]] | None:
         """Spec, spec key and names of a call with ``n`` plain tensor
         arguments, or None when such a call needs ``bind``."""
         if n > len(self.positional):
@@ -136,7 +139,7 @@ class Tracer:
     """See the module docs. Subclasses implement :meth:`_run_cell`,
     :meth:`_run_op`, :meth:`_run_special` and :meth:`_emit`."""
 
-    def __init__(self, model: nn.Module, cells: Mapping[str, nn.Module], *, name: Optional[str] = None) -> None:
+    def __init__(self, model: nn.Module, cells: Mapping[str, nn.Module], *, name: str | None = None) -> None:
         who = type(self).__name__
         if not isinstance(model, nn.Module):
             raise RecordError(f"{who}: model must be a torch.nn.Module, got {type(model).__name__}")
@@ -169,7 +172,7 @@ class Tracer:
         self.kinds: dict[tuple, Kind] = self.graph.kinds
         self.instances = 0
         self._token = next(_tokens)
-        self._mode: Optional[_Mode] = None
+        self._mode: _Mode | None = None
         self._in_cell = False
         self._depth = 0
         self._instance = -1
@@ -180,7 +183,7 @@ class Tracer:
         self.placeholder: Any = None
 
     # ------------------------------------------------------------ activation
-    def __enter__(self) -> "Tracer":
+    def __enter__(self) -> Tracer:
         if self._active:
             raise RecordError(f"{type(self).__name__}: already active")
         for role, mod in self.cells.items():
@@ -246,7 +249,7 @@ class Tracer:
     def is_tensor(self, x: Any) -> bool:
         return isinstance(x, torch.Tensor)
 
-    def instance_of(self, srcs: list[Optional[Src]], frame: str, what: str) -> Optional[int]:
+    def instance_of(self, srcs: list[Src | None], frame: str, what: str) -> int | None:
         """The instance of a node with arguments ``srcs``: the current call's
         inside a call of the model (reading another sample's value is an
         error), else the one its arguments share, if any."""
@@ -270,7 +273,7 @@ class Tracer:
         ``("static", repr)``); the sources of the tensor positions; the
         integers of the data positions."""
         kinds: list[tuple] = []
-        srcs: list[Optional[Src]] = []
+        srcs: list[Src | None] = []
         data: dict[int, int] = {}
         fast = self.placeholder
         for i, x in enumerate(leaves):
@@ -342,7 +345,9 @@ class Tracer:
         kinds, srcs, data = self.classify(leaves, frame, what, names)
         key = ("cell", role, skey, tuple(kinds))
         kind = self.kinds.get(key)
-        out_leaves, out_spec, kind = self._run_cell(kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame)
+        out_leaves, out_spec, kind = self._run_cell(
+            kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame
+        )
         if kind.module == "":
             kind.module = self.paths[role]
             kind.arg_spec = spec
@@ -350,7 +355,9 @@ class Tracer:
         self.kinds[key] = kind
         return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, what)
 
-    def _add(self, kind: Kind, srcs: list, data: dict, out_leaves: list, out_spec: Any, leaves: list, frame: str, what: str) -> Any:
+    def _add(
+        self, kind: Kind, srcs: list, data: dict, out_leaves: list, out_spec: Any, leaves: list, frame: str, what: str
+    ) -> Any:
         inst = self.instance_of(srcs, frame, what)
         nid = self.graph.add(kind, srcs, {}, inst, [])
         self.graph.nodes[nid].ints = data
@@ -418,7 +425,7 @@ class Tracer:
             return self._do_special(plan, func, args, kwargs, frame)
         return self._op_call(func, name, args, kwargs, leaves, spec, frame)
 
-    def _special(self, name: str, args: tuple, kwargs: dict) -> Optional[tuple]:
+    def _special(self, name: str, args: tuple, kwargs: dict) -> tuple | None:
         """The calls between cells that move recorded values without
         computing, as a plan: ``("alias", src)``, ``("sum", srcs, like)``,
         ``("mean", srcs, like)``, ``("stack", items, item_shape)``,
@@ -453,7 +460,9 @@ class Tracer:
             return None
         if isinstance(first, Stack):
             dim = args[1] if len(args) > 1 else kwargs.get("dim")
-            if short in ("sum", "mean") and (dim in (0, (0,), [0]) or (dim is None and bl_shape(first.item_tshape) == (1,))):
+            if short in ("sum", "mean") and (
+                dim in (0, (0,), [0]) or (dim is None and bl_shape(first.item_tshape) == (1,))
+            ):
                 if kwargs.get("keepdim"):
                     raise RecordError(f"{calls.user_frame()}: {name} with keepdim of a stack of recorded values")
                 items = [s for s in first.items if s is not None]
@@ -484,7 +493,16 @@ class Tracer:
             return self._reduce(what, items, shape, func, args, kwargs, frame)
         return self._run_special(plan, func, args, kwargs)
 
-    def _reduce(self, what: str, items: list[Src], item_shape: tuple[int, ...], func: Callable[..., Any], args: tuple, kwargs: dict, frame: str) -> Any:
+    def _reduce(
+        self,
+        what: str,
+        items: list[Src],
+        item_shape: tuple[int, ...],
+        func: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        frame: str,
+    ) -> Any:
         out = self._run_special(("value",), func, args, kwargs)
         out_shape = tuple(out.shape)
         dtype = str(out.dtype)
@@ -498,14 +516,18 @@ class Tracer:
             names = tuple(f"x{i}" for i in range(len(items)))
         kind = self.kinds.get(key)
         if kind is None:
-            kind = Kind(key=key, base=what, what=what, leaves=leaves, names=names, out_tshapes=(out_shape,), frame=str(frame))
+            kind = Kind(
+                key=key, base=what, what=what, leaves=leaves, names=names, out_tshapes=(out_shape,), frame=str(frame)
+            )
             self.kinds[key] = kind
         inst = self.instance_of(items, frame, f"a {what}")
         nid = self.graph.add(kind, list(items), {}, inst, [])
         self.graph.nodes[nid].ints = {}
         return self._emit(nid, [out], None, [])
 
-    def _op_call(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, leaves: list, spec: Any, frame: str) -> Any:
+    def _op_call(
+        self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, leaves: list, spec: Any, frame: str
+    ) -> Any:
         names = [f"a{i}" for i in range(len(leaves))]
         kinds, srcs, data = self.classify(leaves, frame, name, names)
         key = ("op", name, spec_key(spec), tuple(kinds))
@@ -523,10 +545,34 @@ class Tracer:
         return calls.short(name).strip("_") + ("." + owners[0] if owners else "")
 
     # ------------------------------------------------------------ subclass hooks
-    def _run_cell(self, kind: Optional[Kind], key: tuple, role: str, mod: nn.Module, orig: Callable[..., Any], args: tuple, kwargs: dict, leaves: list, kinds: list, names: list, frame: str) -> tuple[list, Any, Kind]:
+    def _run_cell(
+        self,
+        kind: Kind | None,
+        key: tuple,
+        role: str,
+        mod: nn.Module,
+        orig: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        leaves: list,
+        kinds: list,
+        names: list,
+        frame: str,
+    ) -> tuple[list, Any, Kind]:
         raise NotImplementedError
 
-    def _run_op(self, kind: Optional[Kind], key: tuple, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, leaves: list, kinds: list, frame: str) -> tuple[list, Any, Kind]:
+    def _run_op(
+        self,
+        kind: Kind | None,
+        key: tuple,
+        func: Callable[..., Any],
+        name: str,
+        args: tuple,
+        kwargs: dict,
+        leaves: list,
+        kinds: list,
+        frame: str,
+    ) -> tuple[list, Any, Kind]:
         raise NotImplementedError
 
     def _run_special(self, plan: tuple, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:

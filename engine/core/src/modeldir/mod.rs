@@ -157,16 +157,22 @@ impl ModelDir {
                         format!("no cell file {} for cell `{}`", cpath.display(), r.cell),
                     ));
                 }
-                let name = cells.load_file(&cpath)?;
+                let shown = cpath.display().to_string();
+                let text = std::fs::read_to_string(&cpath).map_err(|source| ModelDirError::Io {
+                    file: shown.clone(),
+                    source,
+                })?;
+                let name = crate::cells::CellSpec::parse(&text, &shown)?.name().to_string();
                 if name != r.cell {
                     return Err(ModelDirError::Mismatch {
-                        file: cpath.display().to_string(),
+                        file: shown,
                         message: format!(
                             "the file defines cell `{name}`, but its name and roles[{i}].cell say `{}`",
                             r.cell
                         ),
                     });
                 }
+                cells.add_yaml(&text, &shown)?;
             }
             let cell = cells.instantiate(&r.cell, manifest.hidden.max(1) as usize)?;
             if cell.ports.len() != r.ports.len() {

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass
@@ -15,8 +14,8 @@ class Tree:
     """A parse tree node: a leaf has a word id, an internal node children."""
 
     label: int
-    word: Optional[int] = None
-    children: list["Tree"] = field(default_factory=list)
+    word: int | None = None
+    children: list[Tree] = field(default_factory=list)
 
     def size(self) -> int:
         return 1 + sum(c.size() for c in self.children)

@@ -28,7 +28,9 @@ class Node(nn.Module):
         self.U_l = nn.Linear(hidden, 5 * hidden)
         self.U_r = nn.Linear(hidden, 5 * hidden, bias=False)
 
-    def forward(self, h_l: torch.Tensor, c_l: torch.Tensor, h_r: torch.Tensor, c_r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, h_l: torch.Tensor, c_l: torch.Tensor, h_r: torch.Tensor, c_r: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         i, f_l, f_r, o, u = (self.U_l(h_l) + self.U_r(h_r)).chunk(5, dim=-1)
         c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f_l) * c_l + torch.sigmoid(f_r) * c_r
         h = torch.sigmoid(o) * torch.tanh(c)

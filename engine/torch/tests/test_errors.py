@@ -1,0 +1,227 @@
+"""Bad models and bad model folders: a clear error naming what and where,
+and nothing written half."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+import batchlab_torch as bt
+from batchlab_torch.examples.tree_lstm import TreeLSTM
+
+from .conftest import run
+
+
+class Cell(nn.Module):
+    def __init__(self, fn) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(self, x)
+
+
+class Chain(nn.Module):
+    """A toy model: an embedding, then a cell over each step of a sequence."""
+
+    def __init__(self, fn) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.cell = Cell(fn)
+        self.keep: torch.Tensor | None = None
+
+    def forward(self, seq: list[int]) -> torch.Tensor:
+        h = self.embed(torch.tensor([seq[0]]))
+        for _ in seq[1:]:
+            h = self.cell(h)
+        return h
+
+
+def record(model: nn.Module, samples: list, out: Path) -> None:
+    rec = bt.Recorder(model, cells={"cell": model.cell})
+    with rec:
+        for s in samples:
+            model(s)
+    rec.save(str(out))
+
+
+def test_an_op_batchlab_cannot_express_names_module_op_and_line(tmp_path: Path) -> None:
+    m = Chain(lambda self, x: torch.exp(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1, 2, 3]], tmp_path / "m")
+    msg = str(e.value)
+    assert "cell `cell` (Cell)" in msg and "torch.exp" in msg and "test_errors.py:" in msg, msg
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_cell_whose_output_shape_changes_between_calls_is_refused(tmp_path: Path) -> None:
+    calls = []
+
+    def fn(self, x):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        y = torch.tanh(self.lin(x))
+        return y if len(calls) % 2 else torch.cat([y, y], dim=-1)[:, :4] + torch.zeros(1, 4)
+
+    m = Chain(fn)
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1, 2, 3, 4]], tmp_path / "m")
+    assert "other torch calls than on its first call" in str(e.value) or "returned shapes" in str(e.value)
+
+
+def test_a_cell_with_value_dependent_output_shapes_is_refused(tmp_path: Path) -> None:
+    def fn(self, x):  # type: ignore[no-untyped-def]
+        y = torch.tanh(self.lin(x))
+        return y[:, : 2 + int(x.sum() > 0) * 2]
+
+    m = Chain(fn)
+    torch.manual_seed(1)
+    with pytest.raises(bt.RecordError):
+        record(m, [[i % 10 for i in range(12)]], tmp_path / "m")
+
+
+def test_a_value_kept_across_samples_is_refused(tmp_path: Path) -> None:
+    class Memory(Chain):
+        def forward(self, seq: list[int]) -> torch.Tensor:
+            h = self.embed(torch.tensor([seq[0]]))
+            if self.keep is not None:
+                h = self.cell(self.keep)
+            self.keep = self.cell(h)
+            return self.keep
+
+    m = Memory(lambda self, x: torch.tanh(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1], [2]], tmp_path / "m")
+    assert "reads a value recorded in sample 0" in str(e.value)
+
+
+def test_a_tensor_computed_from_weights_outside_the_cells_is_refused(tmp_path: Path) -> None:
+    class Shared(Chain):
+        def forward(self, seq: list[int]) -> torch.Tensor:
+            bias = torch.tanh(self.cell.lin.bias).reshape(1, 4)  # shared by every sample
+            h = self.embed(torch.tensor([seq[0]]))
+            return self.cell(h + bias)
+
+    m = Shared(lambda self, x: torch.tanh(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1], [2]], tmp_path / "m")
+    assert "computed from parameters outside every cell" in str(e.value)
+
+
+def test_an_outside_float_input_is_refused(tmp_path: Path) -> None:
+    class Outside(Chain):
+        def forward(self, seq: list[int]) -> torch.Tensor:
+            return self.cell(torch.randn(1, 4))
+
+    m = Outside(lambda self, x: torch.tanh(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1]], tmp_path / "m")
+    assert "no recorded call made" in str(e.value)
+
+
+def test_save_refuses_a_folder_that_is_not_a_model_folder(tmp_path: Path) -> None:
+    m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "notes.txt").write_text("keep me")
+    with pytest.raises(bt.RecordError):
+        record(m, [[1, 2]], tmp_path / "precious")
+    assert (tmp_path / "precious" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, sst: tuple) -> Path:
+    out = tmp_path_factory.mktemp("errs") / "model"
+    m = TreeLSTM(hidden=8)
+    rec = bt.Recorder(m, cells={"leaf": m.leaf, "node": m.node, "out": m.out})
+    with rec:
+        sum(m(t) for t in sst[1][:2])
+    rec.save(str(out))
+    return out
+
+
+def broken(folder: Path, tmp: Path) -> Path:
+    dst = tmp / "broken"
+    shutil.copytree(folder, dst)
+    return dst
+
+
+def replay_fails(engine: str, folder: Path, *needles: str) -> str:
+    p = run(engine, "replay", "--model", str(folder), "--executor", "cavs", "--check", ok=False)
+    assert p.returncode not in (0, 101) and p.returncode > 0, (p.returncode, p.stderr)
+    assert "panicked" not in p.stderr, p.stderr
+    for n in needles:
+        assert n in p.stderr, (n, p.stderr)
+    return p.stderr
+
+
+def test_a_missing_tensor_is_named_with_its_file(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    w = load_file(str(d / "weights.safetensors"))
+    del w["node.U_l.weight"]
+    save_file(w, str(d / "weights.safetensors"))
+    replay_fails(engine, d, "weights.safetensors", "node.U_l.weight")
+
+
+def test_a_misnamed_tensor_is_named_with_its_file(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    w = load_file(str(d / "weights.safetensors"))
+    w["leaf.iou.weights"] = w.pop("leaf.iou.weight")
+    save_file(w, str(d / "weights.safetensors"))
+    replay_fails(engine, d, "weights.safetensors", "leaf.iou.weight")
+
+
+def test_a_wrong_shaped_tensor_is_named_with_its_file(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    w = load_file(str(d / "weights.safetensors"))
+    w["out.proj.bias"] = torch.zeros(7)
+    save_file(w, str(d / "weights.safetensors"))
+    replay_fails(engine, d, "weights.safetensors", "out.proj.bias", "[7]", "[5]")
+
+
+def test_a_truncated_safetensors_file_is_named(engine: str, folder: Path, tmp_path: Path) -> None:
+    for name in ("weights.safetensors", "expected.safetensors"):
+        d = broken(folder, tmp_path / name)
+        data = (d / name).read_bytes()
+        (d / name).write_bytes(data[: len(data) // 2])
+        replay_fails(engine, d, name, "not a readable safetensors file")
+
+
+def test_a_trace_type_no_role_has_is_a_mismatch(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    t = json.loads((d / "trace.json").read_text())
+    t["types"][1]["name"] = "leaf[9]"
+    (d / "trace.json").write_text(json.dumps(t))
+    replay_fails(engine, d, "trace.json", "leaf[9]", "no role")
+
+
+def test_a_missing_or_misnamed_cell_file_is_named(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path / "missing")
+    (d / "cells" / "node.yaml").unlink()
+    replay_fails(engine, d, "node.yaml", "roles[")
+    d = broken(folder, tmp_path / "misnamed")
+    (d / "cells" / "node.yaml").write_text((d / "cells" / "leaf.yaml").read_text())
+    replay_fails(engine, d, "node.yaml", "defines cell `leaf`")
+
+
+def test_a_cell_whose_ports_disagree_with_the_manifest_is_named(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    m = json.loads((d / "model.json").read_text())
+    role = next(r for r in m["roles"] if r["role"] == "node")
+    role["ports"] = role["ports"][:1]
+    (d / "model.json").write_text(json.dumps(m))
+    replay_fails(engine, d, "model.json", "ports")
+
+
+def test_a_zoo_name_is_refused(engine: str, folder: Path, tmp_path: Path) -> None:
+    d = broken(folder, tmp_path)
+    m = json.loads((d / "model.json").read_text())
+    m["name"] = "tree-lstm"
+    (d / "model.json").write_text(json.dumps(m))
+    replay_fails(engine, d, "model.json", "built-in workload")
