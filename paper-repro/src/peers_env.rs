@@ -229,8 +229,57 @@ pub fn install(dir: &Path, frameworks: &[&str]) -> Result<PeersEnv> {
                 req.display()
             )));
         }
+        if *fw == "torch" {
+            install_batchlab_torch(&python)?;
+        }
     }
     open(dir).map_err(ReproError::Peers)
+}
+
+/// The checkout's `engine/torch` package (batchlab_torch, `docs/torch.md`),
+/// where this binary was built from.
+pub fn batchlab_torch_source() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("engine")
+        .join("torch")
+}
+
+/// `pip install engine/torch` into the environment (no dependencies
+/// fetched: the torch requirements pin them; no build isolation: nothing is
+/// downloaded to build it).
+fn install_batchlab_torch(python: &Path) -> Result<()> {
+    let src = batchlab_torch_source();
+    if !src.join("pyproject.toml").is_file() {
+        return Err(ReproError::Peers(format!(
+            "{}: no batchlab_torch package here (this binary was built from another checkout); install it with `pip install ./engine/torch`",
+            src.display()
+        )));
+    }
+    eprintln!(
+        "paper-repro peers: installing batchlab_torch from {}",
+        src.display()
+    );
+    let st = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+        ])
+        .arg(&src)
+        .stdout(std::process::Stdio::inherit())
+        .status()
+        .map_err(|e| ReproError::Peers(format!("{}: {e}", python.display())))?;
+    if !st.success() {
+        return Err(ReproError::Peers(format!(
+            "pip failed installing {} ({st}); the environment is kept, run the install again",
+            src.display()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

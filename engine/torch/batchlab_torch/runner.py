@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -1058,7 +1059,10 @@ class Runner:
     ) -> bool:
         """Whether the cell computes row by row: its direct call on the
         batch equals the vmapped one (shapes and values)."""
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # vmap warns where it falls back to a loop (gru_cell): this call
+            # only decides, and a cell that falls back runs directly anyway.
+            warnings.simplefilter("ignore", UserWarning)
             ref = self._vmap(kind, known, per, [x.detach() for x in ins], data)
             try:
                 xs, ds = self._direct_inputs(kind, [x.detach() for x in ins], data)

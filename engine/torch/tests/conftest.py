@@ -55,7 +55,9 @@ def run_json(*args: str) -> dict:
 def sst(tmp_path_factory: pytest.TempPathFactory, engine: str) -> tuple[Path, list[Tree]]:
     """A built-in tree-lstm trace of 8 SST trees (hidden 16) and its trees."""
     path = tmp_path_factory.mktemp("sst") / "tree-lstm.json"
-    run(engine, "record", "--workload", "tree-lstm", "--batch", "8", "--hidden", "16", "--seed", "7", "--out", str(path))
+    run(
+        engine, "record", "--workload", "tree-lstm", "--batch", "8", "--hidden", "16", "--seed", "7", "--out", str(path)
+    )
     return path, sst_trees(str(path))
 
 

@@ -20,7 +20,9 @@ def make() -> tuple[torch.nn.Module, dict]:
     return m, {"cell": m.cell}
 
 
-def test_child_sum_goes_through_the_pipeline(engine: str, search: str, planner: str, sst: tuple, tmp_path: Path) -> None:
+def test_child_sum_goes_through_the_pipeline(
+    engine: str, search: str, planner: str, sst: tuple, tmp_path: Path
+) -> None:
     trees = flatten_trees(sst[1])
     arities = {len(t.children) for tree in trees for t in _nodes(tree)}
     assert len(arities) >= 3, arities

@@ -51,7 +51,9 @@ class Chain(nn.Module):
 
 BODIES: dict[str, Callable] = {
     "linear-add-chunk": lambda s, x, h: torch.tanh((s.a(x) + s.b(h)).chunk(2, dim=-1)[1]),
-    "cat-split-narrow": lambda s, x, h: torch.sigmoid(torch.cat([x, h], dim=1).narrow(1, 3, H)) * torch.split(s.a(h), H, dim=-1)[0],
+    "cat-split-narrow": lambda s, x, h: (
+        torch.sigmoid(torch.cat([x, h], dim=1).narrow(1, 3, H)) * torch.split(s.a(h), H, dim=-1)[0]
+    ),
     "getitem-slices": lambda s, x, h: torch.relu(s.a(x)[:, H:] - s.a(h)[0, :H]).squeeze(0).unsqueeze(0),
     "one-minus-mul": lambda s, x, h: (1 - torch.sigmoid(x)) * h + torch.sigmoid(x) * torch.tanh(x),
     "weight-products": lambda s, x, h: torch.tanh(x @ s.w.t() + (s.w @ h.reshape(H)).reshape(1, H)),

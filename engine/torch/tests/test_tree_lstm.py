@@ -32,7 +32,9 @@ def test_recorded_tree_lstm_has_the_builtin_structure(engine: str, sst: tuple, t
     assert (mine["data_ids"], mine["data_labels"]) == (builtin["data_ids"], builtin["data_labels"])
 
 
-def test_tree_lstm_goes_through_the_pipeline(engine: str, search: str, planner: str, sst: tuple, tmp_path: Path) -> None:
+def test_tree_lstm_goes_through_the_pipeline(
+    engine: str, search: str, planner: str, sst: tuple, tmp_path: Path
+) -> None:
     _, trees = sst
     r = full(engine, search, planner, make, trees, tmp_path)
     assert max(r["errors"].values()) <= 1e-4

@@ -1,0 +1,10 @@
+"""Example models written in plain PyTorch, the way their users write them
+(``docs/torch.md`` walks through them; the tests record, check and run each):
+
+- :mod:`.tree_lstm`: a binary Tree-LSTM over SST parse trees, a loss at every node;
+- :mod:`.child_sum`: a Child-Sum Tree-LSTM over trees with any number of children;
+- :mod:`.dag_rnn`: a DAG-RNN with a cell per node kind over ``search random-dag`` graphs.
+
+:mod:`.data` reads their inputs from batchlab's own traces, so that a
+recording sees the same samples as ``engine record``.
+"""

@@ -1,0 +1,95 @@
+"""The examples' inputs, read from batchlab traces (``engine record``,
+``search random-dag``), so a PyTorch recording sees the samples batchlab's
+built-in workloads see."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Tree:
+    """A parse tree node: a leaf has a word id, an internal node children."""
+
+    label: int
+    word: int | None = None
+    children: list[Tree] = field(default_factory=list)
+
+    def size(self) -> int:
+        return 1 + sum(c.size() for c in self.children)
+
+
+def sst_trees(trace_path: str) -> list[Tree]:
+    """The SST trees of a ``engine record --workload tree-lstm`` trace, one
+    per instance, with their recorded word ids and labels."""
+    with open(trace_path) as f:
+        t = json.load(f)
+    types = [ty["name"].split("[")[0] for ty in t["types"]]
+    nodes = t["nodes"]
+    made: dict[int, Tree] = {}
+    label: dict[int, int] = {}
+    for n in nodes:
+        role = types[n["type"]]
+        if role == "sentiment.loss":
+            label[n["args"][0]] = n.get("data", {}).get("label", 0)
+    roots: dict[int, Tree] = {}
+    for i, n in enumerate(nodes):
+        role = types[n["type"]]
+        if role == "tree_lstm.leaf":
+            made[i] = Tree(label.get(i, 0), word=nodes[n["args"][0]].get("data", {}).get("id", 0))
+        elif role == "tree_lstm.internal":
+            made[i] = Tree(label.get(i, 0), children=[made[a] for a in n["args"]])
+        else:
+            continue
+        roots[n["instance"]] = made[i]  # post-order: the last tree node of an instance is its root
+    return [roots[k] for k in sorted(roots)]
+
+
+def flatten_trees(trees: list[Tree], seed: int = 1) -> list[Tree]:
+    """Dependency-style trees from binary ones: each internal child is merged
+    into its parent with probability 1/2 (its children become the parent's),
+    so nodes have any number of children (seeded, deterministic)."""
+    rng = random.Random(seed)
+
+    def go(t: Tree) -> Tree:
+        if t.word is not None:
+            return Tree(t.label, word=t.word)
+        kids: list[Tree] = []
+        for c in t.children:
+            g = go(c)
+            if g.word is None and rng.random() < 0.5:
+                kids.extend(g.children)
+            else:
+                kids.append(g)
+        return Tree(t.label, children=kids)
+
+    return [go(t) for t in trees]
+
+
+@dataclass
+class Dag:
+    """A DAG: per node its kind and its predecessors (ids of earlier nodes)."""
+
+    kinds: list[int]
+    preds: list[list[int]]
+    label: int
+
+
+def random_dags(trace_path: str, per_dag: int, classes: int = 5) -> list[Dag]:
+    """Cuts a ``search random-dag`` trace (one big DAG with typed nodes) into
+    samples of ``per_dag`` consecutive nodes, edges into earlier samples
+    dropped; each sample's label is its node count modulo ``classes`` mixed
+    with its kinds (deterministic)."""
+    with open(trace_path) as f:
+        t = json.load(f)
+    nodes = t["nodes"]
+    out = []
+    for start in range(0, len(nodes) - per_dag + 1, per_dag):
+        kinds, preds = [], []
+        for n in nodes[start : start + per_dag]:
+            kinds.append(n["type"])
+            preds.append(sorted({a - start for a in n["args"] if a >= start}))
+        out.append(Dag(kinds, preds, (sum(kinds) + len(kinds)) % classes))
+    return out

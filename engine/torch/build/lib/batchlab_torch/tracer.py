@@ -1,0 +1,597 @@
+"""What recording and :func:`batchlab_torch.run` share: running the user's
+own per-instance forward and turning its calls into graph nodes.
+
+A :class:`Tracer` patches the marked submodules' ``forward`` and the
+model's, and enters a ``TorchFunctionMode`` that sees every torch call.
+A call of a marked module is a *cell* node; a torch call between cells
+that reads a recorded value is a free *op* node, except the calls that only
+move values (sums, stacks and their reductions and indices, reshapes: see
+:meth:`Tracer._special`). Every recorded value carries its source
+(:class:`~batchlab_torch.graph.Src`). Each top-level call of the model is
+one instance (sample).
+
+Two subclasses decide what a call produces: :class:`~batchlab_torch.record.Recorder`
+runs it eagerly (real tensors, tagged with their source), the run's
+discovery (:mod:`batchlab_torch.run`) does not run it at all (placeholder
+values of the right shapes), so both build the same graph with the same
+node types from the same code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from . import calls
+from .cell import bl_shape
+from .flat import flatten, spec_key
+from .graph import Graph, Kind, RecordError, Src
+
+_TAG = "_batchlab_src"
+_tokens = itertools.count(1)
+
+
+class Zero:
+    """Tag of a tensor of zeros made between cells (an absent input)."""
+
+
+ZERO = Zero()
+
+
+class Stack:
+    """Tag of ``torch.stack``/``torch.cat`` of recorded values along dim 0."""
+
+    def __init__(self, items: list[Src | None], item_tshape: tuple[int, ...]) -> None:
+        self.items = items
+        self.item_tshape = item_tshape
+
+
+class Derived:
+    """Tag of a tensor computed from parameters outside every cell."""
+
+    def __init__(self, frame: str) -> None:
+        self.frame = frame
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, tracer: Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(
+        self, func: Callable[..., Any], types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        return self.tracer._on_call(func, args, kwargs or {})
+
+
+class Signature:
+    """How a marked module's arguments flatten: names per leaf, and how to
+    call it again from the leaves."""
+
+    def __init__(self, forward: Callable[..., Any]) -> None:
+        self.sig = inspect.signature(forward)
+        ps = list(self.sig.parameters.values())
+        plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        # The leading plain positional parameters: a call passing only those,
+        # each a tensor, flattens without inspect's bind.
+        self.positional: tuple[str, ...] = tuple(p.name for p in ps if p.kind in plain)
+        self._fast: dict[int, tuple[Any, str]] = {}
+
+    def fast(self, n: int) -> tuple[Any, str, tuple[str, ...]] | None:
+        """Spec, spec key and names of a call with ``n`` plain tensor
+        arguments, or None when such a call needs ``bind``."""
+        if n > len(self.positional):
+            return None
+        hit = self._fast.get(n)
+        if hit is None:
+            spec = (tuple, None, (None,) * n)
+            hit = (spec, spec_key(spec))
+            self._fast[n] = hit
+        return hit[0], hit[1], self.positional[:n]
+
+    def flatten(self, args: tuple, kwargs: dict) -> tuple[list[Any], Any, list[str], tuple[str, ...]]:
+        bound = self.sig.bind(*args, **kwargs)
+        values = tuple(bound.arguments.values())
+        leaves, spec = flatten(values)
+        names: list[str] = []
+        for pname, value in bound.arguments.items():
+            sub, _ = flatten(value)
+            names += [pname] if len(sub) == 1 else [f"{pname}_{i}" for i in range(len(sub))]
+        return leaves, spec, names, tuple(bound.arguments.keys())
+
+    def call_args(self, arg_names: tuple[str, ...], values: tuple) -> tuple[tuple, dict]:
+        ba = inspect.BoundArguments(self.sig, dict(zip(arg_names, values)))  # type: ignore[arg-type]
+        return ba.args, ba.kwargs
+
+
+def static_repr(x: Any) -> str:
+    """A non-tensor argument as part of a call's kind."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return repr(x)
+    if isinstance(x, (torch.dtype, torch.device)):
+        return str(x)
+    if isinstance(x, slice):
+        return f"slice({x.start},{x.stop},{x.step})"
+    if isinstance(x, torch.Size):
+        return repr(tuple(x))
+    return f"<{type(x).__name__}>"
+
+
+def default_name(model: nn.Module) -> str:
+    """``torch-`` and the model class's name in kebab case (``TreeLSTM`` ->
+    ``torch-tree-lstm``): never a zoo workload's name."""
+    n = type(model).__name__
+    out = []
+    for i, c in enumerate(n):
+        if c.isupper() and i > 0 and (not n[i - 1].isupper() or (i + 1 < len(n) and n[i + 1].islower())):
+            out.append("-")
+        out.append(c.lower())
+    return "torch-" + ("".join(out) or "model")
+
+
+class Tracer:
+    """See the module docs. Subclasses implement :meth:`_run_cell`,
+    :meth:`_run_op`, :meth:`_run_special` and :meth:`_emit`."""
+
+    def __init__(self, model: nn.Module, cells: Mapping[str, nn.Module], *, name: str | None = None) -> None:
+        who = type(self).__name__
+        if not isinstance(model, nn.Module):
+            raise RecordError(f"{who}: model must be a torch.nn.Module, got {type(model).__name__}")
+        if not cells:
+            raise RecordError(f"{who}: cells is empty; mark at least one submodule, e.g. cells={{'node': model.node}}")
+        paths = {id(m): p for p, m in model.named_modules(remove_duplicate=False)}
+        self.model = model
+        self.name = name or default_name(model)
+        self.cells: dict[str, nn.Module] = {}
+        self.paths: dict[str, str] = {}
+        for role, mod in cells.items():
+            if not isinstance(mod, nn.Module):
+                raise RecordError(f"{who}: cells[{role!r}] is a {type(mod).__name__}, not a torch.nn.Module")
+            if mod is model:
+                raise RecordError(f"{who}: cells[{role!r}] is the model itself; mark its submodules")
+            if id(mod) not in paths:
+                raise RecordError(f"{who}: cells[{role!r}] is not a submodule of the model")
+            if any(m is mod for m in self.cells.values()):
+                raise RecordError(f"{who}: cells[{role!r}] marks a module already marked under another name")
+            if not role or not role.isascii() or any(not (c.isalnum() or c in "_.-") for c in role):
+                raise RecordError(f"{who}: cell name {role!r}: use ASCII letters, digits, '_', '.', '-'")
+            self.cells[role] = mod
+            self.paths[role] = paths[id(mod)] or role
+        self.param_names: dict[int, str] = {}
+        for pname, p in model.named_parameters(remove_duplicate=False):
+            self.param_names.setdefault(id(p), pname)
+        self.params: dict[str, torch.Tensor] = {}
+        self.sigs = {role: Signature(mod.forward) for role, mod in self.cells.items()}
+        self.graph = Graph()
+        self.kinds: dict[tuple, Kind] = self.graph.kinds
+        self.instances = 0
+        self._token = next(_tokens)
+        self._mode: _Mode | None = None
+        self._in_cell = False
+        self._depth = 0
+        self._instance = -1
+        self._active = False
+        self._saved: list[tuple[nn.Module, bool, Any]] = []
+        # The type of the placeholders this tracer hands out (discovery), for
+        # the fast paths; None when it hands out real tensors.
+        self.placeholder: Any = None
+
+    # ------------------------------------------------------------ activation
+    def __enter__(self) -> Tracer:
+        if self._active:
+            raise RecordError(f"{type(self).__name__}: already active")
+        for role, mod in self.cells.items():
+            self._patch(mod, self._cell_wrapper(role, mod, mod.forward))
+        self._patch(self.model, self._root_wrapper(self.model.forward))
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._active = False
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        for mod, had, old in reversed(self._saved):
+            if had:
+                mod.forward = old
+            else:
+                del mod.forward
+        self._saved.clear()
+        self._in_cell = False
+        self._depth = 0
+
+    def _patch(self, mod: nn.Module, forward: Callable[..., Any]) -> None:
+        had = "forward" in mod.__dict__
+        self._saved.append((mod, had, mod.__dict__.get("forward")))
+        mod.forward = forward
+
+    def _root_wrapper(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0:
+                self._instance = self.instances
+                self.instances += 1
+            self._depth += 1
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return forward
+
+    def _cell_wrapper(self, role: str, mod: nn.Module, orig: Callable[..., Any]) -> Callable[..., Any]:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if self._in_cell or not self._active:
+                return orig(*args, **kwargs)
+            return self._cell_call(role, mod, orig, args, kwargs)
+
+        return forward
+
+    # ------------------------------------------------------------ tags
+    def tag(self, x: Any) -> Any:
+        """The source of a value: a :class:`Src`, ``ZERO``, a
+        :class:`Stack`, a :class:`Derived`, or ``None`` (a constant)."""
+        if isinstance(x, torch.Tensor):
+            t = getattr(x, _TAG, None)
+            return t[1] if t is not None and t[0] == self._token else None
+        return None
+
+    def set_tag(self, t: torch.Tensor, payload: Any) -> None:
+        setattr(t, _TAG, (self._token, payload))
+
+    def is_tensor(self, x: Any) -> bool:
+        return isinstance(x, torch.Tensor)
+
+    def instance_of(self, srcs: list[Src | None], frame: str, what: str) -> int | None:
+        """The instance of a node with arguments ``srcs``: the current call's
+        inside a call of the model (reading another sample's value is an
+        error), else the one its arguments share, if any."""
+        inst = {self.graph.nodes[s.node].instance for s in srcs if s is not None}
+        inst.discard(None)
+        if self._depth > 0:
+            other = inst - {self._instance}
+            if other:
+                raise RecordError(
+                    f"{frame}: {what} in sample {self._instance} reads a value recorded in sample {min(other)}: "
+                    "batchlab's samples are independent (a value kept across calls of the model cannot be "
+                    "expressed in the trace)"
+                )
+            return self._instance
+        return inst.pop() if len(inst) == 1 else None
+
+    # ------------------------------------------------------------ arguments
+    def classify(self, leaves: list[Any], frame: str, what: str, names: list[str]) -> tuple[list, list, dict]:
+        """Per leaf: its entry of the call's kind (``("tensor", shape,
+        dtype)``, ``("data", shape, dtype)``, ``("param", name)``,
+        ``("static", repr)``); the sources of the tensor positions; the
+        integers of the data positions."""
+        kinds: list[tuple] = []
+        srcs: list[Src | None] = []
+        data: dict[int, int] = {}
+        fast = self.placeholder
+        for i, x in enumerate(leaves):
+            if type(x) is fast:
+                src = x.src
+                if isinstance(src, Src):
+                    kinds.append(("tensor", x.tshape, x.dts))
+                    srcs.append(src)
+                    continue
+            if not self.is_tensor(x):
+                kinds.append(("static", static_repr(x)))
+                continue
+            pname = self.param_names.get(id(x))
+            if pname is not None:
+                self.params[pname] = x
+                kinds.append(("param", pname))
+                continue
+            tag = self.tag(x)
+            label = names[i] if i < len(names) else f"argument {i}"
+            if isinstance(tag, Src) or tag is ZERO:
+                kinds.append(("tensor", tuple(x.shape), _dts(x.dtype)))
+                srcs.append(tag if isinstance(tag, Src) else None)
+            elif isinstance(tag, Stack):
+                raise RecordError(
+                    f"{frame}: {what} reads `{label}`, a stack of {len(tag.items)} recorded values; batchlab "
+                    "records one value per argument: pass the values one by one, or sum them first"
+                )
+            elif isinstance(tag, Derived):
+                raise RecordError(
+                    f"{frame}: {what} reads `{label}`, computed from parameters outside every cell at "
+                    f"{tag.frame}; the trace cannot express a tensor shared by every sample: compute it "
+                    "inside the cell that reads it"
+                )
+            elif not (x.is_floating_point() or x.is_complex()):
+                if x.numel() != 1:
+                    raise RecordError(
+                        f"{frame}: {what} reads `{label}`, an integer tensor of {x.numel()} elements; a node "
+                        "carries one token id and one label: call it once per token"
+                    )
+                with torch._C.DisableTorchFunction():
+                    v = int(x.reshape(()).item())
+                if v < 0 or v > 0xFFFFFFFF:
+                    raise RecordError(f"{frame}: {what} reads `{label}` = {v}: ids and labels are 0 .. 2^32-1")
+                kinds.append(("data", tuple(x.shape), _dts(x.dtype)))
+                data[i] = v
+            else:
+                raise RecordError(
+                    f"{frame}: {what} reads `{label}`, a float tensor of shape {list(x.shape)} that no recorded call "
+                    "made; batchlab records where every input comes from: look it up with an nn.Embedding "
+                    "(an integer id), or compute it inside a cell"
+                )
+        return kinds, srcs, data
+
+    # ------------------------------------------------------------ cells
+    def _cell_call(self, role: str, mod: nn.Module, orig: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        frame = calls.here()
+        what = f"cell `{role}`"
+        sig = self.sigs[role]
+        fast = None if kwargs or not all(self.is_tensor(a) for a in args) else sig.fast(len(args))
+        if fast is not None:
+            spec, skey, names_t = fast
+            leaves, names, arg_names = list(args), list(names_t), names_t
+        else:
+            try:
+                leaves, spec, names, arg_names = sig.flatten(args, kwargs)
+            except TypeError as e:
+                raise RecordError(f"{frame}: {what}: {e}") from None
+            skey = spec_key(spec)
+        kinds, srcs, data = self.classify(leaves, frame, what, names)
+        key = ("cell", role, skey, tuple(kinds))
+        kind = self.kinds.get(key)
+        out_leaves, out_spec, kind = self._run_cell(
+            kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame
+        )
+        if kind.module == "":
+            kind.module = self.paths[role]
+            kind.arg_spec = spec
+            kind.arg_names = arg_names
+        self.kinds[key] = kind
+        return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, what)
+
+    def _add(
+        self, kind: Kind, srcs: list, data: dict, out_leaves: list, out_spec: Any, leaves: list, frame: str, what: str
+    ) -> Any:
+        inst = self.instance_of(srcs, frame, what)
+        nid = self.graph.add(kind, srcs, {}, inst, [])
+        self.graph.nodes[nid].ints = data
+        return self._emit(nid, out_leaves, out_spec, leaves)
+
+    # ------------------------------------------------------------ the mode
+    def _on_call(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        name = calls.name_of(func)
+        if not self._active:
+            return func(*args, **kwargs)
+        if self._in_cell:
+            return self._inside_cell(func, name, args, kwargs)
+        if calls.is_meta(name):
+            return self._meta(func, name, args, kwargs)
+        return self._free(func, name, args, kwargs)
+
+    def _meta(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+        return func(*args, **kwargs)
+
+    def _inside_cell(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+        return func(*args, **kwargs)
+
+    def _plain(self, x: Any) -> bool:
+        """Whether an argument can play no part in the graph: not a
+        placeholder, not a tagged tensor, not a parameter, not an integer
+        tensor (a token id or label)."""
+        if type(x) is self.placeholder:
+            return False
+        if isinstance(x, torch.Tensor):
+            return getattr(x, _TAG, None) is None and id(x) not in self.param_names and x.is_floating_point()
+        if type(x) is list or type(x) is tuple:
+            return all(self._plain(y) for y in x)
+        return True
+
+    def _free(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+        if all(self._plain(a) for a in args) and all(self._plain(a) for a in kwargs.values()):
+            out = func(*args, **kwargs)
+            if name in calls.ZEROS:
+                for t in _tensors(out):
+                    self.set_tag(t, ZERO)
+            return out
+        leaves, spec = flatten((args, kwargs))
+        tags = [self.tag(x) for x in leaves]
+        recorded = any(isinstance(t, (Src, Stack)) for t in tags)
+        ints = any(self.is_tensor(x) and t is None and not x.is_floating_point() for x, t in zip(leaves, tags))
+        params = any(self.is_tensor(x) and id(x) in self.param_names for x in leaves)
+        if not recorded and not (ints and params):
+            derived = next((t for t in tags if isinstance(t, Derived)), None)
+            out = func(*args, **kwargs)
+            if name in calls.ZEROS:
+                for t in _tensors(out):
+                    self.set_tag(t, ZERO)
+            elif params or derived is not None:
+                where = derived.frame if derived is not None else str(calls.here())
+                for t in _tensors(out):
+                    self.set_tag(t, Derived(where))
+            return out
+        frame = calls.here()
+        if calls.is_inplace(name):
+            raise RecordError(
+                f"{frame}: {name} changes a recorded value in place; write it out of place (h = h + x, not h += x)"
+            )
+        plan = self._special(name, args, kwargs)
+        if plan is not None:
+            return self._do_special(plan, func, args, kwargs, frame)
+        return self._op_call(func, name, args, kwargs, leaves, spec, frame)
+
+    def _special(self, name: str, args: tuple, kwargs: dict) -> tuple | None:
+        """The calls between cells that move recorded values without
+        computing, as a plan: ``("alias", src)``, ``("sum", srcs, like)``,
+        ``("mean", srcs, like)``, ``("stack", items, item_shape)``,
+        ``("unbind", items)``, ``("zero",)``; ``None`` for an op node."""
+        first = self.tag(args[0]) if args else None
+        short = calls.short(name)
+        if name in calls.ALIASES and isinstance(first, Src):
+            if kwargs.get("training") or (short == "dropout" and len(args) > 2 and args[2] is True):
+                raise RecordError(f"{calls.user_frame()}: dropout in training mode; record in eval mode (model.eval())")
+            return ("alias", first)
+        if short in ("add", "__add__", "__radd__") and len(args) == 2 and not kwargs:
+            a, other = args
+            ta, tb = first, self.tag(other)
+            zero_b = tb is ZERO or (not self.is_tensor(other) and not isinstance(other, bool) and other == 0)
+            if isinstance(ta, Src) and zero_b:
+                return ("alias", ta)
+            if ta is ZERO and isinstance(tb, Src):
+                return ("alias", tb)
+            if isinstance(ta, Src) and isinstance(tb, Src) and tuple(a.shape) == tuple(other.shape):
+                return ("sum", [ta, tb], a)
+            return None
+        if name in ("torch.stack", "torch.cat", "torch.concat"):
+            items = list(args[0])
+            dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+            its = [self.tag(x) for x in items]
+            if dim == 0 and items and all(isinstance(t, Src) or t is ZERO for t in its):
+                shapes = {tuple(x.shape) for x in items}
+                if len(shapes) == 1 and (name == "torch.stack" or next(iter(shapes))[:1] == (1,)):
+                    return ("stack", [t if isinstance(t, Src) else None for t in its], next(iter(shapes)))
+            if any(isinstance(t, Stack) for t in its):
+                raise RecordError(f"{calls.user_frame()}: {name} of a stack of recorded values")
+            return None
+        if isinstance(first, Stack):
+            dim = args[1] if len(args) > 1 else kwargs.get("dim")
+            if short in ("sum", "mean") and (
+                dim in (0, (0,), [0]) or (dim is None and bl_shape(first.item_tshape) == (1,))
+            ):
+                if kwargs.get("keepdim"):
+                    raise RecordError(f"{calls.user_frame()}: {name} with keepdim of a stack of recorded values")
+                items = [s for s in first.items if s is not None]
+                if not items:
+                    return ("zero",)
+                if short == "mean" and len(items) != len(first.items):
+                    raise RecordError(f"{calls.user_frame()}: mean of a stack holding zeros")
+                return (short, items, first.item_tshape)
+            if short == "__getitem__" and isinstance(args[1], int):
+                s = first.items[args[1]]
+                return ("alias", s) if s is not None else ("zero",)
+            if short == "unbind" and dim in (None, 0):
+                return ("unbind", first.items)
+            raise RecordError(
+                f"{calls.user_frame()}: {name} of a stack of recorded values; batchlab reads a stack only through "
+                "sum(0), mean(0), an int index or unbind"
+            )
+        if short in ("sum", "mean") and isinstance(first, Src) and len(args) == 1 and not kwargs:
+            if bl_shape(tuple(args[0].shape)) == (1,):
+                return ("alias", first)
+        return None
+
+    def _do_special(self, plan: tuple, func: Callable[..., Any], args: tuple, kwargs: dict, frame: str) -> Any:
+        what = plan[0]
+        if what in ("sum", "mean"):
+            items, like = plan[1], plan[2]
+            shape = tuple(like.shape) if self.is_tensor(like) else tuple(like)
+            return self._reduce(what, items, shape, func, args, kwargs, frame)
+        return self._run_special(plan, func, args, kwargs)
+
+    def _reduce(
+        self,
+        what: str,
+        items: list[Src],
+        item_shape: tuple[int, ...],
+        func: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        frame: str,
+    ) -> Any:
+        out = self._run_special(("value",), func, args, kwargs)
+        out_shape = tuple(out.shape)
+        dtype = str(out.dtype)
+        if what == "sum":
+            key: tuple = ("sum", item_shape, dtype)
+            leaves: tuple = (("tensor", item_shape, dtype),)
+            names: tuple = ("x",)
+        else:
+            key = ("mean", len(items), item_shape, dtype)
+            leaves = (("tensor", item_shape, dtype),) * len(items)
+            names = tuple(f"x{i}" for i in range(len(items)))
+        kind = self.kinds.get(key)
+        if kind is None:
+            kind = Kind(
+                key=key, base=what, what=what, leaves=leaves, names=names, out_tshapes=(out_shape,), frame=str(frame)
+            )
+            self.kinds[key] = kind
+        inst = self.instance_of(items, frame, f"a {what}")
+        nid = self.graph.add(kind, list(items), {}, inst, [])
+        self.graph.nodes[nid].ints = {}
+        return self._emit(nid, [out], None, [])
+
+    def _op_call(
+        self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, leaves: list, spec: Any, frame: str
+    ) -> Any:
+        names = [f"a{i}" for i in range(len(leaves))]
+        kinds, srcs, data = self.classify(leaves, frame, name, names)
+        key = ("op", name, spec_key(spec), tuple(kinds))
+        kind = self.kinds.get(key)
+        out_leaves, out_spec, kind = self._run_op(kind, key, func, name, args, kwargs, leaves, kinds, frame)
+        kind.arg_spec = spec
+        self.kinds[key] = kind
+        return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, name)
+
+    @staticmethod
+    def op_base(name: str, kinds: list[tuple]) -> str:
+        """The role name of a free op: the function's short name, and the
+        module owning the first parameter it reads (``linear.out``)."""
+        owners = sorted({k[1].rsplit(".", 1)[0] for k in kinds if k[0] == "param" and "." in k[1]})
+        return calls.short(name).strip("_") + ("." + owners[0] if owners else "")
+
+    # ------------------------------------------------------------ subclass hooks
+    def _run_cell(
+        self,
+        kind: Kind | None,
+        key: tuple,
+        role: str,
+        mod: nn.Module,
+        orig: Callable[..., Any],
+        args: tuple,
+        kwargs: dict,
+        leaves: list,
+        kinds: list,
+        names: list,
+        frame: str,
+    ) -> tuple[list, Any, Kind]:
+        raise NotImplementedError
+
+    def _run_op(
+        self,
+        kind: Kind | None,
+        key: tuple,
+        func: Callable[..., Any],
+        name: str,
+        args: tuple,
+        kwargs: dict,
+        leaves: list,
+        kinds: list,
+        frame: str,
+    ) -> tuple[list, Any, Kind]:
+        raise NotImplementedError
+
+    def _run_special(self, plan: tuple, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        raise NotImplementedError
+
+    def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
+        raise NotImplementedError
+
+
+_DTS: dict[torch.dtype, str] = {}
+
+
+def _dts(d: torch.dtype) -> str:
+    s = _DTS.get(d)
+    if s is None:
+        s = _DTS[d] = str(d)
+    return s
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    leaves, _ = flatten(x)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]

@@ -1,0 +1,71 @@
+//! `batchlab_torch` (`engine/torch`, docs/torch.md): its pytest suite —
+//! the three example models recorded, checked on every CPU executor,
+//! searched, planned, trained and run by `bt.run` against PyTorch; the
+//! lowering rules; the bad models and folders — run in the project's
+//! Python environment with the binaries this `cargo test` built. Without
+//! that environment (or PyTorch in it) it skips visibly, naming the
+//! install command.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The folder of the binaries next to this test's executable
+/// (`target/<profile>`).
+fn bin_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+#[test]
+fn batchlab_torch_pytest_suite_passes() {
+    let dir = paper_repro::peers_env::default_dir(None);
+    let env = match paper_repro::peers_env::open(&dir) {
+        Ok(e) => e,
+        Err(why) => {
+            eprintln!("SKIPPED batchlab_torch_pytest_suite_passes: {why}");
+            return;
+        }
+    };
+    if let Some(Err(why)) = env.frameworks.get("torch") {
+        eprintln!(
+            "SKIPPED batchlab_torch_pytest_suite_passes: no PyTorch in {}: {why}",
+            dir.display()
+        );
+        return;
+    }
+    let src = paper_repro::peers_env::batchlab_torch_source();
+    let mut cmd = Command::new(&env.python);
+    cmd.args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(&src)
+        .env("PYTHONPATH", &src)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("OMP_NUM_THREADS", "1");
+    let mut missing = Vec::new();
+    for tool in ["engine", "search", "planner"] {
+        match bin_dir().map(|d| d.join(tool)).filter(|p| p.is_file()) {
+            Some(p) => {
+                cmd.env(format!("BATCHLAB_{}", tool.to_uppercase()), p);
+            }
+            None => missing.push(tool),
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "SKIPPED batchlab_torch_pytest_suite_passes: {} not built beside this test (run `cargo test --workspace`)",
+            missing.join(", ")
+        );
+        return;
+    }
+    let out = cmd.output().expect("python starts");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "pytest failed:\n{text}");
+    assert!(
+        !text.contains(" skipped"),
+        "pytest skipped tests although every binary was given:\n{text}"
+    );
+    eprintln!("{}", text.lines().rev().find(|l| l.contains("passed")).unwrap_or(""));
+}
