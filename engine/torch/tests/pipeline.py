@@ -4,8 +4,9 @@ bt.run under depth, agenda and the learned FSM, each against PyTorch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

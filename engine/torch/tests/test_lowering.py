@@ -4,8 +4,8 @@ PyTorch's outputs, loss and gradients from the cell file alone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
