@@ -61,7 +61,6 @@
 
 pub use engine_core::{
     cells, data, dot, fieldpath, graph, io, layout, memory, modeldir, outln, sched, tool, trace,
-    workloads,
-    yaml,
+    workloads, yaml,
 };
 pub use engine_replay::{device, export, replay, train};

@@ -85,6 +85,11 @@ pub enum Command {
     /// Draw the learning curve of an `engine train --json` report into
     /// --out (training-curve.png, .svg and .csv).
     TrainingCurve(crate::training_curve::CurveArgs),
+    /// A report on one model folder (docs/torch.md): batches per policy
+    /// beside the certified bound, the planner's copies, step times of
+    /// batchlab's executors and (with --torch) of the user's PyTorch loop
+    /// and bt.run, interleaved, into --out (REPORT.md, a figure, CSVs, rows).
+    Model(crate::model::ModelArgs),
 }
 
 impl Command {
@@ -95,6 +100,7 @@ impl Command {
             Command::Report => "report",
             Command::Peers(_) => "peers",
             Command::TrainingCurve(_) => "training-curve",
+            Command::Model(_) => "model",
         }
     }
 }
@@ -172,7 +178,7 @@ pub fn print_peers(s: &PeersStatus, json: bool) -> Result<()> {
 /// and logs) and returns its summary. Nothing runs unless every spec checks.
 pub fn execute(cli: &Cli, command: &str) -> Result<Summary> {
     let mode = cli.command.clone().unwrap_or(Command::Run);
-    if let Command::Peers(_) | Command::TrainingCurve(_) = mode {
+    if let Command::Peers(_) | Command::TrainingCurve(_) | Command::Model(_) = mode {
         return Err(crate::error::ReproError::Usage(format!(
             "`{}` is not a measuring mode (see `paper-repro {} --help`)",
             mode.name(),

@@ -29,6 +29,7 @@ pub mod error;
 mod figs;
 pub mod items;
 pub mod measure;
+pub mod model;
 pub mod peers_env;
 pub mod published;
 pub mod report;

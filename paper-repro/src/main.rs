@@ -35,6 +35,26 @@ fn main() -> ExitCode {
             }
             return Ok(());
         }
+        if let Some(Command::Model(a)) = &cli.command {
+            let out = cli.out.clone().unwrap_or_else(|| "out/model".into());
+            let report = paper_repro::model::run_command(
+                a,
+                &out,
+                cli.quick,
+                cli.peers_env.as_deref(),
+                !cli.json,
+                &command_line(),
+            )?;
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "report": report.display().to_string() })
+                );
+            } else {
+                println!("{}", report.display());
+            }
+            return Ok(());
+        }
         let summary = execute(&cli, &command_line())?;
         print(&summary, cli.json)?;
         let failed = summary.failed_steps();

@@ -67,5 +67,11 @@ fn batchlab_torch_pytest_suite_passes() {
         !text.contains(" skipped"),
         "pytest skipped tests although every binary was given:\n{text}"
     );
-    eprintln!("{}", text.lines().rev().find(|l| l.contains("passed")).unwrap_or(""));
+    eprintln!(
+        "{}",
+        text.lines()
+            .rev()
+            .find(|l| l.contains("passed"))
+            .unwrap_or("")
+    );
 }

@@ -61,7 +61,9 @@ fn roles(dir: &engine::modeldir::ModelDir) -> anyhow::Result<Vec<RoleReport>> {
             .types()
             .iter()
             .find(|(_, t)| t.name == r.type_name)
-            .map_or(0, |(id, _)| g.node_types().iter().filter(|&&t| t == id).count());
+            .map_or(0, |(id, _)| {
+                g.node_types().iter().filter(|&&t| t == id).count()
+            });
         out.push(RoleReport {
             role: r.role.clone(),
             cell: r.cell.clone(),
@@ -157,7 +159,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if let Some(roles) = &report.roles {
         let w = roles.iter().map(|r| r.role.len()).max().unwrap_or(4).max(4);
-        engine::outln!("{:<w$}  {:>8}  {:>4}  {:>10}  loss  from", "role", "nodes", "ops", "params");
+        engine::outln!(
+            "{:<w$}  {:>8}  {:>4}  {:>10}  loss  from",
+            "role",
+            "nodes",
+            "ops",
+            "params"
+        );
         for r in roles {
             let from = r.from.get("at").and_then(|v| v.as_str()).unwrap_or("-");
             engine::outln!(

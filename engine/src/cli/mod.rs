@@ -138,10 +138,7 @@ impl<'a> TraceInput<'a> {
     }
 
     /// Reads the trace (or folder), or records the workload.
-    pub(crate) fn open(
-        &self,
-        budget: Option<&engine::memory::Budget>,
-    ) -> anyhow::Result<Loaded> {
+    pub(crate) fn open(&self, budget: Option<&engine::memory::Budget>) -> anyhow::Result<Loaded> {
         if let Some(dir) = self.model {
             let d = engine::modeldir::ModelDir::open(dir)?;
             return Ok(Loaded {

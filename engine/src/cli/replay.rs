@@ -561,7 +561,8 @@ fn gate(
                 w.node,
                 w.role,
                 w.cell,
-                w.instance.map_or(String::new(), |i| format!(", sample {i}")),
+                w.instance
+                    .map_or(String::new(), |i| format!(", sample {i}")),
                 w.output,
                 w.rel_error,
                 w.diagnosis

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use engine::graph::{Graph, lower_bound};
 use engine::sched::schedule_file::ScheduleFile;
-use engine::sched::{PolicyArg, Schedule, SameTypeDag, run_policy_on_demand};
+use engine::sched::{PolicyArg, SameTypeDag, Schedule, run_policy_on_demand};
 use engine::trace::Trace;
 use serde::Serialize;
 
@@ -121,7 +121,9 @@ fn schedule(g: &Graph, policy: &PolicyArg) -> anyhow::Result<(Schedule, u64, f64
 fn parse_policy(name: &str) -> anyhow::Result<PolicyArg> {
     let arg = PolicyArg::parse(name).with_context(|| format!("--policy {name}"))?;
     if arg.trained_pass() == "backward" {
-        bail!("--policy {name}: a backward-pass policy; schedule the forward pass with a forward one");
+        bail!(
+            "--policy {name}: a backward-pass policy; schedule the forward pass with a forward one"
+        );
     }
     Ok(arg)
 }
@@ -202,8 +204,8 @@ fn parse_request(line: &str, what: &str) -> anyhow::Result<(String, Graph)> {
         let t = Trace::from_json(line, what)?;
         return Ok((t.workload, t.graph));
     }
-    let r: GraphRequest =
-        serde_json::from_str(line).with_context(|| format!("{what}: not a trace nor a graph request"))?;
+    let r: GraphRequest = serde_json::from_str(line)
+        .with_context(|| format!("{what}: not a trace nor a graph request"))?;
     let g = r.graph().with_context(|| what.to_string())?;
     Ok((r.workload, g))
 }

@@ -18,7 +18,8 @@ schedule inside PyTorch with :func:`run`. See ``docs/torch.md``.
 
 from .graph import RecordError
 from .record import Recorder
-from .runner import Runner, ScheduleError, Stats, last_stats, run
+from .runner import Runner, Stats, last_stats, run
+from .schedules import ScheduleError
 
 __version__ = "0.1.0"
 

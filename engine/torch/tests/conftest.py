@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from batchlab_torch.examples.data import Tree, sst_trees
-from batchlab_torch.runner import ScheduleError, find_tool
+from batchlab_torch.schedules import ScheduleError, find_tool
 
 torch.set_num_threads(1)
 

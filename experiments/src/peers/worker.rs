@@ -3,7 +3,9 @@
 //! warm-up, timed runs, wall and process CPU time per run).
 //!
 //! Flags: `--trace T.json --seed S --system NAME --repeats R --threads N
-//! --result OUT.json [--policy P.yaml] [--layouts DIR] [--train 1]`.
+//! --result OUT.json [--policy P.yaml] [--layouts DIR] [--train 1]`, or
+//! `--model DIR` (a model folder: its trace, cells and weights) instead of
+//! `--trace`.
 //! `--threads` is the session's CPU thread count; `--train 1` times training
 //! steps (forward, then the backward in the forward batches' reverse order,
 //! weight gradients batched lazily) instead of the forward alone. The result is written atomically to
@@ -48,7 +50,8 @@ pub(crate) struct WorkerResult {
 }
 
 struct Flags {
-    trace: PathBuf,
+    trace: Option<PathBuf>,
+    model: Option<PathBuf>,
     seed: u64,
     system: String,
     repeats: usize,
@@ -67,7 +70,8 @@ fn parse(args: &[String]) -> Result<Flags, String> {
             .strip_prefix("--")
             .ok_or_else(|| format!("unexpected argument {flag:?}"))?;
         if ![
-            "trace", "seed", "system", "repeats", "threads", "result", "policy", "layouts", "train",
+            "trace", "model", "seed", "system", "repeats", "threads", "result", "policy",
+            "layouts", "train",
         ]
         .contains(&name)
         {
@@ -80,8 +84,12 @@ fn parse(args: &[String]) -> Result<Flags, String> {
     let num = |k: &str| -> Result<u64, String> {
         need(k)?.parse().map_err(|_| format!("--{k}: not a number"))
     };
+    if get.contains_key("trace") == get.contains_key("model") {
+        return Err("give one of --trace and --model".into());
+    }
     Ok(Flags {
-        trace: need("trace")?.into(),
+        trace: get.get("trace").map(PathBuf::from),
+        model: get.get("model").map(PathBuf::from),
         seed: num("seed")?,
         system: need("system")?,
         repeats: (num("repeats")? as usize).max(1),
@@ -195,9 +203,23 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn work(f: &Flags) -> Result<(), String> {
-    let cells = CellLibrary::builtin().map_err(|e| e.to_string())?;
-    let trace = Trace::read(&f.trace).map_err(|e| e.to_string())?;
-    let model = replay::model(&trace, &cells, f.seed).map_err(|e| e.to_string())?;
+    let (cells, trace, weights) = match (&f.trace, &f.model) {
+        (Some(t), _) => (
+            CellLibrary::builtin().map_err(|e| e.to_string())?,
+            Trace::read(t).map_err(|e| e.to_string())?,
+            None,
+        ),
+        (None, Some(d)) => {
+            let dir = engine::modeldir::ModelDir::open(d).map_err(|e| e.to_string())?;
+            let w = dir.weights().map_err(|e| e.to_string())?;
+            (dir.cells, dir.trace, Some(w))
+        }
+        (None, None) => return Err("give one of --trace and --model".into()),
+    };
+    let mut model = replay::model(&trace, &cells, f.seed).map_err(|e| e.to_string())?;
+    if let Some(w) = &weights {
+        model.load_weights(w).map_err(|e| e.to_string())?;
+    }
     let (mut ex, policy) = executor(f, &model)?;
     let opts = SessionOptions {
         cpu: CpuOptions {
@@ -231,7 +253,7 @@ fn work(f: &Flags) -> Result<(), String> {
     let g = &trace.graph;
     let loss: f64 = g
         .nodes()
-        .filter(|&v| model.role_of(g, v).cell.name == "loss.sum")
+        .filter(|&v| model.role_of(g, v).role.loss)
         .map(|v| {
             let role = model.type_role[g.node_type(v).index()];
             out.output(v, role, 0)

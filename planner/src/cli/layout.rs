@@ -115,7 +115,12 @@ fn show_ratio(base: u64, planned: u64) -> String {
     }
 }
 
-fn plan(lib: &CellLibrary, name: &str, a: &Args, hidden: usize) -> anyhow::Result<(Cell, CellPlan, f64)> {
+fn plan(
+    lib: &CellLibrary,
+    name: &str,
+    a: &Args,
+    hidden: usize,
+) -> anyhow::Result<(Cell, CellPlan, f64)> {
     let cell = lib.instantiate(name, hidden)?;
     let opts = PlanOptions {
         schedule_cap: a.cap,

@@ -136,7 +136,10 @@ impl Manifest {
             ));
         }
         if m.roles.is_empty() {
-            return Err(field("roles", "empty: a model has at least one role".into()));
+            return Err(field(
+                "roles",
+                "empty: a model has at least one role".into(),
+            ));
         }
         for (i, r) in m.roles.iter().enumerate() {
             for (what, v) in [("role", &r.role), ("cell", &r.cell)] {
@@ -152,7 +155,10 @@ impl Manifest {
                 }
             }
             if m.roles[..i].iter().any(|x| x.role == r.role) {
-                return Err(field(&format!("roles[{i}].role"), format!("`{}` listed twice", r.role)));
+                return Err(field(
+                    &format!("roles[{i}].role"),
+                    format!("`{}` listed twice", r.role),
+                ));
             }
             if m.roles[..i].iter().any(|x| x.type_name == r.type_name) {
                 return Err(field(

@@ -162,7 +162,9 @@ impl ModelDir {
                     file: shown.clone(),
                     source,
                 })?;
-                let name = crate::cells::CellSpec::parse(&text, &shown)?.name().to_string();
+                let name = crate::cells::CellSpec::parse(&text, &shown)?
+                    .name()
+                    .to_string();
                 if name != r.cell {
                     return Err(ModelDirError::Mismatch {
                         file: shown,
@@ -251,7 +253,9 @@ impl ModelDir {
 
     /// The parameters (`weights.safetensors`).
     pub fn weights(&self) -> Result<Tensors, ModelDirError> {
-        Ok(Tensors::read(&self.path.join(&self.manifest.files.weights))?)
+        Ok(Tensors::read(
+            &self.path.join(&self.manifest.files.weights),
+        )?)
     }
 
     /// The recording framework's own numbers (`expected.safetensors`), when
@@ -268,4 +272,3 @@ impl ModelDir {
         self.path.join(MANIFEST)
     }
 }
-

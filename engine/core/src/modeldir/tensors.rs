@@ -203,7 +203,11 @@ impl Tensors {
     }
 
     /// Writes the tensors atomically.
-    pub fn write(&self, path: &Path, metadata: &BTreeMap<String, String>) -> Result<(), TensorsError> {
+    pub fn write(
+        &self,
+        path: &Path,
+        metadata: &BTreeMap<String, String>,
+    ) -> Result<(), TensorsError> {
         crate::io::write_atomic(path, &self.to_bytes(metadata)).map_err(|source| TensorsError::Io {
             file: path.display().to_string(),
             source,
@@ -221,7 +225,12 @@ impl View for F32View<'_> {
         &self.0.shape
     }
     fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        self.0.data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>().into()
+        self.0
+            .data
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into()
     }
     fn data_len(&self) -> usize {
         self.0.data.len() * 4
@@ -234,7 +243,10 @@ mod tests {
 
     fn sample() -> Tensors {
         let mut t = Tensors::default();
-        t.insert("a.weight", Tensor::new(vec![2, 3], (0..6).map(|i| i as f32).collect()));
+        t.insert(
+            "a.weight",
+            Tensor::new(vec![2, 3], (0..6).map(|i| i as f32).collect()),
+        );
         t.insert("b", Tensor::new(vec![1], vec![-1.5]));
         t
     }
@@ -246,21 +258,35 @@ mod tests {
         assert_eq!(back.get("a.weight"), sample().get("a.weight"));
         let e = back.require("c", &[1], "role x").unwrap_err().to_string();
         assert_eq!(e, "w.safetensors: no tensor `c` (role x)");
-        let e = back.require("a.weight", &[3, 2], "cell leaf").unwrap_err().to_string();
-        assert!(e.contains("`a.weight` has shape [2, 3], but cell leaf needs [3, 2]"), "{e}");
+        let e = back
+            .require("a.weight", &[3, 2], "cell leaf")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`a.weight` has shape [2, 3], but cell leaf needs [3, 2]"),
+            "{e}"
+        );
     }
 
     #[test]
     fn a_truncated_file_is_an_error_naming_it() {
         let bytes = sample().to_bytes(&BTreeMap::new());
         for cut in [0, 5, 8, 20, bytes.len() - 1] {
-            let e = Tensors::from_bytes(&bytes[..cut], "t.safetensors").unwrap_err().to_string();
-            assert!(e.starts_with("t.safetensors: not a readable safetensors file"), "{cut}: {e}");
+            let e = Tensors::from_bytes(&bytes[..cut], "t.safetensors")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("t.safetensors: not a readable safetensors file"),
+                "{cut}: {e}"
+            );
         }
     }
 
     #[test]
     fn same_tensors_same_bytes() {
-        assert_eq!(sample().to_bytes(&BTreeMap::new()), sample().to_bytes(&BTreeMap::new()));
+        assert_eq!(
+            sample().to_bytes(&BTreeMap::new()),
+            sample().to_bytes(&BTreeMap::new())
+        );
     }
 }

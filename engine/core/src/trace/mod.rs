@@ -220,7 +220,11 @@ impl Trace {
 
     /// The instances (samples) the trace holds, in increasing order.
     pub fn instances(&self) -> Vec<u32> {
-        let mut ids: Vec<u32> = self.graph.nodes().filter_map(|v| self.graph.instance(v)).collect();
+        let mut ids: Vec<u32> = self
+            .graph
+            .nodes()
+            .filter_map(|v| self.graph.instance(v))
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -234,8 +238,11 @@ impl Trace {
     /// trace into mini-batches.
     pub fn select_instances(&self, keep: &[u32]) -> Result<Trace, TraceError> {
         let g = &self.graph;
-        let rank: std::collections::HashMap<u32, u32> =
-            keep.iter().enumerate().map(|(r, &i)| (i, r as u32)).collect();
+        let rank: std::collections::HashMap<u32, u32> = keep
+            .iter()
+            .enumerate()
+            .map(|(r, &i)| (i, r as u32))
+            .collect();
         let mut new_id: Vec<Option<NodeId>> = vec![None; g.len()];
         let mut b = crate::graph::GraphBuilder::with_types(g.types().clone());
         let mut data = Vec::new();
@@ -251,8 +258,11 @@ impl Trace {
             }
             args.clear();
             args.extend(g.args(v).iter().filter_map(|a| new_id[a.index()]));
-            new_id[v.index()] =
-                Some(b.add_node(g.node_type(v), &args, inst.and_then(|i| rank.get(&i).copied())));
+            new_id[v.index()] = Some(b.add_node(
+                g.node_type(v),
+                &args,
+                inst.and_then(|i| rank.get(&i).copied()),
+            ));
             if !self.data.is_empty() {
                 data.push(self.node_data(v));
             }

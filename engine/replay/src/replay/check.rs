@@ -126,7 +126,12 @@ fn matmul(m: usize, n: usize, p: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
     y
 }
 
-pub(crate) fn eval(cell: &Cell, op: &crate::cells::Op, vals: &[Vec<f64>], data: (u32, u32)) -> Vec<f64> {
+pub(crate) fn eval(
+    cell: &Cell,
+    op: &crate::cells::Op,
+    vals: &[Vec<f64>],
+    data: (u32, u32),
+) -> Vec<f64> {
     let arg = |i: usize| &vals[op.args[i].index()];
     let shape = |i: usize| &cell.values[op.args[i].index()].shape;
     let map = |f: &dyn Fn(f64) -> f64| arg(0).iter().map(|&x| f(x)).collect::<Vec<f64>>();

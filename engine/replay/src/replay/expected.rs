@@ -86,10 +86,7 @@ fn expected_rows<'a>(
     let out = rm.cell.outputs[j];
     let mut shape = vec![count];
     shape.extend(&rm.cell.values[out.index()].shape);
-    let why = format!(
-        "output {j} of the {count} nodes of role {}",
-        rm.role.role
-    );
+    let why = format!("output {j} of the {count} nodes of role {}", rm.role.role);
     Ok(&expected
         .require(&format!("out/{}/{j}", rm.role.role), &shape, &why)?
         .data)
@@ -143,7 +140,10 @@ pub fn check_outputs(
                 .sum::<f64>();
         }
     }
-    let expected_loss = expected.get("loss").and_then(|t| t.data.first()).map(|&x| f64::from(x));
+    let expected_loss = expected
+        .get("loss")
+        .and_then(|t| t.data.first())
+        .map(|&x| f64::from(x));
     let loss = has_loss.then_some(loss);
     let loss_rel_error = match (loss, expected_loss) {
         (Some(a), Some(b)) => Some((a - b).abs() / b.abs().max(1e-12)),
@@ -254,7 +254,11 @@ pub fn probe(model: &Model, expected: &Tensors, r: usize) -> Option<ProbeResult>
     let rm = &model.roles[r];
     let cell = &rm.cell;
     let key = |name: &str| format!("probe/{}/{name}", rm.role.role);
-    let node: u32 = expected.metadata.get(&format!("probe/{}", rm.role.role))?.parse().ok()?;
+    let node: u32 = expected
+        .metadata
+        .get(&format!("probe/{}", rm.role.role))?
+        .parse()
+        .ok()?;
     let data = model.node_data(NodeId(node));
     let mut vals: Vec<Vec<f64>> = Vec::with_capacity(cell.values.len());
     for (i, info) in cell.values.iter().enumerate() {
@@ -309,13 +313,18 @@ pub fn check_gradients(
                 continue;
             }
             let g = &grads[r][vi];
-            let acc = by_name.entry(&info.name).or_insert_with(|| vec![0.0; g.len()]);
+            let acc = by_name
+                .entry(&info.name)
+                .or_insert_with(|| vec![0.0; g.len()]);
             for (a, b) in acc.iter_mut().zip(g) {
                 *a += b;
             }
         }
     }
-    if !by_name.keys().any(|n| expected.get(&format!("grad/{n}")).is_some()) {
+    if !by_name
+        .keys()
+        .any(|n| expected.get(&format!("grad/{n}")).is_some())
+    {
         return Ok(None);
     }
     let mut worst = (0.0, String::new());

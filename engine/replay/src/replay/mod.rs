@@ -12,8 +12,8 @@
 //! primitive ops.
 
 pub mod check;
-pub mod expected;
 pub mod cpu;
+pub mod expected;
 #[cfg(feature = "cuda")]
 pub mod gpu;
 mod incell;
@@ -101,7 +101,9 @@ pub enum ReplayError {
     #[error("cannot start the replay's worker threads: {0}")]
     Threads(String),
     /// Training needs a loss: the workload has no loss-sum node.
-    #[error("workload {0} has no loss (no loss.sum node, or, in a model folder, no scalar output nothing reads): nothing to train")]
+    #[error(
+        "workload {0} has no loss (no loss.sum node, or, in a model folder, no scalar output nothing reads): nothing to train"
+    )]
     NoLoss(String),
     /// A model folder's weights file lacks a parameter or has it misshapen.
     #[error(transparent)]

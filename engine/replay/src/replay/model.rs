@@ -245,10 +245,7 @@ impl Model {
     /// Parameters of the same name in several roles read the same tensor
     /// (a weight the model shares; training keeps them equal, see
     /// [`Model::tied_params`]).
-    pub fn load_weights(
-        &mut self,
-        weights: &crate::modeldir::Tensors,
-    ) -> Result<(), ReplayError> {
+    pub fn load_weights(&mut self, weights: &crate::modeldir::Tensors) -> Result<(), ReplayError> {
         for rm in &mut self.roles {
             for (vi, v) in rm.cell.values.iter().enumerate() {
                 if !matches!(v.kind, ValueKind::Param) {

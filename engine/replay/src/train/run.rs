@@ -576,7 +576,12 @@ pub fn train_folder(
             .map_err(|e| e.at(epoch, bi))?;
             loss_sum += loss;
             samples += idx.len();
-            progress(epoch, bi + 1, batches.len(), loss_sum / samples.max(1) as f64);
+            progress(
+                epoch,
+                bi + 1,
+                batches.len(),
+                loss_sum / samples.max(1) as f64,
+            );
         }
         history.push(EpochRecord {
             epoch,

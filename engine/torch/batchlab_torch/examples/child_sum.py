@@ -56,3 +56,25 @@ def head(t: Tree) -> int:
     while t.word is None:
         t = t.children[0]
     return t.word
+
+
+def setup(folder: str) -> dict:
+    """For ``paper-repro model --torch``: the model at the folder's sizes,
+    its cell, and the trees it was recorded on (rebuilt from its trace)."""
+    from .data import folder_nodes, weight_shapes
+
+    w = weight_shapes(folder)
+    vocab, dim = w["embed.weight"]
+    hidden = w["cell.f_h.weight"][0]
+    model = ChildSumTreeLSTM(vocab=vocab, dim=dim, hidden=hidden, classes=w["out.weight"][0])
+    nodes = folder_nodes(folder)
+    made: dict[int, Tree] = {}
+    roots: dict[int, Tree] = {}
+    for i, n in enumerate(nodes):
+        if n.role == "cell" or n.role.startswith("cell-"):
+            kids = [made[a] for a in n.args[1:]]
+            made[i] = Tree(0, children=kids) if kids else Tree(0, word=nodes[n.args[0]].id)
+            roots[n.instance or 0] = made[i]
+        elif n.role.startswith("cross_entropy"):
+            roots[n.instance or 0].label = n.label or 0
+    return {"model": model, "cells": {"cell": model.cell}, "samples": [roots[k] for k in sorted(roots)]}

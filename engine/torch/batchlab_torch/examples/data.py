@@ -93,3 +93,40 @@ def random_dags(trace_path: str, per_dag: int, classes: int = 5) -> list[Dag]:
             preds.append(sorted({a - start for a in n["args"] if a >= start}))
         out.append(Dag(kinds, preds, (sum(kinds) + len(kinds)) % classes))
     return out
+
+
+@dataclass
+class FolderNode:
+    """A node of a model folder's trace: its role, arguments, sample, data."""
+
+    role: str
+    args: list[int]
+    instance: int | None
+    id: int | None
+    label: int | None
+
+
+def folder_nodes(folder: str) -> list[FolderNode]:
+    """The nodes of a model folder's trace with their roles (what the
+    examples' ``setup`` functions rebuild their samples from)."""
+    with open(f"{folder}/model.json") as f:
+        manifest = json.load(f)
+    with open(f"{folder}/trace.json") as f:
+        trace = json.load(f)
+    role_of = {r["type"]: r["role"] for r in manifest["roles"]}
+    types = [role_of[t["name"]] for t in trace["types"]]
+    out = []
+    for n in trace["nodes"]:
+        d = n.get("data", {})
+        out.append(FolderNode(types[n["type"]], n["args"], n.get("instance"), d.get("id"), d.get("label")))
+    return out
+
+
+def weight_shapes(folder: str) -> dict[str, list[int]]:
+    """The shapes of a model folder's weights, by name (from the header)."""
+    import struct
+
+    with open(f"{folder}/weights.safetensors", "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}

@@ -70,3 +70,34 @@ class TreeLSTM(nn.Module):
 
         visit(tree)
         return torch.stack(losses).sum()
+
+
+def setup(folder: str) -> dict:
+    """For ``paper-repro model --torch``: the model at the folder's sizes,
+    its cells, the trees it was recorded on (rebuilt from the folder's
+    trace), and the hand-written level-by-level program to compare with."""
+    from . import tree_lstm_levels
+    from .data import folder_nodes, weight_shapes
+
+    w = weight_shapes(folder)
+    vocab, hidden = w["embed.weight"]
+    model = TreeLSTM(vocab=vocab, hidden=hidden, classes=w["out.proj.weight"][0])
+    nodes = folder_nodes(folder)
+    made: dict[int, Tree] = {}
+    roots: dict[int, Tree] = {}
+    for i, n in enumerate(nodes):
+        if n.role == "leaf":
+            made[i] = Tree(0, word=nodes[n.args[0]].id)
+        elif n.role == "node":
+            made[i] = Tree(0, children=[made[a] for a in n.args])
+        elif n.role.startswith("out"):
+            made[n.args[0]].label = n.label or 0
+        if i in made and n.instance is not None:
+            roots[n.instance] = made[i]
+    trees = [roots[k] for k in sorted(roots)]
+    return {
+        "model": model,
+        "cells": {"leaf": model.leaf, "node": model.node, "out": model.out},
+        "samples": trees,
+        "baselines": {"levels": lambda s: tree_lstm_levels.losses(model, s)},
+    }

@@ -118,11 +118,7 @@ impl Backward {
         programs: &[super::super::CellProgram],
     ) -> Result<Backward, ReplayError> {
         let g = &trace.graph;
-        let seeds: Vec<bool> = model
-            .roles
-            .iter()
-            .map(|r| r.role.loss)
-            .collect();
+        let seeds: Vec<bool> = model.roles.iter().map(|r| r.role.loss).collect();
         if !g
             .nodes()
             .any(|v| seeds[model.type_role[g.node_type(v).index()]])
@@ -306,11 +302,7 @@ impl CpuReplay {
         let g = &trace.graph;
         if matches!(executor, Executor::Dynet(_)) {
             let forward = self.run(trace, model, cells, executor)?;
-            let seeds: Vec<bool> = model
-                .roles
-                .iter()
-                .map(|r| r.role.loss)
-                .collect();
+            let seeds: Vec<bool> = model.roles.iter().map(|r| r.role.loss).collect();
             if !g
                 .nodes()
                 .any(|v| seeds[model.type_role[g.node_type(v).index()]])

@@ -268,11 +268,7 @@ impl<'a> Compiler<'a> {
             allocs: 0,
             consumers,
             stats: ScriptStats::default(),
-            seed_role: model
-                .roles
-                .iter()
-                .map(|r| r.role.loss)
-                .collect(),
+            seed_role: model.roles.iter().map(|r| r.role.loss).collect(),
             rows_n: (0..plan.mats.len())
                 .map(|mi| (0..vps).map(|vp| plan.rows_on(mi, vp).len()).collect())
                 .collect(),

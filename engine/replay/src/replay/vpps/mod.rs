@@ -316,11 +316,7 @@ impl Vpps {
         let g = &trace.graph;
         let pool = Pool::new(g, model, &self.roles, &self.plan, self.params.total)?;
         let training = batches.backward.is_some();
-        if training
-            && !g
-                .nodes()
-                .any(|v| model.role_of(g, v).role.loss)
-        {
+        if training && !g.nodes().any(|v| model.role_of(g, v).role.loss) {
             return Err(VppsError::NoLoss(trace.workload.clone()));
         }
         let buffers = std::mem::take(&mut *self.spare());

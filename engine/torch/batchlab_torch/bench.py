@@ -1,0 +1,201 @@
+"""Timing the user's own PyTorch model, one system per process: the worker
+``paper-repro model`` starts for its PyTorch rows (``docs/torch.md``,
+"The report").
+
+::
+
+    python -m batchlab_torch.bench --setup FILE.py:FUNC --model DIR --system SYSTEM \\
+        --repeats R --threads T --result OUT.json [--train 1]
+    python -m batchlab_torch.bench --setup FILE.py:FUNC --model DIR --list
+
+``FUNC(DIR)`` (a function of a file, or ``package.module:FUNC``) returns a
+dict: ``model`` (the user's module), ``cells`` (its marked submodules, as
+for the recorder), ``samples`` (the samples the folder was recorded on) and
+optionally ``baselines``, ``{name: fn(samples) -> per-sample losses}``
+(hand-written batched programs to compare with). The model gets the
+folder's weights (``weights.safetensors``), so every system computes the
+same numbers as batchlab's executors.
+
+Systems: ``eager`` (the user's loop, one sample at a time), ``bt-SCHEDULE``
+(``bt.run`` by a batchlab schedule: ``bt-depth``, ``bt-agenda``, or
+``bt-fsm`` with ``--policy P.yaml``), and each baseline by name. One
+untimed warm-up (it also fills ``bt.run``'s per-sample cache), then
+``--repeats`` timed mini-batches; ``--train 1`` times the backward of the
+summed loss too. The result: wall and process CPU seconds per repeat, the
+loss, and for ``bt.run`` its batches and where its time went. Exit status 0,
+or 2 with the error on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .runner import Runner, Stats
+
+
+def load_setup(spec: str, folder: str) -> dict[str, Any]:
+    """Runs the ``FILE.py:FUNC`` (or ``module:FUNC``) setup on ``folder``."""
+    where, _, func = spec.rpartition(":")
+    if not where or not func:
+        raise SystemExit(f"--setup {spec}: expected FILE.py:FUNC or module:FUNC")
+    if where.endswith(".py"):
+        s = importlib.util.spec_from_file_location("batchlab_user_setup", where)
+        if s is None or s.loader is None:
+            raise SystemExit(f"--setup {spec}: cannot load {where}")
+        mod = importlib.util.module_from_spec(s)
+        sys.modules["batchlab_user_setup"] = mod
+        s.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(where)
+    out = getattr(mod, func)(folder)
+    for key in ("model", "cells", "samples"):
+        if key not in out:
+            raise SystemExit(f"--setup {spec}: the setup's result has no {key!r}")
+    return out
+
+
+def load_weights(model: torch.nn.Module, folder: str) -> None:
+    """The folder's weights into ``model``, by parameter name; every tensor
+    of the file must be a parameter of the model, of its shape."""
+    from safetensors.torch import load_file
+
+    path = os.path.join(folder, "weights.safetensors")
+    weights = load_file(path)
+    params = dict(model.named_parameters())
+    for name, t in weights.items():
+        p = params.get(name)
+        if p is None:
+            raise SystemExit(f"{path}: tensor `{name}` is no parameter of the model the setup built")
+        if tuple(p.shape) != tuple(t.shape):
+            raise SystemExit(f"{path}: tensor `{name}` has shape {list(t.shape)}, the model's {list(p.shape)}")
+        with torch.no_grad():
+            p.copy_(t)
+
+
+def systems(setup: dict[str, Any]) -> list[str]:
+    return ["eager", "bt-depth", "bt-agenda", "bt-fsm", *sorted(setup.get("baselines", {}))]
+
+
+def step_fn(setup: dict[str, Any], system: str, policy: str | None) -> tuple[Callable[[], list], Runner | None]:
+    model, samples = setup["model"], setup["samples"]
+    if system == "eager":
+        return (lambda: [model(s) for s in samples]), None
+    if system.startswith("bt-"):
+        sched = system[3:]
+        if sched == "fsm":
+            if not policy:
+                raise SystemExit("--system bt-fsm needs --policy P.yaml")
+            sched = policy
+        runner = Runner(model, setup["cells"])
+        return (lambda: runner.run(samples, sched)), runner
+    base = setup.get("baselines", {}).get(system)
+    if base is None:
+        raise SystemExit(f"--system {system}: unknown (systems: {', '.join(systems(setup))})")
+    return (lambda: base(samples)), None
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2) if n else float("nan")
+
+
+def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, policy: str | None) -> dict[str, Any]:
+    model = setup["model"]
+    fn, runner = step_fn(setup, system, policy)
+
+    def once() -> tuple[float, float, float, Stats | None]:
+        model.zero_grad(set_to_none=True)
+        t, c = time.perf_counter(), time.process_time()
+        if train:
+            loss = sum(fn())
+            loss.backward()
+        else:
+            with torch.no_grad():
+                loss = sum(fn())
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        return wall, cpu, float(loss.detach()), (runner.stats if runner is not None else None)
+
+    once()  # warm-up: kinds learned, bt.run's per-sample cache filled
+    walls, cpus, stats = [], [], []
+    loss = float("nan")
+    for _ in range(repeats):
+        w, c, loss, s = once()
+        walls.append(w)
+        cpus.append(c)
+        if s is not None:
+            stats.append(s)
+    out: dict[str, Any] = {
+        "system": system,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "train": train,
+        "instances": len(setup["samples"]),
+        "samples": walls,
+        "cpu_samples": cpus,
+        "total_s": median(walls),
+        "cpu_s": median(cpus),
+        "loss": loss,
+    }
+    if stats:
+        out.update(
+            batches=stats[-1].batches,
+            nodes=stats[-1].nodes,
+            discover_s=median([s.discover for s in stats]),
+            schedule_s=median([s.schedule for s in stats]),
+            execute_s=median([s.execute for s in stats]),
+            direct_kinds=stats[-1].direct_kinds,
+            vmap_kinds=stats[-1].vmap_kinds,
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m batchlab_torch.bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--setup", required=True, help="FILE.py:FUNC or module:FUNC returning model, cells, samples")
+    ap.add_argument("--model", required=True, help="the model folder (its weights are loaded)")
+    ap.add_argument("--list", action="store_true", help="print the systems this setup offers (JSON) and exit")
+    ap.add_argument("--system", help="eager, bt-depth, bt-agenda, bt-fsm, or a baseline of the setup")
+    ap.add_argument("--policy", help="the FSM policy file for bt-fsm")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--train", default="0", choices=["0", "1"])
+    ap.add_argument("--result", help="where to write the result (JSON, atomically)")
+    a = ap.parse_args(argv)
+    try:
+        torch.set_num_threads(max(1, a.threads))
+        setup = load_setup(a.setup, a.model)
+        if a.list:
+            print(json.dumps(systems(setup)))
+            return 0
+        if not a.system or not a.result or a.repeats < 1:
+            raise SystemExit("give --system, --result and --repeats >= 1 (or --list)")
+        load_weights(setup["model"], a.model)
+        r = measure(setup, a.system, a.repeats, a.train == "1", a.policy)
+        tmp = f"{a.result}.tmp-{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(r, f)
+        os.replace(tmp, a.result)
+        return 0
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            print(f"error: {e.code}", file=sys.stderr)
+            return 2
+        raise
+    except Exception as e:  # the user's code failed: say what, exit 2
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Schedules of a mini-batch: batchlab's own policies through ``engine
+schedule --serve`` (one process per policy, kept for the session: one line
+in, one line out per mini-batch), or a schedule file of this very
+mini-batch, checked against it."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import threading
+
+import numpy as np
+
+from .graph import Kind
+from .plan import Plan
+
+
+class ScheduleError(Exception):
+    """A schedule that cannot run this mini-batch, or no way to compute one."""
+
+
+def find_tool(name: str = "engine") -> str:
+    """A batchlab binary (``engine``, ``search``, ``planner``):
+    ``$BATCHLAB_<NAME>``, else ``target/release`` (then ``target/debug``) of
+    the checkout this package or the working folder sits in, else ``PATH``."""
+    var = f"BATCHLAB_{name.upper()}"
+    env = os.environ.get(var)
+    if env:
+        if not os.path.isfile(env):
+            raise ScheduleError(f"{var}={env}: no such file")
+        return env
+    for start in (os.getcwd(), os.path.dirname(os.path.abspath(__file__))):
+        d = start
+        while True:
+            for sub in ("release", "debug"):
+                p = os.path.join(d, "target", sub, name)
+                if os.path.isfile(p) and os.access(p, os.X_OK):
+                    return p
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+    found = shutil.which(name)
+    if found:
+        return found
+    raise ScheduleError(
+        f"batchlab's `{name}` binary is needed here (batchlab's policies are not re-implemented in Python): "
+        f"build it with `cargo build --release` in the batchlab checkout, or set {var}=/path/to/{name}"
+    )
+
+
+class _Server:
+    """An ``engine schedule --serve --policy P`` process: one trace per
+    line in, its batches per line out."""
+
+    _all: dict[tuple[str, str], _Server] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, engine: str, policy: str) -> None:
+        self.proc = subprocess.Popen(
+            [engine, "schedule", "--serve", "--policy", policy],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.policy = policy
+
+    @classmethod
+    def get(cls, engine: str, policy: str) -> _Server:
+        with cls._lock:
+            s = cls._all.get((engine, policy))
+            if s is None or s.proc.poll() is not None:
+                s = cls(engine, policy)
+                cls._all[(engine, policy)] = s
+            return s
+
+    def ask(self, trace: str) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(trace + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+            raise ScheduleError(f"engine schedule --serve --policy {self.policy} stopped: {err.strip()}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise ScheduleError(f"engine schedule --policy {self.policy}: {answer['error']}")
+        return answer
+
+    @classmethod
+    def close_all(cls) -> None:
+        for s in cls._all.values():
+            try:
+                if s.proc.stdin is not None:
+                    s.proc.stdin.close()
+                s.proc.wait(timeout=5)
+            except Exception:
+                s.proc.kill()
+        cls._all.clear()
+
+
+atexit.register(_Server.close_all)
+
+
+def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> str:
+    """The mini-batch's graph as ``engine schedule --serve`` takes it, one
+    line: its types, and per node its type, instance and arguments (CSR)."""
+    present, type_of = np.unique(plan.kid, return_inverse=True)
+    is_sum = np.array([kinds[q].what == "sum" for q in present.tolist()], dtype=bool)[type_of]
+    valid = plan.anode >= 0
+    counts = np.where(is_sum, plan.sptr[1:] - plan.sptr[:-1], valid.sum(axis=1))
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    args = np.empty(int(ptr[-1]), dtype=np.int64)
+    fixed = ~is_sum
+    if fixed.any():
+        rows = plan.anode[fixed]
+        dst = np.repeat(ptr[:-1][fixed], valid[fixed].sum(axis=1)) + _ranks(valid[fixed])
+        args[dst] = rows[valid[fixed]]
+    if is_sum.any():
+        idx = np.nonzero(is_sum)[0]
+        lo, hi = plan.sptr[idx], plan.sptr[idx + 1]
+        src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(idx) else lo
+        dst = (
+            np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())])
+            if len(idx)
+            else lo
+        )
+        args[dst] = plan.snode[src]
+    # str() of a list of ints is valid JSON and many times faster than json.dumps.
+    types = json.dumps([kinds[q].type_name for q in present.tolist()])
+    return (
+        f'{{"workload":{json.dumps(name)},"types":{types},"type_of":{type_of.tolist()},'
+        f'"arg_ptr":{ptr.tolist()},"args":{args.tolist()},"instance":{plan.instance.tolist()}}}'
+    )
+
+
+def _ranks(mask: np.ndarray) -> np.ndarray:
+    """For each true entry of a 2-D mask, its rank among its row's true
+    entries (row-major order)."""
+    c = np.cumsum(mask, axis=1) - 1
+    return c[mask]
+
+
+def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
+    """A schedule file's batches, checked against this mini-batch's graph:
+    node count, each batch one type, every node once after its arguments."""
+    try:
+        with open(path) as f:
+            s = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ScheduleError(f"{path}: {e}") from None
+    if not isinstance(s, dict) or s.get("format") != "batchlab-schedule":
+        raise ScheduleError(f"{path}: not a schedule file (format batchlab-schedule)")
+    if s.get("nodes") != plan.n:
+        raise ScheduleError(
+            f"{path}: a schedule of {s.get('nodes')} nodes, but this mini-batch has {plan.n}: a schedule file "
+            "fits only the mini-batch it was made for (use a policy for new samples)"
+        )
+    batches = s.get("batch_nodes")
+    types = s.get("schedule")
+    if not isinstance(batches, list) or not isinstance(types, list) or len(batches) != len(types):
+        raise ScheduleError(f"{path}: batch_nodes and schedule missing or of different lengths")
+    done = np.zeros(plan.n, dtype=bool)
+    out = []
+    for b, (ids, ty) in enumerate(zip(batches, types)):
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+            raise ScheduleError(f"{path}: batch {b}: not a list of node ids")
+        arr = np.array(ids, dtype=np.int64)
+        if arr.min() < 0 or arr.max() >= plan.n or done[arr].any() or len(np.unique(arr)) != len(arr):
+            raise ScheduleError(f"{path}: batch {b}: a node out of range or scheduled twice")
+        for i in ids:
+            if kinds[int(plan.kid[i])].type_name != ty:
+                raise ScheduleError(f"{path}: batch {b}: node {i} is {kinds[int(plan.kid[i])].type_name}, not {ty}")
+            deps = (
+                plan.snode[plan.sptr[i] : plan.sptr[i + 1]]
+                if kinds[int(plan.kid[i])].what == "sum"
+                else plan.anode[i][plan.anode[i] >= 0]
+            )
+            if len(deps) and not done[deps].all():
+                raise ScheduleError(f"{path}: batch {b}: node {i} runs before one of its arguments")
+        done[arr] = True
+        out.append(arr)
+    if not done.all():
+        raise ScheduleError(f"{path}: node {int(np.argmin(done))} is in no batch")
+    return out

@@ -1,0 +1,527 @@
+//! `paper-repro model`: a report on one model folder (a model recorded from
+//! PyTorch, `docs/torch.md`): batches per policy beside the certified lower
+//! bound, the planner's copies per cell, and step times — batchlab's
+//! executors, and, with `--torch SETUP`, the user's own eager loop,
+//! `bt.run` by depth, by agenda and by the learned FSM and any hand-written
+//! baseline of the setup — all on the folder's weights, inference and
+//! training, in processes timed round by round in a rotated order.
+//!
+//! Measuring ([`measure`]) writes `OUT/rows/model.jsonl`; reporting
+//! ([`report::write`]) draws `OUT/REPORT.md`, `OUT/model-steps.{png,svg}`
+//! and CSV tables from the rows and the folder alone, so `--redraw`
+//! rebuilds them without measuring.
+
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use engine::modeldir::ModelDir;
+use engine::sched::{Encoding, PolicyArg, SameTypeDag, run_policy};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{ReproError, Result};
+
+/// `paper-repro model` arguments.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct ModelArgs {
+    /// The model folder.
+    #[arg(long, value_name = "DIR")]
+    pub model: PathBuf,
+    /// The user's PyTorch setup for the PyTorch rows: `FILE.py:FUNC` or
+    /// `module:FUNC`, a function of the folder returning the model, its
+    /// cells and its samples (docs/torch.md); run in the project's Python
+    /// environment.
+    #[arg(long, value_name = "SETUP")]
+    pub torch: Option<String>,
+    /// Timed rounds; every round runs each system once, in an order rotated
+    /// every round [default: 5, 3 with --quick].
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Timed mini-batches per process (their median is the round's time)
+    /// [default: 3, 1 with --quick].
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// CPU threads of every system.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Inference only (no training steps).
+    #[arg(long)]
+    pub no_train: bool,
+    /// Redraw REPORT.md and the figure from OUT/rows without measuring.
+    #[arg(long)]
+    pub redraw: bool,
+}
+
+/// The batchlab executors timed (the batchlab worker's system names).
+pub const BATCHLAB: [&str; 5] = ["reference", "dynet", "cavs", "policy:fsm", "edbatch"];
+
+/// One timed process: a system's mini-batches in one round.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    /// `inference` or `training`.
+    pub mode: String,
+    /// Round (0-based).
+    pub round: usize,
+    /// Its position in the round's order.
+    pub slot: usize,
+    /// `batchlab` or `pytorch`.
+    pub family: String,
+    /// The system.
+    pub system: String,
+    /// Median wall seconds of a mini-batch (a step when training).
+    pub total_s: Option<f64>,
+    /// Median process CPU seconds of one.
+    pub cpu_s: Option<f64>,
+    /// Batches per mini-batch (forward).
+    pub batches: Option<u64>,
+    /// The mini-batch's loss.
+    pub loss: Option<f64>,
+    /// bt.run: median seconds discovering, scheduling, executing.
+    pub split: Option<[f64; 3]>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Where and from what it was measured.
+    pub provenance: Provenance,
+}
+
+/// Provenance of a row.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The model folder.
+    pub model: String,
+    /// The model's name.
+    pub name: String,
+    /// batchlab's revision.
+    pub revision: String,
+    /// CPU model.
+    pub cpu: String,
+    /// Threads per system.
+    pub threads: usize,
+    /// Mini-batches per process.
+    pub repeats: usize,
+    /// The PyTorch setup, if any.
+    pub torch_setup: Option<String>,
+    /// The command line.
+    pub command: String,
+    /// Seconds since the epoch when measured.
+    pub timestamp: u64,
+}
+
+/// What the report needs besides the rows, computed in-process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Analysis {
+    /// Batches per policy (heuristics and the FSM).
+    pub policies: Vec<(String, u64)>,
+    /// The trace's A.3 lower bound and the certified bound.
+    pub a3: u64,
+    /// The certified bound (`search::bound`).
+    pub certified: u64,
+    /// Per cell: (cell, ops, planned copy bytes, DyNet-order copy bytes,
+    /// planned memory kernels, DyNet-order memory kernels).
+    pub planner: Vec<(String, usize, u64, u64, u64, u64)>,
+    /// The FSM's encoding.
+    pub fsm_encoding: String,
+}
+
+/// Files of a measurement: the FSM policy and the layouts folder.
+struct Prepared {
+    fsm: PathBuf,
+    layouts: PathBuf,
+}
+
+fn usage(m: String) -> ReproError {
+    ReproError::Usage(m)
+}
+
+/// Batches per policy, the certified bound, the planner's copies; writes
+/// the FSM policy and the layout files into `work`.
+pub fn analyse(dir: &ModelDir, work: &Path, quick: bool) -> Result<(Analysis, PathBuf, PathBuf)> {
+    let g = &dir.trace.graph;
+    let mut policies = Vec::new();
+    for h in ["depth", "agenda", "agenda-updated", "cavs", "typewise"] {
+        let arg = PolicyArg::parse(h).map_err(|e| usage(e.to_string()))?;
+        let mut p = arg.instantiate().map_err(|e| usage(e.to_string()))?;
+        let st = SameTypeDag::for_policy(g, p.as_ref());
+        let (s, _) = run_policy(g, &st, p.as_mut()).map_err(|e| usage(e.to_string()))?;
+        policies.push((h.to_string(), s.len() as u64));
+    }
+    let episodes = if quick { 200 } else { 1000 };
+    let auto = experiments::auto::train_best(
+        &dir.trace,
+        &dir.path.join("trace.json").display().to_string(),
+        &Encoding::ALL,
+        1,
+        episodes,
+    )
+    .ok_or_else(|| usage("no encoding to train an FSM with".into()))?;
+    policies.push((
+        format!("fsm ({})", auto.encoding.name()),
+        auto.report.best_batches,
+    ));
+    let fsm = work.join("fsm.yaml");
+    auto.file
+        .write(&fsm)
+        .map_err(|e| usage(format!("{}: {e}", fsm.display())))?;
+    let known = policies.iter().map(|p| p.1).min().unwrap_or(0);
+    let cert = search::bound::certify(
+        g,
+        &search::bound::BoundConfig {
+            known,
+            ..Default::default()
+        },
+    );
+    let hidden = dir.manifest.hidden.max(1) as usize;
+    let layouts = work.join("layouts");
+    std::fs::create_dir_all(&layouts).map_err(|e| ReproError::io(&layouts, e))?;
+    let mut planner_rows = Vec::new();
+    for name in dir.cells.names() {
+        let cell = dir
+            .cells
+            .instantiate(name, hidden)
+            .map_err(|e| usage(e.to_string()))?;
+        let p = planner::plan_cell(&cell, 8, &planner::PlanOptions::default())
+            .map_err(|e| usage(format!("planning cell {name}: {e}")))?;
+        let planned = planner::layout_file::totals_entry(&p.planned.planned.eval.totals);
+        let base = planner::layout_file::totals_entry(&p.baseline.eval.totals);
+        planner_rows.push((
+            name.to_string(),
+            cell.ops.len(),
+            planned.copy_bytes,
+            base.copy_bytes,
+            planned.memory_kernels,
+            base.memory_kernels,
+        ));
+        for (file, f) in [
+            (
+                format!("{name}.json"),
+                planner::layout_file::planned_file(&cell, &p),
+            ),
+            (
+                format!("{name}.baseline.json"),
+                planner::layout_file::baseline_file(&cell, &p),
+            ),
+        ] {
+            let path = layouts.join(file);
+            f.write(&path)
+                .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        }
+    }
+    Ok((
+        Analysis {
+            policies,
+            a3: cert.a3,
+            certified: cert.bound,
+            planner: planner_rows,
+            fsm_encoding: auto.encoding.name().to_string(),
+        },
+        fsm,
+        layouts,
+    ))
+}
+
+/// A system of the measurement.
+#[derive(Clone, Debug)]
+struct System {
+    family: &'static str,
+    name: String,
+}
+
+/// Runs `cmd`; the JSON it wrote to `result`, or why not.
+fn launch(mut cmd: Command, threads: usize, result: &Path) -> std::result::Result<Value, String> {
+    let t = threads.to_string();
+    for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+        cmd.env(var, &t);
+    }
+    let _ = std::fs::remove_file(result);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("starting {:?}: {e}", cmd.get_program()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        return Err(tail[tail.len().saturating_sub(3)..].join(" | "));
+    }
+    let text = std::fs::read_to_string(result).map_err(|e| format!("{}: {e}", result.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", result.display()))
+}
+
+/// The measuring settings.
+pub struct Settings<'a> {
+    /// Rounds.
+    pub rounds: usize,
+    /// Mini-batches per process.
+    pub repeats: usize,
+    /// The project's Python environment (for `--torch`).
+    pub python: Option<PathBuf>,
+    /// The command line, for provenance.
+    pub command: &'a str,
+    /// Show progress on stderr.
+    pub verbose: bool,
+}
+
+/// Measures every system round by round into rows (written to `rows_file`
+/// after every round, atomically).
+pub fn measure(
+    a: &ModelArgs,
+    dir: &ModelDir,
+    work: &Path,
+    fsm: &Path,
+    layouts: &Path,
+    s: &Settings<'_>,
+    rows_file: &Path,
+) -> Result<Vec<Row>> {
+    let prep = Prepared {
+        fsm: fsm.to_path_buf(),
+        layouts: layouts.to_path_buf(),
+    };
+    let mut systems: Vec<System> = BATCHLAB
+        .iter()
+        .map(|n| System {
+            family: "batchlab",
+            name: n.to_string(),
+        })
+        .collect();
+    let torch = match (&a.torch, &s.python) {
+        (Some(setup), Some(py)) => {
+            let mut cmd = bench(py, setup, &a.model);
+            cmd.arg("--list");
+            let out = cmd
+                .output()
+                .map_err(|e| ReproError::Peers(format!("{}: {e}", py.display())))?;
+            if !out.status.success() {
+                return Err(ReproError::Peers(format!(
+                    "--torch {setup}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+            let names: Vec<String> = serde_json::from_slice(&out.stdout)?;
+            for n in &names {
+                systems.push(System {
+                    family: "pytorch",
+                    name: n.clone(),
+                });
+            }
+            Some((setup.clone(), py.clone()))
+        }
+        (Some(_), None) => {
+            return Err(ReproError::Peers(
+                "--torch needs the project's Python environment with PyTorch (paper-repro peers --install --peers torch)".into(),
+            ));
+        }
+        _ => None,
+    };
+    let worker = std::env::current_exe().map_err(|e| ReproError::io("current executable", e))?;
+    let prov = Provenance {
+        model: a.model.display().to_string(),
+        name: dir.manifest.name.clone(),
+        revision: experiments::provenance::workspace_revision(),
+        cpu: experiments::provenance::Machine::probe().cpu,
+        threads: a.threads,
+        repeats: s.repeats,
+        torch_setup: a.torch.clone(),
+        command: s.command.to_string(),
+        timestamp: experiments::provenance::timestamp(),
+    };
+    let modes: &[&str] = if a.no_train {
+        &["inference"]
+    } else {
+        &["inference", "training"]
+    };
+    let mut rows = Vec::new();
+    for mode in modes {
+        let train = *mode == "training";
+        for round in 0..s.rounds {
+            let n = systems.len();
+            for slot in 0..n {
+                let sys = &systems[(slot + round) % n];
+                if train && sys.name == "reference" {
+                    continue;
+                }
+                let result = work.join(format!("result-{}.json", std::process::id()));
+                let cmd = match sys.family {
+                    "batchlab" => {
+                        let mut c = Command::new(&worker);
+                        c.arg("worker")
+                            .arg("--model")
+                            .arg(&a.model)
+                            .args(["--seed", "7", "--system", &sys.name])
+                            .args(["--repeats", &s.repeats.to_string()])
+                            .args(["--threads", &a.threads.to_string()])
+                            .arg("--result")
+                            .arg(&result)
+                            .args(["--train", if train { "1" } else { "0" }]);
+                        if sys.name.contains("fsm") || sys.name == "edbatch" {
+                            c.arg("--policy").arg(&prep.fsm);
+                        }
+                        if sys.name == "edbatch" {
+                            c.arg("--layouts").arg(&prep.layouts);
+                        }
+                        c
+                    }
+                    _ => {
+                        let (setup, py) = torch.as_ref().expect("pytorch systems need --torch");
+                        let mut c = bench(py, setup, &a.model);
+                        c.args(["--system", &sys.name])
+                            .args(["--repeats", &s.repeats.to_string()])
+                            .args(["--threads", &a.threads.to_string()])
+                            .arg("--result")
+                            .arg(&result)
+                            .args(["--train", if train { "1" } else { "0" }]);
+                        if sys.name == "bt-fsm" {
+                            c.arg("--policy").arg(&prep.fsm);
+                        }
+                        c
+                    }
+                };
+                if s.verbose {
+                    eprintln!(
+                        "paper-repro model: {mode} round {}/{} {} {}",
+                        round + 1,
+                        s.rounds,
+                        sys.family,
+                        sys.name
+                    );
+                }
+                let r = launch(cmd, a.threads, &result);
+                let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+                let row = match r {
+                    Ok(v) => Row {
+                        mode: mode.to_string(),
+                        round,
+                        slot,
+                        family: sys.family.into(),
+                        system: sys.name.clone(),
+                        total_s: f(&v, "total_s"),
+                        cpu_s: f(&v, "cpu_s"),
+                        batches: v.get("batches").and_then(Value::as_u64),
+                        loss: f(&v, "loss"),
+                        split: match (f(&v, "discover_s"), f(&v, "schedule_s"), f(&v, "execute_s"))
+                        {
+                            (Some(d), Some(sc), Some(e)) => Some([d, sc, e]),
+                            _ => None,
+                        },
+                        error: None,
+                        provenance: prov.clone(),
+                    },
+                    Err(e) => Row {
+                        mode: mode.to_string(),
+                        round,
+                        slot,
+                        family: sys.family.into(),
+                        system: sys.name.clone(),
+                        total_s: None,
+                        cpu_s: None,
+                        batches: None,
+                        loss: None,
+                        split: None,
+                        error: Some(e),
+                        provenance: prov.clone(),
+                    },
+                };
+                rows.push(row);
+            }
+            write_rows(rows_file, &rows)?;
+        }
+    }
+    Ok(rows)
+}
+
+/// `python -m batchlab_torch.bench --setup SETUP --model DIR`, with the
+/// checkout's batchlab_torch first on the path.
+fn bench(python: &Path, setup: &str, model: &Path) -> Command {
+    let mut c = Command::new(python);
+    c.args(["-m", "batchlab_torch.bench", "--setup", setup, "--model"])
+        .arg(model)
+        .env("PYTHONPATH", crate::peers_env::batchlab_torch_source())
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    c
+}
+
+/// Writes the rows as JSON lines, atomically.
+pub fn write_rows(path: &Path, rows: &[Row]) -> Result<()> {
+    let mut text = String::new();
+    for r in rows {
+        text += &serde_json::to_string(r)?;
+        text.push('\n');
+    }
+    engine::io::write_atomic(path, text.as_bytes()).map_err(|e| ReproError::io(path, e))
+}
+
+/// Reads rows written by [`write_rows`].
+pub fn read_rows(path: &Path) -> Result<Vec<Row>> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReproError::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| ReproError::Rows {
+                path: path.to_path_buf(),
+                message: format!("line {}: {e}", i + 1),
+            })
+        })
+        .collect()
+}
+
+/// Runs `paper-repro model`: analyse and measure (unless `--redraw`), then
+/// report into `out`; returns REPORT.md's path.
+pub fn run_command(
+    a: &ModelArgs,
+    out: &Path,
+    quick: bool,
+    peers_env: Option<&Path>,
+    verbose: bool,
+    command: &str,
+) -> Result<PathBuf> {
+    let dir = ModelDir::open(&a.model).map_err(|e| usage(e.to_string()))?;
+    if a.threads == 0 {
+        return Err(usage("--threads must be at least 1".into()));
+    }
+    let rows_dir = out.join("rows");
+    std::fs::create_dir_all(&rows_dir).map_err(|e| ReproError::io(&rows_dir, e))?;
+    let rows_file = rows_dir.join("model.jsonl");
+    let analysis_file = rows_dir.join("model-analysis.json");
+    let (analysis, rows) = if a.redraw {
+        let text = std::fs::read_to_string(&analysis_file)
+            .map_err(|e| ReproError::io(&analysis_file, e))?;
+        let analysis: Analysis = serde_json::from_str(&text).map_err(|e| ReproError::Rows {
+            path: analysis_file.clone(),
+            message: e.to_string(),
+        })?;
+        (analysis, read_rows(&rows_file)?)
+    } else {
+        let work = out.join("work");
+        std::fs::create_dir_all(&work).map_err(|e| ReproError::io(&work, e))?;
+        let (analysis, fsm, layouts) = analyse(&dir, &work, quick)?;
+        engine::io::write_atomic(
+            &analysis_file,
+            serde_json::to_string_pretty(&analysis)?.as_bytes(),
+        )
+        .map_err(|e| ReproError::io(&analysis_file, e))?;
+        let python = match &a.torch {
+            Some(_) => {
+                let env_dir = crate::peers_env::default_dir(peers_env);
+                let env = crate::peers_env::open(&env_dir).map_err(ReproError::Peers)?;
+                if let Some(Err(why)) = env.frameworks.get("torch") {
+                    return Err(ReproError::Peers(format!(
+                        "--torch: no PyTorch in {}: {why}",
+                        env_dir.display()
+                    )));
+                }
+                Some(env.python)
+            }
+            None => None,
+        };
+        let s = Settings {
+            rounds: a.rounds.unwrap_or(if quick { 3 } else { 5 }).max(1),
+            repeats: a.repeats.unwrap_or(if quick { 1 } else { 3 }).max(1),
+            python,
+            command,
+            verbose,
+        };
+        let rows = measure(a, &dir, &work, &fsm, &layouts, &s, &rows_file)?;
+        (analysis, rows)
+    };
+    report::write(&dir, &analysis, &rows, out, command)
+}
