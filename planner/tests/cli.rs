@@ -258,3 +258,35 @@ fn every_subcommand_documents_json_in_help() {
         "missing --cell/--all is a usage error"
     );
 }
+
+#[test]
+fn layout_plans_every_cell_of_a_model_folder() {
+    let folder = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../engine/core/tests/fixtures/model-tree");
+    let out = tmp("model-layouts");
+    let rows = json(&planner(&[
+        "layout",
+        "--model",
+        folder.to_str().unwrap(),
+        "--batch",
+        "8",
+        "--out-dir",
+        out.to_str().unwrap(),
+        "--json",
+    ]));
+    let cells: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cell"].as_str().unwrap())
+        .collect();
+    for c in ["leaf", "node", "out"] {
+        assert!(cells.contains(&c), "{cells:?}");
+        assert!(out.join(format!("{c}.json")).exists());
+        assert!(out.join(format!("{c}.baseline.json")).exists());
+    }
+    // The folder's cells only: no built-in cell is planned beside them.
+    assert!(!cells.contains(&"lstm"));
+    let o = planner(&["layout", "--model", "/no/such/folder", "--batch", "8"]);
+    assert!(!o.status.success() && stderr(&o).contains("no such folder"), "{}", stderr(&o));
+}

@@ -176,6 +176,15 @@ def _outside(f: Any) -> str:
         path = f.f_code.co_filename
         ours = path.startswith(_HERE) and not path.startswith(_EXAMPLES)
         if not ours and not (_TORCH and path.startswith(_TORCH)):
-            return f"{path}:{f.f_lineno} in {f.f_code.co_name}"
+            return f"{_shown(path)}:{f.f_lineno} in {f.f_code.co_name}"
         f = f.f_back
     return "<unknown>"
+
+
+def _shown(path: str) -> str:
+    """A source path relative to the working folder when inside it, so a
+    recording made from a checkout names its files the same anywhere."""
+    cwd = os.getcwd()
+    if path.startswith(cwd + os.sep):
+        return os.path.relpath(path, cwd)
+    return path

@@ -309,14 +309,29 @@ def _version() -> str:
     return __version__
 
 
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """The safetensors file of f32 ``tensors``: names and metadata sorted,
+    so the same tensors give the same bytes (the library's writer orders
+    the metadata by hash)."""
+    header: dict[str, Any] = {"__metadata__": dict(sorted(metadata.items()))} if metadata else {}
+    blobs, at = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu", torch.float32).contiguous()
+        data = t.numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(data)]}
+        blobs.append(data)
+        at += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + b"".join(blobs)
+
+
 def _write_dir(
     path: str, texts: dict[str, bytes], tensors: dict[str, tuple[dict[str, torch.Tensor], dict[str, str]]]
 ) -> None:
     """Writes the files into a sibling folder, then swaps it into ``path``.
     An existing ``path`` must be a model folder (it has ``model.json``) or
     empty: anything else is refused, never overwritten."""
-    from safetensors.torch import save_file
-
     path = os.path.abspath(path)
     if os.path.exists(path):
         if not os.path.isdir(path):
@@ -334,7 +349,8 @@ def _write_dir(
             with open(os.path.join(tmp, name), "wb") as f:
                 f.write(data)
         for name, (ts, meta) in tensors.items():
-            save_file(ts, os.path.join(tmp, name), metadata=meta)
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(safetensors_bytes(ts, meta))
         if os.path.exists(path):
             old = os.path.join(parent, f".{os.path.basename(path)}.old-{os.getpid()}")
             os.rename(path, old)

@@ -254,8 +254,8 @@ class Tracer:
         inside a call of the model (reading another sample's value is an
         error), else the one its arguments share, if any."""
         inst = {self.graph.nodes[s.node].instance for s in srcs if s is not None}
-        inst.discard(None)
         if self._depth > 0:
+            inst.discard(None)
             other = inst - {self._instance}
             if other:
                 raise RecordError(
@@ -264,6 +264,8 @@ class Tracer:
                     "expressed in the trace)"
                 )
             return self._instance
+        # Outside every call: a value of no sample (the loop's running sum)
+        # makes the node one of no sample too.
         return inst.pop() if len(inst) == 1 else None
 
     # ------------------------------------------------------------ arguments

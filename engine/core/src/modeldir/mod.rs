@@ -272,3 +272,6 @@ impl ModelDir {
         self.path.join(MANIFEST)
     }
 }
+
+#[cfg(test)]
+mod tests;

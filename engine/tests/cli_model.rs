@@ -1,0 +1,178 @@
+//! The `engine` commands on a model folder (recorded from PyTorch,
+//! `engine/core/tests/fixtures`): inspect, replay --check on every CPU
+//! executor and training, train, export-model, schedule and its service,
+//! and `--check` failing on a tampered folder with the node, role and cell
+//! named.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{engine, stderr, tmp};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("core/tests/fixtures").join(name)
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn inspect_lists_the_roles_of_a_model_folder() {
+    let d = fixture("model-tree");
+    let v = json(&engine(&["inspect", "--model", d.to_str().unwrap(), "--json"]));
+    let roles = v["roles"].as_array().unwrap();
+    assert!(roles.iter().any(|r| r["role"] == "node" && r["ops"].as_u64() > Some(5)));
+    assert!(roles.iter().any(|r| r["loss"] == true));
+    let total: u64 = roles.iter().map(|r| r["nodes"].as_u64().unwrap()).sum();
+    assert_eq!(Some(total), v["nodes"].as_u64());
+    // The folder where a trace file goes names the flag that takes it.
+    let o = engine(&["inspect", d.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("--model"), "{}", stderr(&o));
+}
+
+#[test]
+fn replay_check_passes_on_every_cpu_executor_and_training() {
+    for name in ["model-tree", "model-dag"] {
+        let d = fixture(name);
+        let d = d.to_str().unwrap();
+        for ex in [["reference", ""], ["dynet", "agenda"], ["cavs", ""], ["policy", "agenda"]] {
+            let mut args = vec!["replay", "--model", d, "--executor", ex[0], "--check", "--json"];
+            if !ex[1].is_empty() {
+                args.extend(["--policy", ex[1]]);
+            }
+            let v = json(&engine(&args));
+            assert_eq!(v["expected"]["passed"], true, "{name} {}: {v}", ex[0]);
+        }
+        let v = json(&engine(&[
+            "replay", "--model", d, "--executor", "cavs", "--train", "--check", "--json",
+        ]));
+        assert_eq!(v["expected"]["passed"], true);
+        assert!(v["expected_gradients"][0].as_f64().unwrap() <= 1e-4, "{v}");
+    }
+}
+
+#[test]
+fn replay_check_names_the_node_role_and_cell_that_differ() {
+    let dir = tmp("tampered");
+    let src = fixture("model-tree");
+    std::fs::create_dir_all(dir.join("cells")).unwrap();
+    for sub in ["", "cells"] {
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, dir.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    // One weight of the internal node's cell off by one: its nodes differ.
+    let wpath = dir.join("weights.safetensors");
+    let mut w = engine::modeldir::Tensors::read(&wpath).unwrap();
+    let mut t = w.get("node.U_l.weight").unwrap().clone();
+    t.data[0] += 1.0;
+    w.insert("node.U_l.weight", t);
+    w.write(&wpath, &Default::default()).unwrap();
+    let o = engine(&[
+        "replay",
+        "--model",
+        dir.to_str().unwrap(),
+        "--executor",
+        "cavs",
+        "--check",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("role node") && e.contains("cell node") && e.contains("differs from the recording"),
+        "{e}"
+    );
+    assert!(e.contains("cell op") && e.contains("(affine)"), "{e}");
+}
+
+#[test]
+fn train_on_a_model_folder_lowers_its_loss() {
+    let d = fixture("model-dag");
+    let v = json(&engine(&[
+        "train", "--model", d.to_str().unwrap(), "--epochs", "6", "--batch", "1", "--lr", "0.05",
+        "--threads", "1", "--json",
+    ]));
+    let losses: Vec<f64> = v["epochs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["train_loss"].as_f64().unwrap())
+        .collect();
+    assert!(losses.last() < losses.first(), "{losses:?}");
+    assert_eq!(v["dev"], serde_json::Value::Null);
+}
+
+#[test]
+fn export_and_schedule_read_a_model_folder() {
+    let d = fixture("model-tree");
+    let out = tmp("tree.blm");
+    let v = json(&engine(&[
+        "export-model", "--model", d.to_str().unwrap(), "--out", out.to_str().unwrap(), "--json",
+    ]));
+    let want = engine::modeldir::ModelDir::open(&d).unwrap().expected().unwrap().unwrap();
+    let loss = f64::from(want.get("loss").unwrap().data[0]);
+    let got = v["reference_loss"].as_f64().unwrap();
+    assert!((got - loss).abs() <= 1e-4 * loss.abs(), "{got} vs {loss}");
+    let s = tmp("tree.schedule.json");
+    let v = json(&engine(&[
+        "schedule", "--model", d.to_str().unwrap(), "--policy", "agenda", "--out",
+        s.to_str().unwrap(), "--json",
+    ]));
+    assert!(v["batches"].as_u64() >= v["lower_bound"].as_u64());
+    assert!(s.exists());
+}
+
+#[test]
+fn the_schedule_service_answers_each_line_and_survives_a_bad_one() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(["schedule", "--serve", "--policy", "depth"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let trace = std::fs::read_to_string(fixture("model-tree").join("trace.json")).unwrap();
+    let one_line: serde_json::Value = serde_json::from_str(&trace).unwrap();
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{}", serde_json::to_string(&one_line).unwrap()).unwrap();
+        writeln!(stdin, "{{\"not\": \"a graph\"}}").unwrap();
+        writeln!(
+            stdin,
+            "{{\"workload\":\"w\",\"types\":[\"a\",\"b\"],\"type_of\":[0,0,1],\"arg_ptr\":[0,0,1,3],\"args\":[0,0,1],\"instance\":[0,0,0]}}"
+        )
+        .unwrap();
+        writeln!(
+            stdin,
+            "{{\"workload\":\"w\",\"types\":[\"a\"],\"type_of\":[0,0],\"arg_ptr\":[0,1,2],\"args\":[1,0]}}"
+        )
+        .unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    let n = one_line["nodes"].as_array().unwrap().len();
+    let scheduled: usize = lines[0]["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_array().unwrap().len())
+        .sum();
+    assert_eq!(scheduled, n);
+    assert!(lines[1]["error"].as_str().unwrap().contains("request 2"));
+    assert_eq!(lines[2]["batches"], serde_json::json!([[0], [1], [2]]));
+    assert!(lines[3]["error"].as_str().unwrap().contains("cycle"), "{}", lines[3]);
+}
