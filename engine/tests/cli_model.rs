@@ -13,7 +13,9 @@ use std::process::{Command, Stdio};
 use common::{engine, stderr, tmp};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("core/tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("core/tests/fixtures")
+        .join(name)
 }
 
 fn json(o: &std::process::Output) -> serde_json::Value {
@@ -24,15 +26,28 @@ fn json(o: &std::process::Output) -> serde_json::Value {
 #[test]
 fn inspect_lists_the_roles_of_a_model_folder() {
     let d = fixture("model-tree");
-    let v = json(&engine(&["inspect", "--model", d.to_str().unwrap(), "--json"]));
+    let v = json(&engine(&[
+        "inspect",
+        "--model",
+        d.to_str().unwrap(),
+        "--json",
+    ]));
     let roles = v["roles"].as_array().unwrap();
-    assert!(roles.iter().any(|r| r["role"] == "node" && r["ops"].as_u64() > Some(5)));
+    assert!(
+        roles
+            .iter()
+            .any(|r| r["role"] == "node" && r["ops"].as_u64() > Some(5))
+    );
     assert!(roles.iter().any(|r| r["loss"] == true));
     let total: u64 = roles.iter().map(|r| r["nodes"].as_u64().unwrap()).sum();
     assert_eq!(Some(total), v["nodes"].as_u64());
     // The folder where a trace file goes names the flag that takes it.
     let o = engine(&["inspect", d.to_str().unwrap()]);
-    assert!(!o.status.success() && stderr(&o).contains("--model"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("--model"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -40,8 +55,21 @@ fn replay_check_passes_on_every_cpu_executor_and_training() {
     for name in ["model-tree", "model-dag"] {
         let d = fixture(name);
         let d = d.to_str().unwrap();
-        for ex in [["reference", ""], ["dynet", "agenda"], ["cavs", ""], ["policy", "agenda"]] {
-            let mut args = vec!["replay", "--model", d, "--executor", ex[0], "--check", "--json"];
+        for ex in [
+            ["reference", ""],
+            ["dynet", "agenda"],
+            ["cavs", ""],
+            ["policy", "agenda"],
+        ] {
+            let mut args = vec![
+                "replay",
+                "--model",
+                d,
+                "--executor",
+                ex[0],
+                "--check",
+                "--json",
+            ];
             if !ex[1].is_empty() {
                 args.extend(["--policy", ex[1]]);
             }
@@ -49,7 +77,14 @@ fn replay_check_passes_on_every_cpu_executor_and_training() {
             assert_eq!(v["expected"]["passed"], true, "{name} {}: {v}", ex[0]);
         }
         let v = json(&engine(&[
-            "replay", "--model", d, "--executor", "cavs", "--train", "--check", "--json",
+            "replay",
+            "--model",
+            d,
+            "--executor",
+            "cavs",
+            "--train",
+            "--check",
+            "--json",
         ]));
         assert_eq!(v["expected"]["passed"], true);
         assert!(v["expected_gradients"][0].as_f64().unwrap() <= 1e-4, "{v}");
@@ -87,7 +122,9 @@ fn replay_check_names_the_node_role_and_cell_that_differ() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
-        e.contains("role node") && e.contains("cell node") && e.contains("differs from the recording"),
+        e.contains("role node")
+            && e.contains("cell node")
+            && e.contains("differs from the recording"),
         "{e}"
     );
     assert!(e.contains("cell op") && e.contains("(affine)"), "{e}");
@@ -97,8 +134,18 @@ fn replay_check_names_the_node_role_and_cell_that_differ() {
 fn train_on_a_model_folder_lowers_its_loss() {
     let d = fixture("model-dag");
     let v = json(&engine(&[
-        "train", "--model", d.to_str().unwrap(), "--epochs", "6", "--batch", "1", "--lr", "0.05",
-        "--threads", "1", "--json",
+        "train",
+        "--model",
+        d.to_str().unwrap(),
+        "--epochs",
+        "6",
+        "--batch",
+        "1",
+        "--lr",
+        "0.05",
+        "--threads",
+        "1",
+        "--json",
     ]));
     let losses: Vec<f64> = v["epochs"]
         .as_array()
@@ -115,16 +162,31 @@ fn export_and_schedule_read_a_model_folder() {
     let d = fixture("model-tree");
     let out = tmp("tree.blm");
     let v = json(&engine(&[
-        "export-model", "--model", d.to_str().unwrap(), "--out", out.to_str().unwrap(), "--json",
+        "export-model",
+        "--model",
+        d.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
     ]));
-    let want = engine::modeldir::ModelDir::open(&d).unwrap().expected().unwrap().unwrap();
+    let want = engine::modeldir::ModelDir::open(&d)
+        .unwrap()
+        .expected()
+        .unwrap()
+        .unwrap();
     let loss = f64::from(want.get("loss").unwrap().data[0]);
     let got = v["reference_loss"].as_f64().unwrap();
     assert!((got - loss).abs() <= 1e-4 * loss.abs(), "{got} vs {loss}");
     let s = tmp("tree.schedule.json");
     let v = json(&engine(&[
-        "schedule", "--model", d.to_str().unwrap(), "--policy", "agenda", "--out",
-        s.to_str().unwrap(), "--json",
+        "schedule",
+        "--model",
+        d.to_str().unwrap(),
+        "--policy",
+        "agenda",
+        "--out",
+        s.to_str().unwrap(),
+        "--json",
     ]));
     assert!(v["batches"].as_u64() >= v["lower_bound"].as_u64());
     assert!(s.exists());
@@ -174,5 +236,9 @@ fn the_schedule_service_answers_each_line_and_survives_a_bad_one() {
     assert_eq!(scheduled, n);
     assert!(lines[1]["error"].as_str().unwrap().contains("request 2"));
     assert_eq!(lines[2]["batches"], serde_json::json!([[0], [1], [2]]));
-    assert!(lines[3]["error"].as_str().unwrap().contains("cycle"), "{}", lines[3]);
+    assert!(
+        lines[3]["error"].as_str().unwrap().contains("cycle"),
+        "{}",
+        lines[3]
+    );
 }

@@ -261,8 +261,8 @@ fn every_subcommand_documents_json_in_help() {
 
 #[test]
 fn layout_plans_every_cell_of_a_model_folder() {
-    let folder = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../engine/core/tests/fixtures/model-tree");
+    let folder =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/core/tests/fixtures/model-tree");
     let out = tmp("model-layouts");
     let rows = json(&planner(&[
         "layout",
@@ -288,5 +288,9 @@ fn layout_plans_every_cell_of_a_model_folder() {
     // The folder's cells only: no built-in cell is planned beside them.
     assert!(!cells.contains(&"lstm"));
     let o = planner(&["layout", "--model", "/no/such/folder", "--batch", "8"]);
-    assert!(!o.status.success() && stderr(&o).contains("no such folder"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("no such folder"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -11,7 +11,9 @@ use engine_replay::replay::cpu::{BackwardSchedule, TrainOptions};
 use engine_replay::replay::{self, Executor, Session, expected};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../core/tests/fixtures")
+        .join(name)
 }
 
 fn executors() -> Vec<(&'static str, Executor)> {
@@ -34,7 +36,10 @@ fn model_folders_replay_to_pytorchs_numbers_on_every_cpu_executor() {
             let (_, store) = replay::replay(&dir.trace, &model, &dir.cells, &mut ex).unwrap();
             let c = expected::check_outputs(&dir.trace, &model, &store, &exp).unwrap();
             assert!(c.passed, "{name} {label}: {c:?}");
-            assert!(c.loss_rel_error.unwrap() <= expected::TOLERANCE, "{name} {label}");
+            assert!(
+                c.loss_rel_error.unwrap() <= expected::TOLERANCE,
+                "{name} {label}"
+            );
         }
     }
 }
@@ -67,7 +72,9 @@ fn model_folders_train_to_pytorchs_gradients() {
                 .unwrap();
             assert!(run.loss.is_finite());
             let grads = s.gradients(&model).unwrap();
-            let (err, param) = expected::check_gradients(&model, &grads, &exp).unwrap().unwrap();
+            let (err, param) = expected::check_gradients(&model, &grads, &exp)
+                .unwrap()
+                .unwrap();
             assert!(err <= expected::TOLERANCE, "{name} {label}: {param} {err}");
         }
     }
@@ -81,12 +88,26 @@ fn a_probe_agrees_op_by_op_with_pytorch() {
     model.load_weights(&dir.weights().unwrap()).unwrap();
     for r in 0..model.roles.len() {
         if let Some(p) = expected::probe(&model, &exp, r) {
-            assert_eq!(p, expected::ProbeResult::Agrees, "role {}", model.roles[r].role.role);
+            assert_eq!(
+                p,
+                expected::ProbeResult::Agrees,
+                "role {}",
+                model.roles[r].role.role
+            );
         }
     }
     // A wrong weight makes the probe name the first op that reads it.
-    let node = model.roles.iter().position(|r| r.role.role == "node").unwrap();
-    let w = model.roles[node].cell.values.iter().position(|v| v.name == "node.U_l.weight").unwrap();
+    let node = model
+        .roles
+        .iter()
+        .position(|r| r.role.role == "node")
+        .unwrap();
+    let w = model.roles[node]
+        .cell
+        .values
+        .iter()
+        .position(|v| v.name == "node.U_l.weight")
+        .unwrap();
     model.roles[node].params[w][0] += 1.0;
     match expected::probe(&model, &exp, node) {
         Some(expected::ProbeResult::Differs { op, .. }) => assert_eq!(op, "affine"),
@@ -104,5 +125,8 @@ fn missing_and_misshapen_weights_are_named_with_their_file() {
     t.data.pop();
     w.insert("out.proj.bias", t);
     let e = model.load_weights(&w).unwrap_err().to_string();
-    assert!(e.contains("weights.safetensors") && e.contains("out.proj.bias"), "{e}");
+    assert!(
+        e.contains("weights.safetensors") && e.contains("out.proj.bias"),
+        "{e}"
+    );
 }

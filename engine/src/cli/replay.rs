@@ -376,7 +376,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: !a.no_fuse,
     };
     let sopts = replay::SessionOptions { cpu };
-    let mut session = replay::Session::open_with(device, &trace, &model, &cells, &ex, &sopts)?;
+    let mut session = replay::Session::open_with(device, trace, &model, cells, &ex, &sopts)?;
     if a.roofline {
         match session.cpu_mut() {
             Some(c) => c.log_gemms(true),
@@ -414,14 +414,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             expected.as_ref(),
         );
     }
-    let m = replay::measure::measure_on(&mut session, &trace, &model, &cells, &mut ex, &opts)?;
+    let m = replay::measure::measure_on(&mut session, trace, &model, cells, &mut ex, &opts)?;
     let gemm_flops = match session.cpu() {
-        Some(c) => c.gemm_flops(&trace, &model),
-        None => replay::cpu::CpuReplay::new(&trace, &model, &Executor::Cavs, &cpu)?
-            .gemm_flops(&trace, &model),
+        Some(c) => c.gemm_flops(trace, &model),
+        None => replay::cpu::CpuReplay::new(trace, &model, &Executor::Cavs, &cpu)?
+            .gemm_flops(trace, &model),
     };
     let roofline = if a.roofline {
-        replay::measure::roofline(&mut session, &trace, &model, &cells, &mut ex, a.repeat)?
+        replay::measure::roofline(&mut session, trace, &model, cells, &mut ex, a.repeat)?
     } else {
         None
     };

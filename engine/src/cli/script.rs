@@ -181,8 +181,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         (false, Some(p)) => Some(BackwardSchedule::Policy(p.as_mut())),
         (false, None) => Some(BackwardSchedule::ReverseForward),
     };
-    let batches = vpps::schedule(&trace, fwd.as_mut(), backward)?;
-    let c = v.compile(&trace, &model, &batches)?;
+    let batches = vpps::schedule(trace, fwd.as_mut(), backward)?;
+    let c = v.compile(trace, &model, &batches)?;
     if let Some(p) = &a.out {
         let bytes: Vec<u8> = c
             .script
@@ -197,22 +197,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", p.display()))?;
     }
     let emulation = if a.emulate {
-        let run = v.emulate(&trace, &model, &c, true)?;
+        let run = v.emulate(trace, &model, &c, true)?;
         let mut ex = Executor::Reference;
-        let mut s = Session::open(DeviceKind::Cpu, &trace, &model, &cells, &ex)?;
+        let mut s = Session::open(DeviceKind::Cpu, trace, &model, cells, &ex)?;
         let (reference_loss, grads) = if c.training {
             let r = s.train(
-                &trace,
+                trace,
                 &model,
-                &cells,
+                cells,
                 &mut ex,
                 BackwardSchedule::ReverseForward,
                 &Default::default(),
             )?;
             (r.loss, s.gradients(&model))
         } else {
-            s.run(&trace, &model, &cells, &mut ex)?;
-            (loss_of(&trace, &model, s.outputs()), None)
+            s.run(trace, &model, cells, &mut ex)?;
+            (loss_of(trace, &model, s.outputs()), None)
         };
         let max_rel_error_gradients = match (&run.gradients, &grads) {
             (Some(got), Some(want)) => Some(replay::max_rel_error_gradients(got, want)),
@@ -221,7 +221,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(Emulation {
             loss: run.loss,
             reference_loss,
-            max_rel_error_outputs: replay::max_rel_error(&trace, &run.outputs, s.outputs()),
+            max_rel_error_outputs: replay::max_rel_error(trace, &run.outputs, s.outputs()),
             max_rel_error_gradients,
             instructions: run.stats.instructions,
             barriers: run.stats.barriers,

@@ -168,7 +168,7 @@ pub fn write(
     // Batches.
     let mut t = Table::new(
         "model-batches",
-        &format!(
+        format!(
             "Batches per policy on the recorded trace: the A.3 lower bound is {}, the certified bound {} (`search::bound`); the FSM is `search train`'s, encoding {}.",
             analysis.a3, analysis.certified, analysis.fsm_encoding
         ),
@@ -209,14 +209,9 @@ pub fn write(
     let sums = summarise(rows);
     let has_eager = rows.iter().any(|r| r.system == "eager");
     for (mode, list) in &sums {
-        let what = if mode == "training" {
-            "training step (forward and backward of the summed loss)"
-        } else {
-            "forward pass"
-        };
         let mut t = Table::new(
             format!("model-{mode}"),
-            &format!(
+            format!(
                 "{} per mini-batch of {} samples: median over {} rounds (least–most), process CPU time beside; each system in its own process, {} timed mini-batches each, the order rotated every round; ratios per round against the eager loop. A loss ✓ equals the recording's within 1e-4.",
                 if mode == "training" {
                     "Training steps"
@@ -239,7 +234,6 @@ pub fn write(
                 "bt.run discover / schedule / execute ms",
             ],
         );
-        let _ = what;
         for s in list {
             let loss = match (s.loss, expected_loss) {
                 (Some(l), Some(e)) if (l - e).abs() <= 1e-4 * e.abs().max(1e-12) => {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors, View};
+use safetensors::{Dtype, SafeTensors};
 use thiserror::Error;
 
 /// One tensor: its shape and row-major data.
@@ -188,18 +188,46 @@ impl Tensors {
         self.map.is_empty()
     }
 
-    /// The safetensors bytes of these tensors (names sorted, so the same
-    /// tensors give the same bytes), with `metadata` in the header.
+    /// The safetensors bytes of these tensors: names and metadata sorted,
+    /// so the same tensors give the same bytes. (Written here rather than
+    /// by the safetensors crate, whose header keeps the metadata in hash
+    /// order.)
     pub fn to_bytes(&self, metadata: &BTreeMap<String, String>) -> Vec<u8> {
-        let info = (!metadata.is_empty()).then(|| metadata.clone().into_iter().collect());
-        let views: Vec<(&str, F32View<'_>)> = self
-            .map
-            .iter()
-            .map(|(n, t)| (n.as_str(), F32View(t)))
-            .collect();
-        // Serialising f32 tensors whose data matches their shapes cannot
-        // fail short of a header over 100 MB, which the names would need.
-        safetensors::serialize(views, info).unwrap_or_default()
+        let mut header = serde_json::Map::new();
+        if !metadata.is_empty() {
+            header.insert(
+                "__metadata__".into(),
+                serde_json::Value::Object(
+                    metadata
+                        .iter()
+                        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                        .collect(),
+                ),
+            );
+        }
+        let mut at = 0usize;
+        for (name, t) in &self.map {
+            let n = t.data.len() * 4;
+            header.insert(
+                name.clone(),
+                serde_json::json!({"dtype": "F32", "shape": t.shape, "data_offsets": [at, at + n]}),
+            );
+            at += n;
+        }
+        // serde_json's map is sorted by key (insertion-ordered where a
+        // dependency enables `preserve_order`: the metadata, then the sorted
+        // names); either way the same tensors give the same header.
+        let mut text = serde_json::to_vec(&header).unwrap_or_default();
+        text.resize(text.len().next_multiple_of(8), b' ');
+        let mut out = Vec::with_capacity(8 + text.len() + at);
+        out.extend((text.len() as u64).to_le_bytes());
+        out.extend(text);
+        for t in self.map.values() {
+            for x in &t.data {
+                out.extend(x.to_le_bytes());
+            }
+        }
+        out
     }
 
     /// Writes the tensors atomically.
@@ -212,28 +240,6 @@ impl Tensors {
             file: path.display().to_string(),
             source,
         })
-    }
-}
-
-struct F32View<'a>(&'a Tensor);
-
-impl View for F32View<'_> {
-    fn dtype(&self) -> Dtype {
-        Dtype::F32
-    }
-    fn shape(&self) -> &[usize] {
-        &self.0.shape
-    }
-    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
-        self.0
-            .data
-            .iter()
-            .flat_map(|x| x.to_le_bytes())
-            .collect::<Vec<u8>>()
-            .into()
-    }
-    fn data_len(&self) -> usize {
-        self.0.data.len() * 4
     }
 }
 

@@ -15,10 +15,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// A writable copy of fixture `name` in a fresh temporary folder.
 fn copy(name: &str, tag: &str) -> PathBuf {
-    let dst = std::env::temp_dir().join(format!(
-        "batchlab-modeldir-{tag}-{}",
-        std::process::id()
-    ));
+    let dst = std::env::temp_dir().join(format!("batchlab-modeldir-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(dst.join("cells")).unwrap();
     let src = fixture(name);
@@ -50,9 +47,16 @@ fn both_fixtures_open_and_define_their_workload() {
         assert!(d.workload.imported);
         assert_eq!(d.cells.workload(&d.manifest.name), Some(d.workload.clone()));
         for (_, t) in d.trace.graph.types().iter() {
-            assert!(d.workload.type_role(&t.name, 0).is_ok(), "{name}: {}", t.name);
+            assert!(
+                d.workload.type_role(&t.name, 0).is_ok(),
+                "{name}: {}",
+                t.name
+            );
         }
-        assert!(d.workload.roles.iter().any(|r| r.loss), "{name} has a loss role");
+        assert!(
+            d.workload.roles.iter().any(|r| r.loss),
+            "{name} has a loss role"
+        );
         let w = d.weights().unwrap();
         assert!(!w.is_empty());
         assert!(d.expected().unwrap().unwrap().get("loss").is_some());
@@ -62,7 +66,11 @@ fn both_fixtures_open_and_define_their_workload() {
 #[test]
 fn a_manifest_with_an_unknown_field_names_it_with_its_line() {
     let d = copy("model-tree", "unknown");
-    edit(&d.join(MANIFEST), "\"hidden\":", "\"hiden\": 1, \"hidden\":");
+    edit(
+        &d.join(MANIFEST),
+        "\"hidden\":",
+        "\"hiden\": 1, \"hidden\":",
+    );
     let e = err(&d);
     assert!(e.contains("model.json:") && e.contains("hiden"), "{e}");
 }
@@ -80,7 +88,11 @@ fn format_and_version_are_checked_first() {
 #[test]
 fn a_zoo_workload_name_is_refused() {
     let d = copy("model-tree", "zoo");
-    edit(&d.join(MANIFEST), "\"name\": \"torch-tree-lstm\"", "\"name\": \"tree-lstm\"");
+    edit(
+        &d.join(MANIFEST),
+        "\"name\": \"torch-tree-lstm\"",
+        "\"name\": \"tree-lstm\"",
+    );
     assert!(err(&d).contains("built-in workload"));
 }
 
@@ -93,7 +105,10 @@ fn a_missing_or_misnamed_cell_file_is_named() {
     let d = copy("model-tree", "misnamed");
     std::fs::copy(d.join("cells/leaf.yaml"), d.join("cells/node.yaml")).unwrap();
     let e = err(&d);
-    assert!(e.contains("node.yaml") && e.contains("defines cell `leaf`"), "{e}");
+    assert!(
+        e.contains("node.yaml") && e.contains("defines cell `leaf`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -107,15 +122,25 @@ fn ports_that_disagree_with_the_cell_are_named() {
     node["ports"].as_array_mut().unwrap().pop();
     std::fs::write(&m, serde_json::to_string(&v).unwrap()).unwrap();
     let e = err(&d);
-    assert!(e.contains("ports") && e.contains("cell `node` has 2"), "{e}");
+    assert!(
+        e.contains("ports") && e.contains("cell `node` has 2"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_trace_that_disagrees_with_the_manifest_is_a_mismatch() {
     let d = copy("model-tree", "trace-name");
-    edit(&d.join("trace.json"), "\"torch-tree-lstm\"", "\"someone-else\"");
+    edit(
+        &d.join("trace.json"),
+        "\"torch-tree-lstm\"",
+        "\"someone-else\"",
+    );
     let e = err(&d);
-    assert!(e.contains("trace.json") && e.contains("someone-else"), "{e}");
+    assert!(
+        e.contains("trace.json") && e.contains("someone-else"),
+        "{e}"
+    );
     let d = copy("model-tree", "trace-type");
     edit(&d.join("trace.json"), "\"leaf[4]\"", "\"leaf[5]\"");
     let e = err(&d);
@@ -131,6 +156,11 @@ fn a_file_name_with_a_path_is_refused() {
 
 #[test]
 fn not_a_folder_says_how_to_make_one() {
-    let e = ModelDir::open(Path::new("/no/such/folder")).unwrap_err().to_string();
-    assert!(e.contains("no such folder") && e.contains("batchlab_torch"), "{e}");
+    let e = ModelDir::open(Path::new("/no/such/folder"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no such folder") && e.contains("batchlab_torch"),
+        "{e}"
+    );
 }

@@ -119,9 +119,9 @@ pub fn check_outputs(
     for &v in g.topo_order() {
         let r = model.type_role[g.node_type(v).index()];
         let rm = &model.roles[r];
-        for j in 0..rm.cell.outputs.len() {
+        for (j, table) in tables[r].iter().enumerate() {
             let n = store.output(v, r, j).len();
-            let want = &tables[r][j][row[v.index()] * n..(row[v.index()] + 1) * n];
+            let want = &table[row[v.index()] * n..(row[v.index()] + 1) * n];
             let e = rel_error(store.output(v, r, j), want);
             if e > max {
                 max = e;

@@ -357,12 +357,12 @@ fn step(
 /// A failed [`step`], placed by [`StepError::at`].
 enum StepError {
     NonFinite(f64),
-    Other(TrainError),
+    Other(Box<TrainError>),
 }
 
 impl<E: Into<TrainError>> From<E> for StepError {
     fn from(e: E) -> Self {
-        StepError::Other(e.into())
+        StepError::Other(Box::new(e.into()))
     }
 }
 
@@ -370,7 +370,7 @@ impl StepError {
     fn at(self, epoch: u32, batch: usize) -> TrainError {
         match self {
             StepError::NonFinite(loss) => TrainError::NonFinite { epoch, batch, loss },
-            StepError::Other(e) => e,
+            StepError::Other(e) => *e,
         }
     }
 }
