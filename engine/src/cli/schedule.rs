@@ -3,7 +3,7 @@
 //! trace it is sent (`--serve`: how `batchlab_torch.run` runs batchlab's
 //! policies on each new mini-batch without a process per mini-batch).
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -210,18 +210,32 @@ fn parse_request(line: &str, what: &str) -> anyhow::Result<(String, Graph)> {
     Ok((r.workload, g))
 }
 
-/// `--serve`: answers every trace on standard input, one line each; a bad
-/// request gets an error line and the service goes on.
+/// `--serve`: answers every request on standard input, one answer each;
+/// a bad request gets an error answer and the service goes on.
 fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
+    let mut input = std::io::BufReader::new(std::io::stdin().lock());
     let mut out = std::io::stdout().lock();
-    for (i, line) in stdin.lock().lines().enumerate() {
-        let line = line.context("reading standard input")?;
+    let mut line = String::new();
+    for i in 1.. {
+        line.clear();
+        if input
+            .read_line(&mut line)
+            .context("reading standard input")?
+            == 0
+        {
+            return Ok(());
+        }
         if line.trim().is_empty() {
             continue;
         }
-        let what = format!("<request {}>", i + 1);
-        let answer = parse_request(&line, &what).and_then(|(workload, g)| {
+        let what = format!("<request {i}>");
+        let binary = line.starts_with("B ");
+        let request = if binary {
+            binary_request(&line[2..], &mut input, &what)
+        } else {
+            parse_request(&line, &what)
+        };
+        let answer = request.and_then(|(workload, g)| {
             check_workload(policy, name, &workload)?;
             let (s, misses, seconds) = schedule(&g, policy)?;
             Ok(Answer {
@@ -234,13 +248,94 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
                 seconds,
             })
         });
-        let text = match answer {
-            Ok(a) => serde_json::to_string(&a)?,
-            Err(e) => serde_json::to_string(&serde_json::json!({ "error": format!("{e:#}") }))?,
+        let written = match (answer, binary) {
+            (Ok(a), true) => {
+                let head = serde_json::json!({
+                    "lower_bound": a.lower_bound,
+                    "misses": a.misses,
+                    "seconds": a.seconds,
+                    "batch_sizes": a.batches.iter().map(Vec::len).collect::<Vec<_>>(),
+                });
+                let mut bytes =
+                    Vec::with_capacity(4 * a.batches.iter().map(Vec::len).sum::<usize>());
+                for v in a.batches.iter().flatten() {
+                    bytes.extend(v.to_le_bytes());
+                }
+                writeln!(out, "{head}").and_then(|()| out.write_all(&bytes))
+            }
+            (Ok(a), false) => writeln!(out, "{}", serde_json::to_string(&a)?),
+            (Err(e), _) => writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&serde_json::json!({ "error": format!("{e:#}") }))?
+            ),
         };
-        if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+        if written.and_then(|()| out.flush()).is_err() {
             return Ok(()); // the client went away
         }
     }
     Ok(())
+}
+
+/// A binary request's header (after `B `).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BinaryHead {
+    workload: String,
+    types: Vec<String>,
+    nodes: usize,
+    args: usize,
+}
+
+/// `B {"workload", "types", "nodes": N, "args": M}` then, little-endian
+/// u32: `type_of[N]`, `arg_ptr[N+1]`, `args[M]`, `instance[N]` — the compact
+/// form without JSON's cost (what `batchlab_torch.run` sends). The bytes
+/// are read even when the header is refused, so the stream stays in step.
+fn binary_request(
+    head: &str,
+    input: &mut impl std::io::BufRead,
+    what: &str,
+) -> anyhow::Result<(String, Graph)> {
+    let h: BinaryHead =
+        serde_json::from_str(head).with_context(|| format!("{what}: binary request header"))?;
+    // Refuse sizes no graph has before reading (and allocating) them.
+    if h.nodes >= u32::MAX as usize || h.args >= u32::MAX as usize {
+        bail!(
+            "{what}: {} nodes and {} arguments: more than a graph holds",
+            h.nodes,
+            h.args
+        );
+    }
+    let words = 3 * h.nodes + 1 + h.args;
+    // Read what arrives rather than allocating what the header claims.
+    let mut bytes = Vec::new();
+    input
+        .take(4 * words as u64)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{what}: reading the request's words"))?;
+    if bytes.len() != 4 * words {
+        bail!(
+            "{what}: the request ends after {} of its {words} words",
+            bytes.len() / 4
+        );
+    }
+    let word = |i: usize| {
+        u32::from_le_bytes([
+            bytes[4 * i],
+            bytes[4 * i + 1],
+            bytes[4 * i + 2],
+            bytes[4 * i + 3],
+        ])
+    };
+    let (n, m) = (h.nodes, h.args);
+    let r = GraphRequest {
+        workload: h.workload,
+        types: h.types,
+        type_of: (0..n).map(word).collect(),
+        arg_ptr: (n..2 * n + 1).map(word).collect(),
+        args: (2 * n + 1..2 * n + 1 + m).map(word).collect(),
+        instance: (2 * n + 1 + m..words).map(word).collect(),
+    };
+    let g = r.graph().with_context(|| what.to_string())?;
+    Ok((r.workload, g))
 }

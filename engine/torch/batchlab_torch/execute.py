@@ -37,11 +37,25 @@ if TYPE_CHECKING:
 
 
 class _Store:
-    """One buffer of rows of a per-instance shape and dtype."""
+    """One buffer of rows of a per-instance shape and dtype. Its data comes
+    from ``pool`` when given: every row but 0 is written before it is read,
+    and no backward reads the data, so a buffer serves one mini-batch after
+    another (a fresh one costs its page faults every time)."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, rows: int) -> None:
+    def __init__(
+        self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, rows: int, pool: dict | None = None
+    ) -> None:
         self.shape = shape
-        self.data = torch.zeros((rows + 1,) + shape, dtype=dtype, device=device)
+        key = (shape, dtype, device)
+        buf = pool.get(key) if pool is not None else None
+        if buf is None or buf.shape[0] < rows + 1:
+            buf = torch.empty(
+                (max(rows + 1, 2 * (buf.shape[0] if buf is not None else 0)),) + shape, dtype=dtype, device=device
+            )
+            if pool is not None:
+                pool[key] = buf
+        self.data = buf[: rows + 1]
+        self.data[0].zero_()
         self.grad: torch.Tensor | None = None
 
     def grad_buffer(self) -> torch.Tensor:
@@ -144,7 +158,7 @@ class Execution:
                 self.out_row[ids, k] = counts[s] + 1 + np.arange(len(ids))
                 counts[s] += len(ids)
         keys = sorted(index, key=index.get)  # type: ignore[arg-type]
-        self.stores = [_Store(key[0], key[1], dev, counts[index[key]]) for key in keys]
+        self.stores = [_Store(key[0], key[1], dev, counts[index[key]], runner.buffers) for key in keys]
         self.index = index
         self.out_store = out_store
         self.step_of = np.full(plan.n, -1, dtype=np.int64)
@@ -205,8 +219,9 @@ class Execution:
             (self.stores[int(self.out_store[q, k])], self._idx(self.out_row[ids, k]))
             for k in range(len(kind.out_tshapes))
         )
-        steps = np.concatenate(producers) if producers else np.zeros(0, np.int64)
-        deps = [d for d in np.unique(steps).tolist() if d >= 0]
+        deps: list[int] = []
+        if self.grad and producers:
+            deps = [d for d in np.unique(np.concatenate(producers)).tolist() if d >= 0]
         return Step(kind, b, tuple(reads), data, writes, deps, seg)
 
     def run(self) -> None:
@@ -231,7 +246,7 @@ class Execution:
                 outs = [acc / len(ins)]
             else:
                 outs = caller(kind)(ins, st.data, st.b)
-            vals = [o.reshape((st.b,) + s.shape) for o, (s, _) in zip(outs, st.writes)]
+            vals = [o if o.shape[1:] == s.shape else o.reshape((st.b,) + s.shape) for o, (s, _) in zip(outs, st.writes)]
             if self.grad and any(v.requires_grad for v in vals):
                 tokens[bi] = _Scatter.apply(st.writes, *vals)
             else:
@@ -291,8 +306,11 @@ class Caller:
             mod = cells[kind.key[1]]
             sig = Signature(mod.forward)
             names, spec = kind.arg_names, kind.arg_spec
+            flat = spec == (tuple, None, (None,) * len(kind.leaves)) and names == sig.positional[: len(names)]
 
             def call(leaves: list) -> Any:
+                if flat:  # plain positional tensors: no rebinding
+                    return mod(*leaves)
                 a, k = sig.call_args(names, tree_unflatten(leaves, spec))
                 return mod(*a, **k)
         else:
@@ -326,7 +344,9 @@ class Caller:
     def direct(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
         xs = [x if s is None else x.reshape(s) for x, s in zip(ins, self.in_shape)]
         ds = {p: v if self.data_shape[p] is None else v.reshape(self.data_shape[p]) for p, v in data.items()}
-        return [o.reshape((b,) + s) for o, s in zip(self.per(xs, ds), self.known.out_tshapes)]
+        return [
+            o if o.shape[1:] == s else o.reshape((b,) + s) for o, s in zip(self.per(xs, ds), self.known.out_tshapes)
+        ]
 
     def __call__(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
         if b == 1:

@@ -99,6 +99,7 @@ class Runner:
         self.cache: dict[int, tuple[Any, Fragment]] | None = {} if cache else None
         self.stats = Stats()
         self._caller: Any = None
+        self.buffers: dict = {}  # store buffers, reused from one mini-batch to the next
         try:
             self.device = next(model.parameters()).device
         except StopIteration:
@@ -185,10 +186,10 @@ class Runner:
         if schedule.endswith(".json") and os.path.isfile(schedule):
             return read_schedule(schedule, plan, self.kind_list)
         engine = self.engine or find_tool("engine")
-        answer = _Server.get(engine, schedule).ask(graph_request(self.name or "model", plan, self.kind_list))
-        self.stats.lower_bound = answer.get("lower_bound")
-        self.stats.misses = answer.get("misses", 0)
-        return [np.array(b, dtype=np.int64) for b in answer["batches"]]
+        head, batches = _Server.get(engine, schedule).ask(graph_request(self.name or "model", plan, self.kind_list))
+        self.stats.lower_bound = head.get("lower_bound")
+        self.stats.misses = head.get("misses", 0)
+        return batches
 
     def save_trace(self, samples: Iterable[Any], path: str) -> None:
         """Writes the mini-batch's graph as a trace file (what a schedule

@@ -65,7 +65,6 @@ class _Server:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
         )
         self.policy = policy
 
@@ -78,21 +77,25 @@ class _Server:
                 cls._all[(engine, policy)] = s
             return s
 
-    def ask(self, trace: str) -> dict:
+    def ask(self, request: bytes) -> tuple[dict, list[np.ndarray]]:
+        """Sends a binary request; the answer's header and its batches."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
-            self.proc.stdin.write(trace + "\n")
+            self.proc.stdin.write(request)
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
         except BrokenPipeError:
-            line = ""
+            line = b""
         if not line:
-            err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr is not None else ""
             raise ScheduleError(f"engine schedule --serve --policy {self.policy} stopped: {err.strip()}")
-        answer = json.loads(line)
-        if "error" in answer:
-            raise ScheduleError(f"engine schedule --policy {self.policy}: {answer['error']}")
-        return answer
+        head = json.loads(line)
+        if "error" in head:
+            raise ScheduleError(f"engine schedule --policy {self.policy}: {head['error']}")
+        sizes = head["batch_sizes"]
+        data = self.proc.stdout.read(4 * sum(sizes))
+        nodes = np.frombuffer(data, dtype="<u4").astype(np.int64)
+        return head, np.split(nodes, np.cumsum(sizes)[:-1]) if sizes else []
 
     @classmethod
     def close_all(cls) -> None:
@@ -109,9 +112,11 @@ class _Server:
 atexit.register(_Server.close_all)
 
 
-def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> str:
-    """The mini-batch's graph as ``engine schedule --serve`` takes it, one
-    line: its types, and per node its type, instance and arguments (CSR)."""
+def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
+    """The mini-batch's graph as ``engine schedule --serve`` takes it in
+    binary (docs/cli.md): a header line, then, as little-endian u32, each
+    node's type, the arguments' offsets, the arguments, each node's
+    instance."""
     present, type_of = np.unique(plan.kid, return_inverse=True)
     is_sum = np.array([kinds[q].what == "sum" for q in present.tolist()], dtype=bool)[type_of]
     valid = plan.anode >= 0
@@ -126,19 +131,17 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> str:
     if is_sum.any():
         idx = np.nonzero(is_sum)[0]
         lo, hi = plan.sptr[idx], plan.sptr[idx + 1]
-        src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())]) if len(idx) else lo
-        dst = (
-            np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())])
-            if len(idx)
-            else lo
-        )
+        src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
+        dst = np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())])
         args[dst] = plan.snode[src]
-    # str() of a list of ints is valid JSON and many times faster than json.dumps.
-    types = json.dumps([kinds[q].type_name for q in present.tolist()])
-    return (
-        f'{{"workload":{json.dumps(name)},"types":{types},"type_of":{type_of.tolist()},'
-        f'"arg_ptr":{ptr.tolist()},"args":{args.tolist()},"instance":{plan.instance.tolist()}}}'
-    )
+    head = {
+        "workload": name,
+        "types": [kinds[q].type_name for q in present.tolist()],
+        "nodes": int(plan.n),
+        "args": len(args),
+    }
+    body = np.concatenate([type_of, ptr, args, plan.instance]).astype("<u4").tobytes()
+    return b"B " + json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
 
 
 def _ranks(mask: np.ndarray) -> np.ndarray:
