@@ -242,3 +242,45 @@ fn the_schedule_service_answers_each_line_and_survives_a_bad_one() {
         lines[3]
     );
 }
+
+#[test]
+fn the_schedule_service_speaks_binary_frames() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(["schedule", "--serve", "--policy", "depth"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three nodes: 0 and 1 of type a, 2 of type b reading both.
+    let words: [u32; 3 + 4 + 2 + 3] = [0, 0, 1, 0, 0, 0, 2, 0, 1, 0, 0, 0];
+    let frame = |n: usize, m: usize, words: &[u32]| {
+        let mut v = format!(
+            "B {{\"workload\":\"w\",\"types\":[\"a\",\"b\"],\"nodes\":{n},\"args\":{m}}}\n"
+        )
+        .into_bytes();
+        for w in words {
+            v.extend(w.to_le_bytes());
+        }
+        v
+    };
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(&frame(3, 2, &words)).unwrap();
+        // A frame whose body stops short: an error line, then the input ends.
+        stdin.write_all(&frame(3, 2, &words[..5])).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = out.stdout;
+    let nl = text.iter().position(|&b| b == b'\n').unwrap();
+    let head: serde_json::Value = serde_json::from_slice(&text[..nl]).unwrap();
+    assert_eq!(head["batch_sizes"], serde_json::json!([2, 1]));
+    let nodes: Vec<u32> = text[nl + 1..nl + 1 + 12]
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(nodes, [0, 1, 2]);
+    let rest = String::from_utf8_lossy(&text[nl + 13..]).to_string();
+    assert!(rest.contains("error") && rest.contains("ends after 5 of its 12 words"), "{rest}");
+}

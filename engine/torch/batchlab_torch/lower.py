@@ -247,9 +247,53 @@ def _rsub(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     return _binary(lw, other, x, "sub")
 
 
+def _terms(lw: Lowerer, v: Any) -> list[Val]:
+    """The values a sum or a chain of adds in this cell made ``v`` from
+    (``[v]`` when it is not one)."""
+    if not isinstance(v, Val) or v.kind != "op":
+        return [v]
+    made = next((op for op in reversed(lw.cell.ops) if op.out is v), None)
+    if made is None or made.op not in ("add", "sum"):
+        return [v]
+    out: list[Val] = []
+    for x in made.args:
+        out += _terms(lw, x)
+    return out
+
+
+def _scaled(lw: Lowerer, x: Any, factor: float, what: str) -> Any:
+    """``x * factor``: the mean of the k values a sum of k values added when
+    ``factor`` is 1/k (``(a + b) / 2``); batchlab has no constant factor."""
+    if factor == 1.0:
+        return x
+    if isinstance(x, Zero) or factor == 0.0:
+        return Zero(lw.out_tshape())
+    terms = _terms(lw, x)
+    if len(terms) >= 2 and abs(factor * len(terms) - 1.0) < 1e-9:
+        return lw.emit("mean", terms, terms[0].shape)
+    raise lw.fail(
+        f"{what} by the constant {factor if what == 'multiplying' else 1 / factor!r}; batchlab's ops take no constant "
+        "factor (a sum of k values divided by k is a mean)"
+    )
+
+
 @rule("torch.Tensor.mul", "torch.mul", "torch.Tensor.__mul__", "torch.Tensor.__rmul__", "torch.multiply")
 def _mul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
-    return _binary(lw, a[0], _arg(a, k, 1, "other"), "mul")
+    x, y = a[0], _arg(a, k, 1, "other")
+    sx, sy = _scalar(x), _scalar(y)
+    if sy is not None and sy not in (0.0, 1.0) and sx is None:
+        return _scaled(lw, x, sy, "multiplying")
+    if sx is not None and sx not in (0.0, 1.0) and sy is None:
+        return _scaled(lw, y, sx, "multiplying")
+    return _binary(lw, x, y, "mul")
+
+
+@rule("torch.Tensor.div", "torch.div", "torch.Tensor.__truediv__", "torch.true_divide")
+def _div(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    d = _scalar(_arg(a, k, 1, "other"))
+    if d is None or d == 0.0 or k.get("rounding_mode") is not None:
+        raise lw.fail("division by other than a constant; batchlab's ops do not divide")
+    return _scaled(lw, a[0], 1.0 / d, "dividing")
 
 
 def _unary(op: str) -> Rule:
@@ -598,6 +642,23 @@ def _gate_sum(lw: Lowerer, b1: Any, b2: Any, terms: list[Any], shape: Shape) -> 
     if second is not None:
         acc = lw.emit("add", [acc, lw.val(second, "bias")], shape)
     return acc
+
+
+def _rnn_cell(act: str) -> Rule:
+    def f(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+        x, h, w_ih, w_hh = a[0], a[1], a[2], a[3]
+        b_ih, b_hh = _arg(a, k, 4, "b_ih"), _arg(a, k, 5, "b_hh")
+        terms: list[Any] = [w_ih, lw.val(x, "input")]
+        if not isinstance(h, Zero):
+            terms += [w_hh, lw.val(h, "h")]
+        pre = _gate_sum(lw, b_ih, b_hh, terms, (w_hh.shape[1],))
+        return lw.emit(act, [pre], pre.shape)
+
+    return f
+
+
+rule("torch.rnn_tanh_cell")(_rnn_cell("tanh"))
+rule("torch.rnn_relu_cell")(_rnn_cell("relu"))
 
 
 @rule("torch.gru_cell")

@@ -29,6 +29,7 @@ class Body(nn.Module):
         self.w = nn.Parameter(torch.randn(H, H) / H)
         self.lstm = nn.LSTMCell(H, H)
         self.gru = nn.GRUCell(H, H)
+        self.rnn = nn.RNNCell(H, H)
         self.fn = fn
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -61,6 +62,8 @@ BODIES: dict[str, Callable] = {
     "lstm-cell-from-zeros": lambda s, x, h: s.lstm(x)[1] + h,
     "gru-cell": lambda s, x, h: s.gru(x, h),
     "gru-cell-from-zeros": lambda s, x, h: s.gru(x) + h,
+    "rnn-cell": lambda s, x, h: s.rnn(x, h) + s.rnn(h),
+    "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
     "softmax-dropout-view": lambda s, x, h: F.dropout(F.softmax(s.a(x)[:, :H], dim=-1), 0.5, False).view(1, H) + h,
 }
@@ -77,6 +80,16 @@ def test_rule_matches_pytorch(name: str, engine: str, tmp_path: Path) -> None:
     r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "reference", "--train", "--check")
     assert r["expected"]["passed"], r["expected"]
     assert r["expected_gradients"][0] <= 1e-4, r["expected_gradients"]
+
+
+def test_a_constant_factor_names_the_line(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m = Chain(lambda s, x, h: torch.tanh(s.a(x)[:, :H]) * 0.5 + h)
+    with pytest.raises(bt.RecordError) as e:
+        rec = bt.Recorder(m, cells={"cell": m.cell})
+        with rec:
+            m([1, 2])
+    assert "constant 0.5" in str(e.value) and "test_lowering.py:" in str(e.value)
 
 
 def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:
