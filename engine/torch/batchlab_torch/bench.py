@@ -156,6 +156,7 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
             execute_s=median([s.execute for s in stats]),
             direct_kinds=stats[-1].direct_kinds,
             vmap_kinds=stats[-1].vmap_kinds,
+            loop_kinds=stats[-1].loop_kinds,
         )
     return out
 

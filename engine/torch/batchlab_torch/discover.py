@@ -131,7 +131,7 @@ class Known:
     out_dtypes: tuple[torch.dtype, ...]
     out_spec: Any
     statics: dict[int, Any]
-    direct: bool | None = None  # None: not decided yet
+    mode: str | None = None  # "direct", "vmap" or "loop"; None: not decided yet
 
 
 class Discovery(Tracer):
@@ -273,8 +273,10 @@ class Discovery(Tracer):
                     f"{calls.user_frame()}: {calls.name_of(func)} changes a recorded value's shape between cells"
                 )
             return self._value_like(out, plan[1])
+        if what == "row":
+            return self._value_like(out, plan[1])
         if what == "stack":
-            return self._value_like(out, Stack(plan[1], plan[2]))
+            return self._value_like(out, Stack(plan[1], plan[2], plan[3]))
         if what == "unbind":
             res = []
             for t, s in zip(out, plan[1]):
@@ -286,6 +288,22 @@ class Discovery(Tracer):
                     res.append(self._value_like(t, s))
             return tuple(res)
         raise AssertionError(what)
+
+    def _row_value(self, x: Any, i: int, t: Stack) -> Any:
+        shape = t.item_tshape
+        s = t.items[i]
+        if s is None:
+            z = torch.zeros(shape, dtype=x.dtype, device=self.device)
+            self.set_tag(z, ZERO)
+            return z
+        return Value(shape, x.dtype, self, s)
+
+    def _stacked(self, func: Callable[..., Any], args: tuple, kwargs: dict, rows: list, srcs: list[Src]) -> Any:
+        cat = tuple(rows[0].shape[:1]) == (1,)
+        shape = (
+            ((len(rows) * rows[0].shape[0],) + tuple(rows[0].shape[1:])) if cat else (len(rows),) + tuple(rows[0].shape)
+        )
+        return Value(shape, rows[0].dtype, self, Stack(list(srcs), tuple(rows[0].shape), cat))
 
     def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
         node = self.graph.nodes[nid]

@@ -274,10 +274,12 @@ class Execution:
 
 class Caller:
     """Runs ``b`` calls of one kind at once, with the user's module or torch
-    function: directly on the batch when the kind computes row by row
-    (decided once, by comparing with ``torch.func.vmap`` on its first batch
-    of two or more), else under ``vmap``, which batches any per-instance
-    code."""
+    function: directly on the batch when the kind computes row by row, else
+    under ``torch.func.vmap``, which batches any per-instance code, else
+    (an op vmap has no batching rule for, such as ``aten::lstm_cell``) one
+    call per row, concatenated. Which one is decided once per kind, on its
+    first batch of two or more: the direct call must equal the reference
+    (vmap, or the per-row loop where vmap fails) in shapes and values."""
 
     def __init__(self, kind: Kind, known: Known, params: dict[str, torch.Tensor], cells: dict[str, nn.Module]) -> None:
         from .tracer import Signature
@@ -348,31 +350,47 @@ class Caller:
             o if o.shape[1:] == s else o.reshape((b,) + s) for o, s in zip(self.per(xs, ds), self.known.out_tshapes)
         ]
 
+    def loop(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
+        rows = []
+        for r in range(b):
+            ds = {p: v[r].reshape(self.dshape[p]) for p, v in data.items()}
+            rows.append(self.per([x[r] for x in ins], ds))
+        return [torch.stack(col) for col in zip(*rows)]
+
     def __call__(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
         if b == 1:
             ds = {p: v[0].reshape(self.dshape[p]) for p, v in data.items()}
             return [o.unsqueeze(0) for o in self.per([x[0] for x in ins], ds)]
         known = self.known
-        if known.direct is None:
-            known.direct = self._decide(ins, data, b)
-        return self.direct(ins, data, b) if known.direct else self.vmap(ins, data)
+        if known.mode is None:
+            known.mode = self._decide(ins, data, b)
+        if known.mode == "direct":
+            return self.direct(ins, data, b)
+        if known.mode == "vmap":
+            return self.vmap(ins, data)
+        return self.loop(ins, data, b)
 
-    def _decide(self, ins: list, data: dict, b: int) -> bool:
-        """Whether the kind computes row by row: its direct call on the
-        batch equals the vmapped one (shapes and values)."""
+    def _decide(self, ins: list, data: dict, b: int) -> str:
+        """How the kind runs a batch: ``"direct"`` when its direct call on
+        the batch equals the reference (shapes and values), else ``"vmap"``,
+        or ``"loop"`` when vmap cannot run it."""
         ins = [x.detach() for x in ins]
         with torch.no_grad(), warnings.catch_warnings():
             # vmap warns where it falls back to a loop (gru_cell): this call
             # only decides, and a kind that falls back runs directly anyway.
             warnings.simplefilter("ignore", UserWarning)
-            ref = self.vmap(ins, data)
+            try:
+                ref, fallback = self.vmap(ins, data), "vmap"
+            except Exception:
+                ref, fallback = self.loop(ins, data, b), "loop"
             try:
                 got = self.direct(ins, data, b)
             except Exception:
-                return False
-        return len(got) == len(ref) and all(
+                return fallback
+        same = len(got) == len(ref) and all(
             g.shape == r.shape and torch.allclose(g, r, rtol=1e-4, atol=1e-6) for g, r in zip(got, ref)
         )
+        return "direct" if same else fallback
 
 
 def callers(runner: Runner) -> Callable[[Kind], Caller]:

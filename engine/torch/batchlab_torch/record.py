@@ -68,6 +68,9 @@ class Recorder(Tracer):
     def _run_cell(self, kind, key, role, mod, orig, args, kwargs, leaves, kinds, names, frame):  # type: ignore[no-untyped-def]
         tape = _Tape(role, kind is None)
         if tape.graph is not None:
+            # One tensor at two argument positions (h = c = zeros) would be
+            # one placeholder on the tape: each position gets its own copy.
+            args, kwargs, leaves = _distinct(args, kwargs, leaves)
             for i, (k, x) in enumerate(zip(kinds, leaves)):
                 if k[0] in ("tensor", "data"):
                     n = tape.graph.placeholder(f"in{i}")
@@ -182,6 +185,8 @@ class Recorder(Tracer):
 
     # ------------------------------------------------------------ ops
     def _run_op(self, kind, key, func, name, args, kwargs, leaves, kinds, frame):  # type: ignore[no-untyped-def]
+        if kind is None:
+            args, kwargs, leaves = _distinct(args, kwargs, leaves)
         out = func(*args, **kwargs)
         out_leaves, out_spec = tree_flatten(out)
         if not out_leaves or not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in out_leaves):
@@ -242,13 +247,29 @@ class Recorder(Tracer):
                     f"{list(args[0].shape)} to {list(out.shape)} between cells; batchlab keeps one shape per value"
                 )
             self.set_tag(out, plan[1])
+        elif what == "row":  # a row of a stack: that row's value
+            self.set_tag(out, plan[1])
         elif what == "stack":
-            self.set_tag(out, Stack(plan[1], plan[2]))
+            self.set_tag(out, Stack(plan[1], plan[2], plan[3]))
         elif what == "unbind":
             for t, s in zip(out, plan[1]):
                 self.set_tag(t, s if s is not None else ZERO)
         elif what == "zero":
             self.set_tag(out, ZERO)
+        return out
+
+    def _row_value(self, x: Any, i: int, t: Stack) -> Any:
+        with torch._C.DisableTorchFunction():
+            row = x[i : i + 1] if t.cat else x[i]
+        s = t.items[i]
+        self.set_tag(row, s if s is not None else ZERO)
+        return row
+
+    def _stacked(self, func: Callable[..., Any], args: tuple, kwargs: dict, rows: list, srcs: list[Src]) -> Any:
+        cat = tuple(rows[0].shape[:1]) == (1,)
+        with torch._C.DisableTorchFunction():
+            out = torch.cat(rows) if cat else torch.stack(rows)
+        self.set_tag(out, Stack(list(srcs), tuple(rows[0].shape), cat))
         return out
 
     def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
@@ -297,6 +318,33 @@ class Recorder(Tracer):
         from .folder import write_model
 
         write_model(path, self)
+
+
+def _distinct(args: tuple, kwargs: dict, leaves: list) -> tuple[tuple, dict, list]:
+    """The call's arguments with a tensor met a second time replaced by a
+    copy (kept alive by the returned leaves)."""
+    seen: set[int] = set()
+    copies: dict[int, list[torch.Tensor]] = {}
+
+    def one(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor) or id(x) not in seen:
+            if isinstance(x, torch.Tensor):
+                seen.add(id(x))
+            return x
+        with torch._C.DisableTorchFunction():
+            c = x.clone()
+        tag = getattr(x, "_batchlab_src", None)
+        if tag is not None:
+            c._batchlab_src = tag
+        copies.setdefault(id(x), []).append(c)
+        return c
+
+    new_args = _map(args, one)
+    new_kwargs = {k: _map(v, one) for k, v in kwargs.items()}
+    if not copies:
+        return args, kwargs, leaves
+    new_leaves, _ = tree_flatten((new_args, new_kwargs))
+    return new_args, new_kwargs, new_leaves
 
 
 def _map(x: Any, f: Callable[[Any], Any]) -> Any:

@@ -17,8 +17,9 @@ samples, and
    batch, gather the inputs into one tensor per argument, call the cell
    once, scatter its outputs (:class:`Execution`). A cell that computes
    row by row is called directly on the batch; any other is run under
-   ``torch.func.vmap``, which batches any per-instance code; which one is
-   decided once per kind by comparing the two on the first batch.
+   ``torch.func.vmap``, which batches any per-instance code, or, for an op
+   vmap has no rule for, row by row; which one is decided once per kind by
+   comparing them on its first batch.
 
 Gathers and scatters move rows of one buffer per output shape; under
 autograd they are custom functions whose backward adds into a gradient
@@ -62,6 +63,7 @@ class Stats:
     misses: int = 0
     direct_kinds: int = 0
     vmap_kinds: int = 0
+    loop_kinds: int = 0
     per_type: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -257,8 +259,8 @@ class Runner:
         t3 = time.perf_counter()
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
         st.nodes, st.batches = plan.n, len(batches)
-        st.direct_kinds = sum(1 for k in self.known.values() if k.direct)
-        st.vmap_kinds = sum(1 for k in self.known.values() if k.direct is False)
+        modes = [k.mode for k in self.known.values()]
+        st.direct_kinds, st.vmap_kinds, st.loop_kinds = (modes.count(m) for m in ("direct", "vmap", "loop"))
         for x in _values(out):
             raise RecordError(f"bt.run: a placeholder for {x} was returned but never computed")
         return out

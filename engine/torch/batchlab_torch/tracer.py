@@ -45,11 +45,40 @@ ZERO = Zero()
 
 
 class Stack:
-    """Tag of ``torch.stack``/``torch.cat`` of recorded values along dim 0."""
+    """Tag of ``torch.stack``/``torch.cat`` of recorded values along dim 0
+    (``cat``: the items keep their leading dim of 1 as the rows)."""
 
-    def __init__(self, items: list[Src | None], item_tshape: tuple[int, ...]) -> None:
+    def __init__(self, items: list[Src | None], item_tshape: tuple[int, ...], cat: bool = False) -> None:
         self.items = items
         self.item_tshape = item_tshape
+        self.cat = cat
+
+
+CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+
+# Torch calls that compute row by row: given a stack of recorded rows (or
+# a vector of ids or labels), each row becomes a node of its own, as if the
+# code had made the call once per row (a sentence embedded at once, the
+# losses of every step in one cross_entropy).
+ROWWISE = frozenset(
+    {
+        "torch.nn.functional.linear",
+        "torch.nn.functional.embedding",
+        "torch.nn.functional.cross_entropy",
+        "torch.nn.functional.nll_loss",
+        "torch.sigmoid",
+        "torch.Tensor.sigmoid",
+        "torch.tanh",
+        "torch.Tensor.tanh",
+        "torch.relu",
+        "torch.Tensor.relu",
+        "torch.nn.functional.relu",
+        "torch.nn.functional.softmax",
+        "torch.Tensor.add",
+        "torch.Tensor.sub",
+        "torch.Tensor.mul",
+    }
+)
 
 
 class Derived:
@@ -422,10 +451,68 @@ class Tracer:
             raise RecordError(
                 f"{frame}: {name} changes a recorded value in place; write it out of place (h = h + x, not h += x)"
             )
+        cat_dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) if name in CATS else None
+        if name in ROWWISE or (cat_dim is not None and cat_dim != 0):
+            n = self._rows_of(leaves, tags)
+            if n is not None:
+                if cat_dim is not None:
+                    stacks = [t for t in tags if isinstance(t, Stack)]
+                    loose = any(self.is_tensor(x) and not isinstance(t, Stack) for x, t in zip(leaves, tags))
+                    if loose or cat_dim < 0:
+                        raise RecordError(f"{frame}: {name} along dim {cat_dim} of stacks and other tensors")
+                    # Rows of torch.stack lost the dim the stack added.
+                    shift = 0 if all(t.cat for t in stacks) else 1
+                    args, kwargs = (list(args[0]),), {"dim": cat_dim - shift}
+                return self._row_calls(func, name, args, kwargs, n, frame)
         plan = self._special(name, args, kwargs)
         if plan is not None:
             return self._do_special(plan, func, args, kwargs, frame)
         return self._op_call(func, name, args, kwargs, leaves, spec, frame)
+
+    def _rows_of(self, leaves: list, tags: list) -> int | None:
+        """The number of rows of a row-wise call over stacks of recorded
+        rows or integer vectors (all of one length), or None."""
+        ns = set()
+        for x, t in zip(leaves, tags):
+            if isinstance(t, Stack):
+                ns.add(len(t.items))
+            elif t is None and self.is_tensor(x) and not x.is_floating_point() and len(x.shape) == 1 and x.shape[0] > 1:
+                ns.add(int(x.shape[0]))
+        if len(ns) > 1:
+            raise RecordError(f"{calls.user_frame()}: a row-wise call over stacks of {sorted(ns)} rows")
+        return ns.pop() if ns else None
+
+    def _row(self, x: Any, i: int) -> Any:
+        """Row ``i`` of a stacked argument, as that row's own value."""
+        t = self.tag(x)
+        if isinstance(t, Stack):
+            return self._row_value(x, i, t)
+        if self.is_tensor(x) and t is None and not x.is_floating_point() and len(x.shape) == 1:
+            with torch._C.DisableTorchFunction():
+                return x[i : i + 1]
+        return x
+
+    def _row_value(self, x: Any, i: int, t: Stack) -> Any:
+        raise NotImplementedError
+
+    def _row_calls(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, n: int, frame: Any) -> Any:
+        """The call once per row; the rows' results stacked again (a loss
+        with reduction mean or sum: their mean or sum node)."""
+        rows = []
+        for i in range(n):
+            ra = tuple(_map(a, lambda x, i=i: self._row(x, i)) for a in args)
+            rk = {k: _map(v, lambda x, i=i: self._row(x, i)) for k, v in kwargs.items()}
+            rows.append(self._on_call(func, ra, rk))
+        srcs = [self.tag(r) for r in rows]
+        if not all(isinstance(s, Src) for s in srcs):
+            raise RecordError(f"{frame}: {name} over a stack did not give one recorded value per row")
+        reduction = kwargs.get("reduction", "mean") if calls.short(name) in ("cross_entropy", "nll_loss") else None
+        if reduction in ("mean", "sum"):
+            return self._reduce(reduction, srcs, tuple(rows[0].shape), func, args, kwargs, frame)
+        return self._stacked(func, args, kwargs, rows, srcs)
+
+    def _stacked(self, func: Callable[..., Any], args: tuple, kwargs: dict, rows: list, srcs: list[Src]) -> Any:
+        raise NotImplementedError
 
     def _special(self, name: str, args: tuple, kwargs: dict) -> tuple | None:
         """The calls between cells that move recorded values without
@@ -456,7 +543,8 @@ class Tracer:
             if dim == 0 and items and all(isinstance(t, Src) or t is ZERO for t in its):
                 shapes = {tuple(x.shape) for x in items}
                 if len(shapes) == 1 and (name == "torch.stack" or next(iter(shapes))[:1] == (1,)):
-                    return ("stack", [t if isinstance(t, Src) else None for t in its], next(iter(shapes)))
+                    items_ = [t if isinstance(t, Src) else None for t in its]
+                    return ("stack", items_, next(iter(shapes)), name != "torch.stack")
             if any(isinstance(t, Stack) for t in its):
                 raise RecordError(f"{calls.user_frame()}: {name} of a stack of recorded values")
             return None
@@ -473,9 +561,15 @@ class Tracer:
                 if short == "mean" and len(items) != len(first.items):
                     raise RecordError(f"{calls.user_frame()}: mean of a stack holding zeros")
                 return (short, items, first.item_tshape)
-            if short == "__getitem__" and isinstance(args[1], int):
-                s = first.items[args[1]]
-                return ("alias", s) if s is not None else ("zero",)
+            idx = args[1] if short == "__getitem__" else None
+            if isinstance(idx, slice) and first.cat and idx.step in (None, 1):
+                sel = range(len(first.items))[idx]
+                if len(sel) == 1:  # embs[t : t + 1]: row t as it was
+                    s = first.items[sel[0]]
+                    return ("row", s) if s is not None else ("zero",)
+            if short == "__getitem__" and isinstance(idx, int) and not first.cat:
+                s = first.items[idx]
+                return ("row", s) if s is not None else ("zero",)
             if short == "unbind" and dim in (None, 0):
                 return ("unbind", first.items)
             raise RecordError(
@@ -592,6 +686,12 @@ def _dts(d: torch.dtype) -> str:
     if s is None:
         s = _DTS[d] = str(d)
     return s
+
+
+def _map(x: Any, f: Callable[[Any], Any]) -> Any:
+    if isinstance(x, (list, tuple)) and not isinstance(x, torch.Size):
+        return type(x)(_map(i, f) for i in x)
+    return f(x)
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:

@@ -130,3 +130,29 @@ def weight_shapes(folder: str) -> dict[str, list[int]]:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
     return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+
+
+@dataclass
+class Sentence:
+    """A tagged sentence: word ids and one gold tag per word."""
+
+    words: list[int]
+    tags: list[int]
+
+
+def wikiner_sentences(trace_path: str) -> list[Sentence]:
+    """The WikiNER sentences of a ``engine record --workload bilstm-tagger``
+    trace, one per instance: word ids in order (its ``embed.word`` nodes)
+    and gold tags (its ``tagger.loss`` nodes, in word order)."""
+    with open(trace_path) as f:
+        t = json.load(f)
+    types = [ty["name"].split("[")[0] for ty in t["types"]]
+    sents: dict[int, Sentence] = {}
+    for n in t["nodes"]:
+        role = types[n["type"]]
+        d = n.get("data", {})
+        if role == "embed.word":
+            sents.setdefault(n["instance"], Sentence([], [])).words.append(d.get("id", 0))
+        elif role == "tagger.loss":
+            sents[n["instance"]].tags.append(d.get("label", 0))
+    return [sents[k] for k in sorted(sents)]
