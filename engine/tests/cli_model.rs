@@ -282,5 +282,8 @@ fn the_schedule_service_speaks_binary_frames() {
         .collect();
     assert_eq!(nodes, [0, 1, 2]);
     let rest = String::from_utf8_lossy(&text[nl + 13..]).to_string();
-    assert!(rest.contains("error") && rest.contains("ends after 5 of its 12 words"), "{rest}");
+    assert!(
+        rest.contains("error") && rest.contains("ends after 5 of its 12 words"),
+        "{rest}"
+    );
 }
