@@ -450,3 +450,53 @@ fn devices_lists_cpu_and_cuda_with_a_reason() {
         );
     }
 }
+
+#[test]
+fn export_model_writes_a_deterministic_safetensors_file() {
+    let (a, b) = (tmp("export/a.safetensors"), tmp("export/b.safetensors"));
+    let mut summary = serde_json::Value::Null;
+    for p in [&a, &b] {
+        let o = engine(&[
+            "export-model",
+            "--workload",
+            "tree-gru",
+            "--batch",
+            "2",
+            "--hidden",
+            "8",
+            "--gradients",
+            "--out",
+            p.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        summary = serde_json::from_slice(&o.stdout).unwrap();
+    }
+    let bytes = std::fs::read(&a).unwrap();
+    assert_eq!(bytes, std::fs::read(&b).unwrap(), "same inputs, same bytes");
+    assert_eq!(summary["bytes"], bytes.len());
+    // Any safetensors reader sees a parameter and a gradient tensor per
+    // parameter, and the header in the metadata.
+    let t = engine::modeldir::Tensors::read(&a).unwrap();
+    let e = engine::export::Export::read(&a).unwrap();
+    assert_eq!(t.metadata.len(), 1);
+    let mut params = 0;
+    for r in &e.header.roles {
+        for p in &r.params {
+            let v = t.get(&format!("param/{}/{}", r.role, p.name)).unwrap();
+            assert_eq!(v.shape, p.shape);
+            assert!(t.get(&format!("grad/{}/{}", r.role, p.name)).is_some());
+            params += v.data.len();
+        }
+    }
+    assert_eq!(
+        t.len(),
+        2 * e.header.roles.iter().map(|r| r.params.len()).sum::<usize>()
+    );
+    assert_eq!(summary["params"], params);
+    assert_eq!(e.header.version, 2);
+    // A cut file is refused, naming it.
+    std::fs::write(&b, &bytes[..bytes.len() / 2]).unwrap();
+    let err = engine::export::Export::read(&b).unwrap_err().to_string();
+    assert!(err.starts_with(b.to_str().unwrap()), "{err}");
+}

@@ -160,7 +160,7 @@ fn train_on_a_model_folder_lowers_its_loss() {
 #[test]
 fn export_and_schedule_read_a_model_folder() {
     let d = fixture("model-tree");
-    let out = tmp("tree.blm");
+    let out = tmp("tree.safetensors");
     let v = json(&engine(&[
         "export-model",
         "--model",
@@ -177,6 +177,14 @@ fn export_and_schedule_read_a_model_folder() {
     let loss = f64::from(want.get("loss").unwrap().data[0]);
     let got = v["reference_loss"].as_f64().unwrap();
     assert!((got - loss).abs() <= 1e-4 * loss.abs(), "{got} vs {loss}");
+    // The export carries the folder's weights, not seeded ones.
+    let export = engine::export::Export::read(&out).unwrap();
+    let weights = engine::modeldir::ModelDir::open(&d)
+        .unwrap()
+        .weights()
+        .unwrap();
+    let w = weights.get("leaf.iou.weight").unwrap();
+    assert_eq!(export.param("leaf", "leaf.iou.weight"), Some(w));
     let s = tmp("tree.schedule.json");
     let v = json(&engine(&[
         "schedule",

@@ -45,7 +45,7 @@ fn exports(dir: &Path) {
         .unwrap();
         engine::export::export(&t, &cells, 7, engine::export::Reference::Gradients)
             .unwrap()
-            .write(&dir.join(format!("{w}.blm")))
+            .write(&dir.join(format!("{w}.safetensors")))
             .unwrap();
     }
 }

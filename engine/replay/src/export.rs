@@ -5,14 +5,12 @@
 //! they re-implement no binding rule, they read which producer outputs feed
 //! which port of every node. Format (versioned): `docs/model-export.md`.
 //!
-//! Layout of the file:
-//!
-//! ```text
-//! bytes 0..8        magic  b"BLMODEL\0"
-//! bytes 8..16       u64 little-endian: length N of the JSON header
-//! bytes 16..16+N    JSON header (UTF-8, padded with spaces so the data starts 64-byte aligned)
-//! bytes 16+N..      parameter data: f32 little-endian, row-major, at the header's offsets
-//! ```
+//! The file is a safetensors file (batchlab's one weights format, written and
+//! read by [`Tensors`]): every parameter is the f32 tensor
+//! `param/<role>/<param>`, with [`Reference::Gradients`] the reference
+//! executor's gradient of each is `grad/<role>/<param>`, and the JSON
+//! [`Header`] (cells, nodes, bindings, reference loss) is the string under
+//! the key `batchlab` of the safetensors `__metadata__`.
 //!
 //! The parameters are [`crate::replay::Model`]'s (seeded), the per-node lookup
 //! row and label are [`Model::node_data`], and the producers per port are
@@ -20,25 +18,39 @@
 //! gathers (a `many` port's producers are summed, input `j` of a port reads
 //! output `j` of its producer).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cells::{Arity, Cell, CellLibrary, PrimOp, ValueKind};
+use crate::modeldir::{Tensor, Tensors, TensorsError};
 use crate::replay::{self, Executor, Model, ReplayError};
 use crate::sched::{AgendaPolicy, SameTypeDag, run_policy};
 use crate::trace::{Level, Trace};
 use crate::workloads::expand;
 
-/// First eight bytes of an export file.
-pub const MAGIC: &[u8; 8] = b"BLMODEL\0";
 /// `format` field of the header.
 pub const FORMAT: &str = "batchlab-model-export";
 /// Format version written (and the only one read).
-pub const VERSION: u32 = 1;
-/// Alignment of the parameter data in the file, in bytes.
-const DATA_ALIGN: usize = 64;
+pub const VERSION: u32 = 2;
+/// Key of the JSON header in the safetensors `__metadata__`.
+pub const METADATA_KEY: &str = "batchlab";
+/// First bytes of a version 1 export (its own container), recognised only to
+/// refuse it with a message that says what to do.
+const V1_MAGIC: &[u8; 8] = b"BLMODEL\0";
+
+/// Name of the tensor holding parameter `param` of role `role`.
+pub fn param_tensor(role: &str, param: &str) -> String {
+    format!("param/{role}/{param}")
+}
+
+/// Name of the tensor holding the reference executor's gradient of the loss
+/// with respect to parameter `param` of role `role`.
+pub fn grad_tensor(role: &str, param: &str) -> String {
+    format!("grad/{role}/{param}")
+}
 
 /// Export failures.
 #[derive(Debug, Error)]
@@ -55,15 +67,11 @@ pub enum ExportError {
     /// The agenda schedule failed.
     #[error(transparent)]
     Policy(#[from] crate::sched::PolicyError),
-    /// Reading or writing the file failed.
-    #[error("{path}: {source}")]
-    Io {
-        /// File.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The file is not an export, or a damaged one.
+    /// Reading or writing the file, or a tensor the header needs, failed
+    /// (the message names the file and the tensor).
+    #[error(transparent)]
+    Tensors(#[from] TensorsError),
+    /// The file is a safetensors file but not a (readable) export.
     #[error("{path}: {message}")]
     Format {
         /// File.
@@ -93,22 +101,15 @@ pub struct PortSpec {
     pub inputs: Vec<ValueSpec>,
 }
 
-/// A parameter and where its data is.
+/// A parameter: its values are the tensor [`param_tensor`]`(role, name)`,
+/// its reference gradient (with [`Reference::Gradients`]) the tensor
+/// [`grad_tensor`]`(role, name)`, both of this shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParamSpec {
     /// Name in the cell.
     pub name: String,
     /// Shape.
     pub shape: Vec<usize>,
-    /// Offset of its first float in the data section (in floats).
-    pub offset: usize,
-    /// Number of floats.
-    pub numel: usize,
-    /// Offset of the reference executor's gradient of the mini-batch loss
-    /// with respect to this parameter (`numel` floats), when the export was
-    /// written with [`Reference::Gradients`]; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grad_offset: Option<usize>,
 }
 
 /// One primitive op of a cell.
@@ -138,7 +139,7 @@ pub struct RoleSpecExport {
     pub batchable: bool,
     /// Ports in argument order.
     pub ports: Vec<PortSpec>,
-    /// Parameters in file order.
+    /// Parameters in the cell's order.
     pub params: Vec<ParamSpec>,
     /// Ops in dependency order.
     pub ops: Vec<OpSpec>,
@@ -160,7 +161,7 @@ pub struct NodeSpec {
     pub label: u32,
 }
 
-/// The JSON header.
+/// The JSON header (the safetensors metadata entry [`METADATA_KEY`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Header {
     /// Always [`FORMAT`].
@@ -191,8 +192,6 @@ pub struct Header {
     /// That loss as the reference executor computes it (null with
     /// `--no-reference`).
     pub reference_loss: Option<f64>,
-    /// Floats in the data section.
-    pub data_floats: usize,
     /// Roles, indexed by [`NodeSpec::role`].
     pub roles: Vec<RoleSpecExport>,
     /// Nodes in id order.
@@ -206,18 +205,20 @@ pub enum Reference {
     None,
     /// The mini-batch loss ([`Header::reference_loss`]).
     Loss,
-    /// The loss and, after the parameters, every parameter's gradient of it
-    /// (one training step's backward; [`ParamSpec::grad_offset`]), so a peer
-    /// checks its gradients too.
+    /// The loss and every parameter's gradient of it (one training step's
+    /// backward; the [`grad_tensor`]s), so a peer checks its gradients too.
     Gradients,
 }
 
-/// What [`export`] computes: the header and the parameter data.
+/// What [`export`] computes, and what [`Export::read`] gives back: the header
+/// and the tensors.
+#[derive(Clone, Debug)]
 pub struct Export {
     /// The header.
     pub header: Header,
-    /// Parameter data, in the header's offsets.
-    pub data: Vec<f32>,
+    /// Every parameter ([`param_tensor`]) and, with gradients, every
+    /// gradient ([`grad_tensor`]).
+    pub tensors: Tensors,
 }
 
 fn arity_name(a: Arity) -> &'static str {
@@ -232,24 +233,25 @@ fn role_export(
     role: &crate::workloads::Role,
     cell: &Cell,
     params: &[Vec<f32>],
-    data: &mut Vec<f32>,
+    tensors: &mut Tensors,
 ) -> RoleSpecExport {
     let name = |v: crate::cells::ValueId| cell.values[v.index()].name.clone();
+    let role_name = role.role.to_string();
     let mut ps = Vec::with_capacity(cell.params.len());
     for &p in &cell.params {
         let v = &cell.values[p.index()];
         debug_assert!(matches!(v.kind, ValueKind::Param));
+        tensors.insert(
+            param_tensor(&role_name, &v.name),
+            Tensor::new(v.shape.clone(), params[p.index()].clone()),
+        );
         ps.push(ParamSpec {
             name: v.name.clone(),
             shape: v.shape.clone(),
-            offset: data.len(),
-            numel: v.numel(),
-            grad_offset: None,
         });
-        data.extend_from_slice(&params[p.index()]);
     }
     RoleSpecExport {
-        role: role.role.to_string(),
+        role: role_name,
         cell: cell.name.clone(),
         batchable: role.batchable,
         ports: cell
@@ -312,11 +314,11 @@ pub fn export_model(
     reference: Reference,
 ) -> Result<Export, ExportError> {
     let g = &trace.graph;
-    let mut data = Vec::new();
+    let mut tensors = Tensors::default();
     let roles: Vec<RoleSpecExport> = model
         .roles
         .iter()
-        .map(|rm| role_export(&rm.role, &rm.cell, &rm.params, &mut data))
+        .map(|rm| role_export(&rm.role, &rm.cell, &rm.params, &mut tensors))
         .collect();
     let nodes: Vec<NodeSpec> = g
         .nodes()
@@ -351,7 +353,6 @@ pub fn export_model(
             .entry(op_kind(name).to_string())
             .or_insert(0u64) += 1;
     }
-    let mut roles = roles;
     let reference_loss = match reference {
         Reference::None => None,
         Reference::Loss => {
@@ -370,9 +371,7 @@ pub fn export_model(
                     .sum(),
             )
         }
-        Reference::Gradients => Some(append_gradients(
-            trace, model, cells, &mut roles, &mut data,
-        )?),
+        Reference::Gradients => Some(insert_gradients(trace, model, cells, &roles, &mut tensors)?),
     };
     Ok(Export {
         header: Header {
@@ -387,22 +386,21 @@ pub fn export_model(
             agenda_by_op,
             loss_nodes,
             reference_loss,
-            data_floats: data.len(),
             roles,
             nodes,
         },
-        data,
+        tensors,
     })
 }
 
-/// One reference training step: appends every parameter's gradient to
-/// `data` (recording its offset in `roles`) and returns the loss.
-fn append_gradients(
+/// One reference training step: inserts every parameter's gradient into
+/// `tensors` ([`grad_tensor`]) and returns the loss.
+fn insert_gradients(
     trace: &Trace,
     model: &Model,
     cells: &CellLibrary,
-    roles: &mut [RoleSpecExport],
-    data: &mut Vec<f32>,
+    roles: &[RoleSpecExport],
+    tensors: &mut Tensors,
 ) -> Result<f64, ExportError> {
     use crate::device::DeviceKind;
     use crate::replay::Session;
@@ -420,16 +418,19 @@ fn append_gradients(
     let grads = session
         .gradients(model)
         .ok_or(ReplayError::NotForTraining("reference (no gradients)"))?;
-    for ((spec, rm), role_grads) in roles.iter_mut().zip(&model.roles).zip(&grads) {
-        for (ps, &p) in spec.params.iter_mut().zip(&rm.cell.params) {
+    for ((spec, rm), role_grads) in roles.iter().zip(&model.roles).zip(&grads) {
+        for (ps, &p) in spec.params.iter().zip(&rm.cell.params) {
             let g = &role_grads[p.index()];
             // A parameter no node reached has an empty (all-zero) gradient.
-            ps.grad_offset = Some(data.len());
-            if g.is_empty() {
-                data.resize(data.len() + ps.numel, 0.0);
+            let data = if g.is_empty() {
+                vec![0.0; ps.shape.iter().product()]
             } else {
-                data.extend_from_slice(g);
-            }
+                g.clone()
+            };
+            tensors.insert(
+                grad_tensor(&spec.role, &ps.name),
+                Tensor::new(ps.shape.clone(), data),
+            );
         }
     }
     Ok(run.loss)
@@ -444,90 +445,137 @@ fn op_kind(type_name: &str) -> &str {
 }
 
 impl Export {
-    /// The file's bytes (layout in the module docs).
+    /// The values of parameter `param` of role `role`.
+    pub fn param(&self, role: &str, param: &str) -> Option<&Tensor> {
+        self.tensors.get(&param_tensor(role, param))
+    }
+
+    /// The reference executor's gradient of the loss with respect to
+    /// parameter `param` of role `role` (exports with
+    /// [`Reference::Gradients`]).
+    pub fn grad(&self, role: &str, param: &str) -> Option<&Tensor> {
+        self.tensors.get(&grad_tensor(role, param))
+    }
+
+    /// Whether the export carries the reference's gradients.
+    pub fn has_gradients(&self) -> bool {
+        self.header
+            .roles
+            .iter()
+            .flat_map(|r| r.params.iter().map(move |p| (r, p)))
+            .any(|(r, p)| self.grad(&r.role, &p.name).is_some())
+    }
+
+    /// Floats of parameter values (gradients not counted).
+    pub fn param_floats(&self) -> usize {
+        let numel = |p: &ParamSpec| p.shape.iter().product::<usize>();
+        self.header
+            .roles
+            .iter()
+            .flat_map(|r| &r.params)
+            .map(numel)
+            .sum()
+    }
+
+    /// The safetensors metadata: the header under [`METADATA_KEY`].
+    fn metadata(&self) -> BTreeMap<String, String> {
+        // A header of strings, numbers and string-keyed maps always
+        // serialises.
+        let json = serde_json::to_string(&self.header).unwrap_or_default();
+        BTreeMap::from([(METADATA_KEY.to_string(), json)])
+    }
+
+    /// The file's bytes (a safetensors file; tensors sorted by name, so the
+    /// same export gives the same bytes).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut json = serde_json::to_vec(&self.header).unwrap_or_default();
-        let head = MAGIC.len() + 8;
-        while !(head + json.len()).is_multiple_of(DATA_ALIGN) {
-            json.push(b' ');
-        }
-        let mut out = Vec::with_capacity(head + json.len() + self.data.len() * 4);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&(json.len() as u64).to_le_bytes());
-        out.extend_from_slice(&json);
-        for x in &self.data {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-        out
+        self.tensors.to_bytes(&self.metadata())
     }
 
     /// Writes the file atomically.
     pub fn write(&self, path: &Path) -> Result<(), ExportError> {
-        crate::io::write_atomic(path, &self.to_bytes()).map_err(|source| ExportError::Io {
-            path: path.display().to_string(),
-            source,
-        })
+        Ok(self.tensors.write(path, &self.metadata())?)
     }
 
-    /// Parses an export file's bytes (`path` names it in errors).
+    /// Parses an export file's bytes (`path` names it in errors): a
+    /// safetensors file of f32 tensors whose metadata holds a header of
+    /// this [`FORMAT`] and [`VERSION`], with every parameter's tensor (and
+    /// every gradient or none) at the header's shape, and no other tensor.
     pub fn from_bytes(bytes: &[u8], path: &str) -> Result<Export, ExportError> {
         let bad = |message: String| ExportError::Format {
             path: path.to_string(),
             message,
         };
-        if bytes.len() < 16 || &bytes[..8] != MAGIC {
-            return Err(bad(
-                "not a batchlab model export (magic BLMODEL missing); write one with `engine export-model`".into(),
-            ));
-        }
-        let n = u64::from_le_bytes(bytes[8..16].try_into().unwrap_or([0; 8])) as usize;
-        let end = 16usize
-            .checked_add(n)
-            .filter(|&e| e <= bytes.len())
-            .ok_or_else(|| bad(format!("header length {n} runs past the end of the file")))?;
-        let header: Header =
-            serde_json::from_slice(&bytes[16..end]).map_err(|e| bad(format!("header: {e}")))?;
-        if header.format != FORMAT || header.version != VERSION {
+        if bytes.starts_with(V1_MAGIC) {
             return Err(bad(format!(
-                "format {:?} version {} is not {FORMAT:?} version {VERSION}",
-                header.format, header.version
+                "a version 1 model export; this batchlab reads version {VERSION} \
+                 (safetensors): write it again with `engine export-model`"
             )));
         }
-        let rest = &bytes[end..];
-        if rest.len() != header.data_floats * 4 {
+        let tensors = Tensors::from_bytes(bytes, path)?;
+        let json = tensors.metadata.get(METADATA_KEY).ok_or_else(|| {
+            bad(format!(
+                "a safetensors file without `{METADATA_KEY}` metadata: not a batchlab model \
+                 export (write one with `engine export-model`)"
+            ))
+        })?;
+        // Format and version first: another version's header may not parse
+        // as this one's.
+        #[derive(Deserialize)]
+        struct Version {
+            format: Option<String>,
+            version: Option<u64>,
+        }
+        let v: Version = serde_json::from_str(json)
+            .map_err(|e| bad(format!("metadata `{METADATA_KEY}`: {e}")))?;
+        if v.format.as_deref() != Some(FORMAT) || v.version != Some(u64::from(VERSION)) {
+            let shown = |x: Option<String>| x.unwrap_or_else(|| "(none)".into());
             return Err(bad(format!(
-                "data section has {} bytes, the header says {} floats",
-                rest.len(),
-                header.data_floats
+                "format {} version {} is not {FORMAT:?} version {VERSION}; write the export \
+                 again with `engine export-model`",
+                shown(v.format.map(|f| format!("{f:?}"))),
+                shown(v.version.map(|n| n.to_string())),
             )));
         }
-        for r in &header.roles {
-            for ps in &r.params {
-                for (what, off) in [("offset", Some(ps.offset)), ("grad_offset", ps.grad_offset)] {
-                    let Some(off) = off else { continue };
-                    if off
-                        .checked_add(ps.numel)
-                        .is_none_or(|e| e > header.data_floats)
-                    {
-                        return Err(bad(format!(
-                            "role {} parameter {}: {what} {off} + {} floats runs past the {} floats of data",
-                            r.role, ps.name, ps.numel, header.data_floats
-                        )));
-                    }
+        let header: Header = serde_json::from_str(json)
+            .map_err(|e| bad(format!("metadata `{METADATA_KEY}`: {e}")))?;
+        let e = Export { header, tensors };
+        e.check(&bad)?;
+        Ok(e)
+    }
+
+    /// The tensors against the header: every parameter present at its
+    /// shape, every gradient or none, nothing else.
+    fn check(&self, bad: &dyn Fn(String) -> ExportError) -> Result<(), ExportError> {
+        let gradients = self.has_gradients();
+        let mut expected = std::collections::BTreeSet::new();
+        for r in &self.header.roles {
+            for p in &r.params {
+                let why = format!("role {} parameter {}", r.role, p.name);
+                let name = param_tensor(&r.role, &p.name);
+                self.tensors.require(&name, &p.shape, &why)?;
+                expected.insert(name);
+                if gradients {
+                    let name = grad_tensor(&r.role, &p.name);
+                    let why = format!(
+                        "the gradient of {why}; the export has other parameters' gradients"
+                    );
+                    self.tensors.require(&name, &p.shape, &why)?;
+                    expected.insert(name);
                 }
             }
         }
-        let data = rest
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        Ok(Export { header, data })
+        if let Some(stray) = self.tensors.names().find(|n| !expected.contains(*n)) {
+            return Err(bad(format!(
+                "tensor `{stray}` is no parameter or gradient of the header's roles"
+            )));
+        }
+        Ok(())
     }
 
     /// Reads an export file.
     pub fn read(path: &Path) -> Result<Export, ExportError> {
-        let bytes = std::fs::read(path).map_err(|source| ExportError::Io {
-            path: path.display().to_string(),
+        let bytes = std::fs::read(path).map_err(|source| TensorsError::Io {
+            file: path.display().to_string(),
             source,
         })?;
         Export::from_bytes(&bytes, &path.display().to_string())
@@ -556,61 +604,80 @@ mod tests {
         (t, cells)
     }
 
-    #[test]
-    fn round_trip_keeps_header_and_data() {
-        let (t, cells) = trace("lattice-lstm");
-        let e = export(&t, &cells, 5, Reference::Loss).unwrap();
-        let bytes = e.to_bytes();
-        let n = u64::from_le_bytes(bytes[8..16].try_into().unwrap()) as usize;
-        assert_eq!((16 + n) % DATA_ALIGN, 0, "data must start aligned");
-        let back = Export::from_bytes(&bytes, "x").unwrap();
-        assert_eq!(back.header, e.header);
-        assert_eq!(back.data, e.data);
-        assert!(back.header.reference_loss.unwrap() > 0.0);
-        assert_eq!(back.header.nodes.len(), t.graph.len());
+    /// The names and tensors of `t`, in order.
+    fn contents(t: &Tensors) -> Vec<(String, Tensor)> {
+        t.names()
+            .map(|n| (n.to_string(), t.get(n).unwrap().clone()))
+            .collect()
     }
 
     #[test]
-    fn gradients_follow_the_parameters_and_equal_a_reference_step() {
+    fn round_trip_keeps_header_and_tensors_and_is_deterministic() {
+        let (t, cells) = trace("lattice-lstm");
+        let e = export(&t, &cells, 5, Reference::Loss).unwrap();
+        let bytes = e.to_bytes();
+        assert_eq!(
+            bytes,
+            export(&t, &cells, 5, Reference::Loss).unwrap().to_bytes(),
+            "same inputs, same bytes"
+        );
+        let back = Export::from_bytes(&bytes, "x").unwrap();
+        assert_eq!(back.header, e.header);
+        assert_eq!(contents(&back.tensors), contents(&e.tensors));
+        assert!(back.header.reference_loss.unwrap() > 0.0);
+        assert_eq!(back.header.nodes.len(), t.graph.len());
+        assert!(!back.has_gradients());
+        // One tensor per parameter, holding the model's values.
+        let model = replay::model(&t, &cells, 5).unwrap();
+        let mut floats = 0;
+        for (r, rm) in back.header.roles.iter().zip(&model.roles) {
+            for (ps, &p) in r.params.iter().zip(&rm.cell.params) {
+                let v = back.param(&r.role, &ps.name).unwrap();
+                assert_eq!(v.shape, ps.shape);
+                assert_eq!(v.data, rm.params[p.index()]);
+                floats += v.data.len();
+            }
+        }
+        assert_eq!(
+            back.tensors.len(),
+            back.header
+                .roles
+                .iter()
+                .map(|r| r.params.len())
+                .sum::<usize>()
+        );
+        assert_eq!(back.param_floats(), floats);
+    }
+
+    #[test]
+    fn gradients_are_a_tensor_per_parameter_and_equal_a_reference_step() {
         let (t, cells) = trace("tree-lstm");
         let e = export(&t, &cells, 5, Reference::Gradients).unwrap();
         let plain = export(&t, &cells, 5, Reference::Loss).unwrap();
-        // Same loss, parameters first and unchanged, then one gradient each.
+        // Same loss, same parameters, plus one gradient each.
         let (a, b) = (
             e.header.reference_loss.unwrap(),
             plain.header.reference_loss.unwrap(),
         );
         assert!(((a - b) / b).abs() < 1e-6, "{a} vs {b}");
-        assert_eq!(e.data[..plain.data.len()], plain.data[..]);
-        assert_eq!(e.data.len(), 2 * plain.data.len());
+        assert_eq!(e.tensors.len(), 2 * plain.tensors.len());
         let back = Export::from_bytes(&e.to_bytes(), "x").unwrap();
-        let model = replay::model(&t, &cells, 5).unwrap();
+        assert!(back.has_gradients());
         let mut nonzero = 0;
-        for (r, rm) in back.header.roles.iter().zip(&model.roles) {
+        for r in &back.header.roles {
             for ps in &r.params {
-                let g = ps.grad_offset.expect("every parameter has a gradient");
-                assert!(g >= plain.data.len());
-                nonzero += back.data[g..g + ps.numel].iter().any(|x| *x != 0.0) as usize;
+                assert_eq!(
+                    back.param(&r.role, &ps.name),
+                    plain.param(&r.role, &ps.name)
+                );
+                let g = back
+                    .grad(&r.role, &ps.name)
+                    .expect("every parameter has a gradient");
+                assert_eq!(g.shape, ps.shape);
+                nonzero += g.data.iter().any(|x| *x != 0.0) as usize;
             }
-            assert_eq!(r.params.len(), rm.cell.params.len());
         }
         assert!(nonzero > 0);
-        // A gradient offset past the data is refused, naming it.
-        let mut bad = back.header.clone();
-        bad.roles[1].params[0].grad_offset = Some(bad.data_floats);
-        let broken = Export {
-            header: bad,
-            data: back.data.clone(),
-        }
-        .to_bytes();
-        let err = Export::from_bytes(&broken, "m.blm")
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            err.contains("m.blm") && err.contains("grad_offset"),
-            "{err}"
-        );
     }
 
     #[test]
@@ -668,16 +735,125 @@ mod tests {
         assert!(e.header.agenda_batches > 0);
     }
 
+    /// `bytes` (a safetensors file) with its JSON header edited by `edit`.
+    fn edit_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut head: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        edit(&mut head);
+        let json = serde_json::to_vec(&head).unwrap();
+        let mut out = (json.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&json);
+        out.extend_from_slice(&bytes[8 + n..]);
+        out
+    }
+
+    /// `bytes` with the export header (the metadata entry) edited by `edit`.
+    fn edit_export_header(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        edit_header(bytes, |head| {
+            let meta = &mut head["__metadata__"][METADATA_KEY];
+            let mut h: serde_json::Value = serde_json::from_str(meta.as_str().unwrap()).unwrap();
+            edit(&mut h);
+            *meta = h.to_string().into();
+        })
+    }
+
     #[test]
-    fn damaged_files_are_errors_naming_the_file() {
+    fn truncated_or_tampered_files_are_errors_naming_the_file() {
         let (t, cells) = trace("tree-lstm");
-        let bytes = export(&t, &cells, 5, Reference::None).unwrap().to_bytes();
-        let msg = |b: &[u8]| Export::from_bytes(b, "m.blm").err().unwrap().to_string();
-        assert!(msg(b"hello").contains("m.blm: not a batchlab model export"));
-        assert!(msg(&bytes[..bytes.len() - 4]).contains("data section"));
+        let e = export(&t, &cells, 5, Reference::Gradients).unwrap();
+        let bytes = e.to_bytes();
+        let msg = |b: &[u8]| {
+            let m = Export::from_bytes(b, "m.safetensors")
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(m.starts_with("m.safetensors: "), "{m}");
+            m
+        };
+        // Not safetensors, or cut short anywhere.
+        assert!(msg(b"hello").contains("not a readable safetensors file"));
+        for cut in [4, 20, bytes.len() / 2, bytes.len() - 4] {
+            assert!(
+                msg(&bytes[..cut]).contains("not a readable safetensors file"),
+                "{cut}"
+            );
+        }
         let mut long = bytes.clone();
-        long[8..16].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        assert!(msg(&long).contains("runs past the end"));
+        long[..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(msg(&long).contains("not a readable safetensors file"));
+        // A tensor's data running past the data section.
+        let first = e.tensors.names().next().unwrap().to_string();
+        let past = edit_header(&bytes, |h| {
+            let end = h[&first]["data_offsets"][1].as_u64().unwrap();
+            h[&first]["data_offsets"][1] = (end + 4).into();
+        });
+        assert!(msg(&past).contains("not a readable safetensors file"));
+        // Not an export, another version, a header that does not parse.
+        let plain = e.tensors.to_bytes(&BTreeMap::new());
+        assert!(msg(&plain).contains("without `batchlab` metadata"));
+        let v1 = edit_export_header(&bytes, |h| h["version"] = 1.into());
+        assert!(msg(&v1).contains("version 1 is not \"batchlab-model-export\" version 2"));
+        let mut blm = b"BLMODEL\0".to_vec();
+        blm.extend_from_slice(&bytes[8..]);
+        assert!(msg(&blm).contains("version 1 model export"));
+        let no_nodes = edit_export_header(&bytes, |h| {
+            h.as_object_mut().unwrap().remove("nodes");
+        });
+        assert!(msg(&no_nodes).contains("missing field `nodes`"));
+        // The tensors disagree with the header.
+        let role = &e.header.roles[1];
+        let (r, p) = (role.role.as_str(), role.params[0].name.as_str());
+        let without = |drop: &str| {
+            let mut t = Tensors::default();
+            for (n, x) in contents(&e.tensors) {
+                if n != drop {
+                    t.insert(n, x);
+                }
+            }
+            Export {
+                header: e.header.clone(),
+                tensors: t,
+            }
+            .to_bytes()
+        };
+        let m = msg(&without(&param_tensor(r, p)));
+        assert!(
+            m.contains(&format!(
+                "no tensor `param/{r}/{p}` (role {r} parameter {p})"
+            )),
+            "{m}"
+        );
+        let m = msg(&without(&grad_tensor(r, p)));
+        assert!(m.contains(&format!("no tensor `grad/{r}/{p}`")), "{m}");
+        let reshaped = edit_export_header(&bytes, |h| {
+            h["roles"][1]["params"][0]["shape"] = serde_json::json!([1, 1, 1]);
+        });
+        assert!(msg(&reshaped).contains(&format!("`param/{r}/{p}` has shape")));
+        let mut extra = e.clone();
+        extra
+            .tensors
+            .insert("param/nobody/x", Tensor::new(vec![1], vec![0.0]));
+        assert!(msg(&extra.to_bytes()).contains("tensor `param/nobody/x` is no parameter"));
+        // Reading a file names it too.
+        let dir = std::env::temp_dir().join(format!("export-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("cut.safetensors");
+        std::fs::write(&f, &bytes[..bytes.len() - 1]).unwrap();
+        let m = Export::read(&f).err().unwrap().to_string();
+        assert!(m.starts_with(&f.display().to_string()), "{m}");
+        e.write(&f).unwrap();
+        assert_eq!(Export::read(&f).unwrap().tensors.len(), e.tensors.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let m = Export::read(&dir.join("none.safetensors"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(m.contains("none.safetensors"), "{m}");
+    }
+
+    #[test]
+    fn op_level_traces_are_refused() {
+        let (_, cells) = trace("tree-lstm");
         let op = record(
             &RecordOptions {
                 workload: workload("tree-lstm").unwrap(),

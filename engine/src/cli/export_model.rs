@@ -35,11 +35,11 @@ pub struct Args {
     #[arg(long, conflicts_with = "gradients")]
     no_reference: bool,
     /// Also run one reference training step and store every parameter's
-    /// gradient of the loss after the parameters (`grad_offset`), so a peer
+    /// gradient of the loss (tensors `grad/<role>/<param>`), so a peer
     /// checks its gradients too.
     #[arg(long)]
     gradients: bool,
-    /// Output file (written atomically).
+    /// Output file, a safetensors file (written atomically).
     #[arg(long)]
     out: PathBuf,
     /// Print a JSON summary instead of text.
@@ -103,7 +103,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         nodes: h.nodes.len(),
         instances: h.instances,
         roles: h.roles.len(),
-        params: h.data_floats,
+        params: e.param_floats(),
         op_nodes: h.op_nodes,
         agenda_batches: h.agenda_batches,
         reference_loss: h.reference_loss,

@@ -86,7 +86,7 @@ fn prepare(
     };
     let e = engine::export::export(&trace, cells, *s, reference)
         .map_err(|e| RunFailure::Message(e.to_string()))?;
-    let export_path = dir.join("model.blm");
+    let export_path = dir.join("model.safetensors");
     e.write(&export_path)
         .map_err(|e| RunFailure::Message(e.to_string()))?;
     let mut policy = None;

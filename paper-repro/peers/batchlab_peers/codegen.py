@@ -10,10 +10,10 @@ outputs. Parameters are bound once per graph by the factory ``make(P)``.
 
 >>> role = {"role": "r", "cell": "c", "ports": [{"name": "x", "arity": "one",
 ...   "inputs": [{"name": "x", "shape": [4]}]}],
-...   "params": [{"name": "b", "shape": [4], "offset": 0, "numel": 4}],
+...   "params": [{"name": "b", "shape": [4]}],
 ...   "ops": [{"out": "y", "op": "add", "args": ["x", "b"], "shape": [4]}],
 ...   "outputs": ["y"]}
->>> print(role_source(role, 0, "torch").splitlines()[5])
+>>> print(role_source(role, 0, "torch").splitlines()[4])
         v_y = torch.add(v_x, p_b)
 """
 

@@ -78,7 +78,7 @@ class DynetPeer:
         try:
             import dynet_config
 
-            params_mb = max(16, int(4 * export.header["data_floats"] / 2**20) * 2 + 16)
+            params_mb = max(16, int(4 * export.data_floats / 2**20) * 2 + 16)
             # Autobatching cannot grow a pool, so training sizes the backward
             # pool (every node's gradient) as the forward's.
             fwd = forward_mem_mb(export)

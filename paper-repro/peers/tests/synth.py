@@ -3,14 +3,34 @@
 import json
 import struct
 
-from batchlab_peers.export import Export, MAGIC
+from batchlab_peers.export import Export, grad_tensor, param_tensor
 
 
-def to_bytes(header, floats):
-    body = json.dumps(header).encode()
-    while (16 + len(body)) % 64:
-        body += b" "
-    return MAGIC + struct.pack("<Q", len(body)) + body + struct.pack(f"<{len(floats)}f", *floats)
+def safetensors_bytes(table, data):
+    """A safetensors file of header ``table`` (tensor entries and
+    ``__metadata__``) and data section ``data``, as written: the JSON padded
+    with spaces to a multiple of 8 bytes."""
+    body = json.dumps(table).encode()
+    body += b" " * (-len(body) % 8)
+    return struct.pack("<Q", len(body)) + body + data
+
+
+def to_bytes(header, tensors):
+    """An export of ``header`` and ``tensors`` (name -> (shape, floats)),
+    tensors in name order as batchlab writes them."""
+    table, data = {"__metadata__": {"batchlab": json.dumps(header)}}, b""
+    for name in sorted(tensors):
+        shape, floats = tensors[name]
+        raw = struct.pack(f"<{len(floats)}f", *floats)
+        table[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    return safetensors_bytes(table, data)
+
+
+def split(raw):
+    """The header table and the data section of a safetensors file."""
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8 : 8 + n]), raw[8 + n :]
 
 
 def role(name, cell, ports, params, ops, outputs, batchable=True):
@@ -18,23 +38,24 @@ def role(name, cell, ports, params, ops, outputs, batchable=True):
             "params": params, "ops": ops, "outputs": outputs}
 
 
-def chain_export(n=3, h=2, extra_ops=()):
-    """A lookup per step feeding a chain of `step` cells (an optional
-    `prev` port) whose outputs are summed by a `many` port at the end."""
-    params, floats = [], []
+def chain_parts(n=3, h=2, extra_ops=(), gradients=False):
+    """The header and tensors of a lookup per step feeding a chain of `step`
+    cells (an optional `prev` port) whose outputs are summed by a `many`
+    port at the end; ``gradients``: with a gradient per parameter."""
+    tensors = {}
 
-    def param(name, shape):
+    def param(role, name, shape):
         numel = 1
         for d in shape:
             numel *= d
-        params.append({"name": name, "shape": shape, "offset": len(floats), "numel": numel})
-        floats.extend(0.01 * (i + 1) for i in range(numel))
-        return params[-1]
+        tensors[param_tensor(role, name)] = (shape, [0.01 * (i + 1) for i in range(numel)])
+        if gradients:
+            tensors[grad_tensor(role, name)] = (shape, [-0.5 * (i + 1) for i in range(numel)])
+        return {"name": name, "shape": shape}
 
-    lookup = role("embed", "lookup", [], [param("E", [10, h])],
+    lookup = role("embed", "lookup", [], [param("embed", "E", [10, h])],
                   [{"out": "e", "op": "lookup", "args": ["E"], "shape": [h]}], ["e"])
-    params = []
-    step_params = [param("b", [h]), param("W", [h, h]), param("U", [h, h])]
+    step_params = [param("step", "b", [h]), param("step", "W", [h, h]), param("step", "U", [h, h])]
     ops = [
         {"out": "pre", "op": "affine", "args": ["b", "W", "x", "U", "hp"], "shape": [h]},
         {"out": "s", "op": "sigmoid", "args": ["pre"], "shape": [h]},
@@ -48,7 +69,6 @@ def chain_export(n=3, h=2, extra_ops=()):
         {"name": "x", "arity": "one", "inputs": [{"name": "x", "shape": [h]}]},
         {"name": "prev", "arity": "optional", "inputs": [{"name": "hp", "shape": [h]}]},
     ], step_params, ops, ["out"])
-    params = []
     total = role("total", "total", [
         {"name": "all", "arity": "many", "inputs": [{"name": "l", "shape": [h]}]},
     ], [], [{"out": "t", "op": "sum", "args": ["l"], "shape": [h]}], ["t"], batchable=False)
@@ -61,10 +81,15 @@ def chain_export(n=3, h=2, extra_ops=()):
         steps.append(len(nodes) - 1)
     nodes.append({"role": 2, "ports": [steps], "row": 0, "label": 0})
     header = {
-        "format": "batchlab-model-export", "version": 1, "workload": "synthetic-chain",
+        "format": "batchlab-model-export", "version": 2, "workload": "synthetic-chain",
         "hidden": h, "seed": 1, "instances": 1,
         "op_nodes": n * (1 + len(ops)) + 2, "agenda_batches": 0, "agenda_by_op": {},
         "loss_nodes": [len(nodes) - 1], "reference_loss": None,
-        "data_floats": len(floats), "roles": [lookup, step, total], "nodes": nodes,
+        "roles": [lookup, step, total], "nodes": nodes,
     }
-    return Export.from_bytes(to_bytes(header, floats), "synthetic.blm")
+    return header, tensors
+
+
+def chain_export(**kw):
+    """:func:`chain_parts` as a parsed export."""
+    return Export.from_bytes(to_bytes(*chain_parts(**kw)), "synthetic.safetensors")

@@ -24,7 +24,7 @@ class DynetTest(unittest.TestCase):
         d = os.environ.get("BATCHLAB_TEST_EXPORTS")
         if not d:
             self.skipTest("BATCHLAB_TEST_EXPORTS not set (the Rust test paper-repro/tests/peers.rs sets it)")
-        return sorted(glob.glob(os.path.join(d, "*.blm")))
+        return sorted(glob.glob(os.path.join(d, "*.safetensors")))
 
     def harness(self, *args):
         # DyNet is configured once per process: every check in its own.

@@ -31,7 +31,7 @@ class ExplainTest(unittest.TestCase):
         d = os.environ.get("BATCHLAB_TEST_EXPORTS")
         if not d:
             self.skipTest("BATCHLAB_TEST_EXPORTS not set (the Rust test paper-repro/tests/peers.rs sets it)")
-        files = sorted(glob.glob(os.path.join(d, "*.blm")))
+        files = sorted(glob.glob(os.path.join(d, "*.safetensors")))
         self.assertTrue(files, d)
         for f in files:
             e = Export.read(f)
