@@ -1,6 +1,7 @@
 """The pipeline every example goes through: recorded, checked on every CPU
 executor (forward and training), searched, planned, trained, and run by
-bt.run under depth, agenda and the learned FSM, each against PyTorch."""
+bt.run under depth, agenda, the learned FSM and a `search optimise` schedule
+file of the mini-batch, each against PyTorch."""
 
 from __future__ import annotations
 
@@ -59,6 +60,15 @@ def check_training(engine: str, folder: Path) -> list[float]:
     return losses
 
 
+def optimised_schedule(search: str, model: torch.nn.Module, cells: dict, samples: list, tmp: Path) -> Path:
+    """A schedule file of this very mini-batch from ``search optimise``
+    (the mini-batch's trace written by ``Runner.save_trace``)."""
+    trace, best = tmp / "minibatch.json", tmp / "best.json"
+    bt.Runner(model, cells).save_trace(samples, str(trace))
+    run(search, "optimise", "--trace", str(trace), "--budget", "2s", "--out", str(best))
+    return best
+
+
 def check_bt_run(model: torch.nn.Module, cells: dict, samples: list, schedules: list[str]) -> dict[str, int]:
     """bt.run's outputs and gradients against the eager loop's, per
     schedule; returns each schedule's batch count."""
@@ -96,5 +106,7 @@ def full(
     errs = check_executors(engine, planner, folder, tmp)
     fsm = learn_fsm(search, folder, tmp)
     losses = check_training(engine, folder)
-    batches = check_bt_run(model, cells, samples, ["depth", "agenda", str(fsm)])
+    best = optimised_schedule(search, model, cells, samples, tmp)
+    batches = check_bt_run(model, cells, samples, ["depth", "agenda", str(fsm), str(best)])
+    assert batches[str(best)] <= batches["agenda"], batches
     return {"folder": folder, "errors": errs, "losses": losses, "batches": batches}
