@@ -13,9 +13,11 @@ pub fn engine(args: &[&str]) -> Output {
         .expect("engine runs")
 }
 
-/// `name` in this test process's temporary folder.
+/// `name` in this test process's temporary folder (under cargo's
+/// `target/tmp`, so runs do not litter the system's).
 pub fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("batchlab-cli-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("batchlab-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }

@@ -13,10 +13,27 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A temporary folder, removed when dropped.
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A writable copy of fixture `name` in a fresh temporary folder.
-fn copy(name: &str, tag: &str) -> PathBuf {
+fn copy(name: &str, tag: &str) -> Scratch {
     let dst = std::env::temp_dir().join(format!("batchlab-modeldir-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dst);
+    let dst = Scratch(dst);
     std::fs::create_dir_all(dst.join("cells")).unwrap();
     let src = fixture(name);
     for sub in ["", "cells"] {
