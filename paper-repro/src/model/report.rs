@@ -341,12 +341,15 @@ fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
         );
         for sch in ["bt-depth", "bt-agenda", "bt-fsm"] {
             if let Some(r) = ratio(rows, mode, sch, "eager") {
+                // r is time ÷ the eager loop's: (median, least, most).
+                let (word, med, lo, hi) = if r.0 <= 1.0 {
+                    ("faster", 1.0 / r.0, 1.0 / r.2, 1.0 / r.1)
+                } else {
+                    ("slower", r.0, r.1, r.2)
+                };
                 let _ = writeln!(
                     md,
-                    "- {mode}: `{sch}` runs the user's loop {:.1}× faster ({:.1}–{:.1} over the rounds).",
-                    1.0 / r.0,
-                    1.0 / r.2,
-                    1.0 / r.1
+                    "- {mode}: `{sch}` is {med:.1}× {word} than the user's loop ({lo:.1}–{hi:.1} over the rounds).",
                 );
             }
         }
