@@ -273,7 +273,7 @@ class Discovery(Tracer):
                     f"{calls.user_frame()}: {calls.name_of(func)} changes a recorded value's shape between cells"
                 )
             return self._value_like(out, plan[1])
-        if what == "row":
+        if what in ("row", "tag"):
             return self._value_like(out, plan[1])
         if what == "stack":
             return self._value_like(out, Stack(plan[1], plan[2], plan[3]))

@@ -105,6 +105,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.kinds: dict[tuple, Kind] = {}
         self.renumber: dict[int, int] = {}
+        # Sum nodes a mean was made from (``sum(xs) / len(xs)``): dropped
+        # when nothing else reads them, lest an unread scalar sum be a loss.
+        self.superseded: set[int] = set()
 
     def add(
         self, kind: Kind, args: list[Src | None], data: dict[str, int], instance: int | None, outputs: list[Any]
@@ -146,10 +149,10 @@ class Graph:
         in Python is a chain of adds; a per-instance sum of losses summed
         again over the batch is one sum)."""
         nodes = self.nodes
-        cons = self._consumers(nodes)
-        gone = [False] * len(nodes)
+        gone = self._unread_superseded(keep)
+        cons = [[c for c in cs if not gone[c]] for cs in self._consumers(nodes)]
         for i, n in enumerate(nodes):
-            if n.kind.what != "sum":
+            if n.kind.what != "sum" or gone[i]:
                 continue
             args: list[Src | None] = []
             for a in n.args:
@@ -172,6 +175,20 @@ class Graph:
             n.args = [None if a is None else Src(new_id[a.node], a.k) for a in n.args]
             out.append(n)
         return out
+
+    def _unread_superseded(self, keep: set[int]) -> list[bool]:
+        """Per node: a superseded sum that nothing live reads (consumers come
+        after producers, so one backward pass settles chains of them)."""
+        nodes = self.nodes
+        readers = [len(c) for c in self._consumers(nodes)]
+        dead = [False] * len(nodes)
+        for i in sorted(self.superseded, reverse=True):
+            if i not in keep and readers[i] == 0:
+                dead[i] = True
+                for a in nodes[i].args:
+                    if a is not None:
+                        readers[a.node] -= 1
+        return dead
 
     def _settle_instances(self, nodes: list[Node]) -> None:
         """A node made outside every call of the model takes the instance of

@@ -45,14 +45,17 @@ class ParamT:
 
 @dataclass(frozen=True)
 class LogSoftmax:
-    """``log_softmax(x)``, waiting for the ``nll_loss`` that makes it a ``pick_loss``."""
+    """``log_softmax(x)``, waiting for the ``nll_loss`` that makes it a
+    ``pick_loss``; ``node`` is the call, named if anything else reads it."""
 
     of: Val
+    node: fx.Node
 
 
 @dataclass(frozen=True)
 class Stacked:
-    """``torch.stack(values)``, waiting for the sum, mean or index that reads it."""
+    """``torch.stack(values)`` (or ``torch.cat`` of rows along their leading
+    dim of 1), waiting for the sum, mean or index that reads it."""
 
     items: tuple[Any, ...]
 
@@ -86,8 +89,12 @@ class Lowerer:
         self.node: fx.Node | None = None
 
     # ----- helpers used by the rules
-    def fail(self, reason: str) -> LoweringError:
-        n = self.node
+    def fail(self, reason: str, at: fx.Node | None = None) -> LoweringError:
+        """The error for the call ``at`` (default: the one being lowered)."""
+        n = at if at is not None else self.node
+        if n is not None and n.op == "output":
+            # The return statement is no torch call: it has no line on the tape.
+            return LoweringError(f"{self.where}: the value it returns: {reason}")
         fn = name_of(n.target) if n is not None and callable(n.target) else "?"
         frame = n.meta.get("frame", "?") if n is not None else "?"
         return LoweringError(f"{self.where}: {fn} at {frame}: {reason}")
@@ -102,9 +109,19 @@ class Lowerer:
                 f"{what} is a transposed weight; batchlab reads weights only in products (x @ W.t(), F.linear)"
             )
         if isinstance(x, LogSoftmax):
-            raise self.fail("log_softmax is supported only as the input of nll_loss (or use F.cross_entropy)")
+            raise self.fail(
+                f"its result is read as the {what}; batchlab has no log_softmax op: log_softmax is supported only "
+                "as the input of nll_loss (a pick_loss), or use F.cross_entropy",
+                at=x.node,
+            )
         if isinstance(x, Stacked):
-            raise self.fail(f"{what} is a stacked tensor; batchlab reads a stack only through sum, mean or an index")
+            if len(x.items) == 1:  # a stack of one value is that value (a leading dim of 1 more)
+                return self.val(x.items[0], what)
+            raise self.fail(
+                f"{what} is a stack of {len(x.items)} rows; batchlab reads a stack only through sum(0), mean(0), an "
+                "index or a row-wise call (linear, sigmoid, tanh, relu, + - *): a softmax over the rows or a "
+                "product with the stack (dot-product attention) has no batchlab op"
+            )
         if isinstance(x, DataIn):
             raise self.fail(
                 f"{what} is an integer tensor; batchlab reads integers only as embedding ids and loss targets"
@@ -327,6 +344,12 @@ def _cat(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     items, dim = list(a[0]), _arg(a, k, 1, "dim", 0)
     raw = list(ra[0])
     vals = [lw.val(x, f"tensor {i} of the list") for i, x in enumerate(items)]
+    shapes = [_tshape_of(lw, r) for r in raw]
+    if len(set(shapes)) == 1 and len(shapes[0]) >= 2 and shapes[0][0] == 1 and dim % len(shapes[0]) == 0:
+        # torch.cat(rows, dim=0) of [1, ...] rows is the rows stacked: read
+        # by a sum, mean or index over dim 0 like torch.stack (a [k, d]
+        # matrix of per-instance rows has no batchlab shape).
+        return Stacked(tuple(vals))
     if len(vals) == 1:
         return vals[0]
     for r in raw:
@@ -388,7 +411,11 @@ def _getitem(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     if isinstance(x, Stacked):
         if isinstance(idx, int):
             return x.items[idx]
-        raise lw.fail("indexing a stack with other than an int")
+        if isinstance(idx, slice) and idx.step in (None, 1):
+            # Rows of the stack (h[t : t + 1] is row t, as it was).
+            sel = range(len(x.items))[idx]
+            return x.items[sel[0]] if len(sel) == 1 else Stacked(tuple(x.items[j] for j in sel))
+        raise lw.fail("indexing a stack with other than an int or a slice")
     v = lw.val(x)
     ts = _tshape_of(lw, ra[0])
     idx = idx if isinstance(idx, tuple) else (idx,)
@@ -468,7 +495,8 @@ def _log_softmax(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     dim = _arg(a, k, 1, "dim")
     if dim is None or len(v.shape) != 1 or bl_dim(_tshape_of(lw, ra[0]), dim) != 0:
         raise lw.fail("log_softmax over other than the one dim of a vector")
-    return LogSoftmax(v)
+    assert lw.node is not None
+    return LogSoftmax(v, lw.node)
 
 
 @rule("torch.nn.functional.nll_loss")
@@ -557,7 +585,8 @@ def _reduce(op: str) -> Rule:
         x = a[0]
         dim = _arg(a, k, 1, "dim")
         if isinstance(x, Stacked):
-            if dim not in (None, 0, (0,), [0]) or k.get("keepdim"):
+            # keepdim keeps a leading dim of 1: the same batchlab value.
+            if dim not in (None, 0, (0,), [0]):
                 raise lw.fail(f"{op} of a stack along other than dim 0")
             vals = [v for v in x.items if not isinstance(v, Zero)]
             vals = [lw.val(v, "stacked tensor") for v in vals]
@@ -686,6 +715,56 @@ def _gru_cell(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     return lw.emit("add", [keep, lw.emit("mul", [z, h], (hsz,))], (hsz,))
 
 
+# Calls that compute row by row: on a stack of rows (``torch.cat(hs)``)
+# each row gets its own ops, as if the code had made the call once per row;
+# an operand that is not a stack is one row, broadcast to every row
+# (``torch.sigmoid(gate(H) + q) * H`` over the children's states H).
+ROWWISE = frozenset(
+    {
+        "torch.nn.functional.linear",
+        "torch.sigmoid",
+        "torch.Tensor.sigmoid",
+        "torch.nn.functional.sigmoid",
+        "torch.tanh",
+        "torch.Tensor.tanh",
+        "torch.nn.functional.tanh",
+        "torch.relu",
+        "torch.Tensor.relu",
+        "torch.nn.functional.relu",
+        "torch.Tensor.add",
+        "torch.add",
+        "torch.Tensor.__add__",
+        "torch.Tensor.__radd__",
+        "torch.Tensor.sub",
+        "torch.sub",
+        "torch.Tensor.__sub__",
+        "torch.Tensor.__rsub__",
+        "torch.rsub",
+        "torch.Tensor.mul",
+        "torch.mul",
+        "torch.Tensor.__mul__",
+        "torch.Tensor.__rmul__",
+        "torch.nn.functional.dropout",
+    }
+)
+
+
+def _per_row(lw: Lowerer, f: Rule, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    """A row-wise call with a stack among its arguments: the rule once per
+    row, the results stacked again."""
+    stacks = [x for x in list(a) + list(k.values()) if isinstance(x, Stacked)]
+    n = len(stacks[0].items)
+    if any(len(x.items) != n for x in stacks):
+        raise lw.fail(f"a row-wise call on stacks of {sorted({len(x.items) for x in stacks})} rows")
+    pick = lambda x, i: x.items[i] if isinstance(x, Stacked) else x  # noqa: E731
+    rows = []
+    for i in range(n):
+        ai = tuple(pick(x, i) for x in a)
+        ki = {kk: pick(v, i) for kk, v in k.items()}
+        rows.append(f(lw, ai, ki, ra, rk))
+    return Stacked(tuple(rows))
+
+
 def _map(x: Any, f: Callable[[Any], Any]) -> Any:
     if isinstance(x, (list, tuple)):
         return type(x)(_map(i, f) for i in x)
@@ -731,7 +810,10 @@ def lower(graph: fx.Graph, cell: Cell, inputs: dict[str, Any], params: dict[str,
                 )
             va = _map(n.args, look)
             vk = {kk: _map(vv, look) for kk, vv in n.kwargs.items()}
-            out = f(lw, va, vk, n.args, dict(n.kwargs))
+            if name in ROWWISE and any(isinstance(x, Stacked) for x in list(va) + list(vk.values())):
+                out = _per_row(lw, f, va, vk, n.args, dict(n.kwargs))
+            else:
+                out = f(lw, va, vk, n.args, dict(n.kwargs))
             ts = n.meta.get("tshape")
             if isinstance(out, Val) and isinstance(ts, tuple) and all(isinstance(d, int) for d in ts):
                 lw.check_shape(out, ts)

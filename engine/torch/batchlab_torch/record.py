@@ -247,7 +247,7 @@ class Recorder(Tracer):
                     f"{list(args[0].shape)} to {list(out.shape)} between cells; batchlab keeps one shape per value"
                 )
             self.set_tag(out, plan[1])
-        elif what == "row":  # a row of a stack: that row's value
+        elif what in ("row", "tag"):  # a row of a stack: that row's value; a pending log_softmax
             self.set_tag(out, plan[1])
         elif what == "stack":
             self.set_tag(out, Stack(plan[1], plan[2], plan[3]))

@@ -88,6 +88,23 @@ class Derived:
         self.frame = frame
 
 
+class LogSoftmaxOf:
+    """Tag of ``log_softmax`` of a recorded value (or stack) made between
+    cells: batchlab has no log_softmax op, but ``nll_loss`` of it is
+    ``cross_entropy`` of ``x``, which is recorded in its place."""
+
+    def __init__(self, x: Any, frame: str) -> None:
+        self.x = x
+        self.frame = frame
+
+
+# Calls that make a constant tensor from Python numbers: one of zeros only
+# (``loss = torch.tensor(0.0)`` before a loop adding the losses) is a zero.
+CONSTANTS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+DIVS = frozenset({"div", "__truediv__", "true_divide", "divide"})
+MULS = frozenset({"mul", "__mul__", "__rmul__", "multiply"})
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, tracer: Tracer) -> None:
         super().__init__()
@@ -426,12 +443,22 @@ class Tracer:
     def _free(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
         if all(self._plain(a) for a in args) and all(self._plain(a) for a in kwargs.values()):
             out = func(*args, **kwargs)
-            if name in calls.ZEROS:
+            if name in calls.ZEROS or (name in CONSTANTS and _all_zero_floats(out)):
                 for t in _tensors(out):
                     self.set_tag(t, ZERO)
             return out
         leaves, spec = flatten((args, kwargs))
         tags = [self.tag(x) for x in leaves]
+        pending = next((t for t in tags if isinstance(t, LogSoftmaxOf)), None)
+        if pending is not None:
+            return self._read_log_softmax(pending, func, name, args, kwargs)
+        if (
+            calls.short(name) == "log_softmax"
+            and args
+            and _class_dim(args, kwargs)
+            and isinstance(tags[0], (Src, Stack))
+        ):
+            return self._run_special(("tag", LogSoftmaxOf(args[0], str(calls.here()))), func, args, kwargs)
         recorded = any(isinstance(t, (Src, Stack)) for t in tags)
         ints = any(self.is_tensor(x) and t is None and not x.is_floating_point() for x, t in zip(leaves, tags))
         params = any(self.is_tensor(x) and id(x) in self.param_names for x in leaves)
@@ -468,6 +495,20 @@ class Tracer:
         if plan is not None:
             return self._do_special(plan, func, args, kwargs, frame)
         return self._op_call(func, name, args, kwargs, leaves, spec, frame)
+
+    def _read_log_softmax(
+        self, ls: LogSoftmaxOf, func: Callable[..., Any], name: str, args: tuple, kwargs: dict
+    ) -> Any:
+        """A call reading a log_softmax made between cells: ``nll_loss`` of
+        it is recorded as ``cross_entropy`` of its input (the same loss);
+        anything else is an error naming both lines."""
+        if calls.short(name) == "nll_loss" and args and self.tag(args[0]) is ls:
+            ce = torch.nn.functional.cross_entropy
+            return self._free(ce, calls.name_of(ce), (ls.x,) + tuple(args[1:]), kwargs)
+        raise RecordError(
+            f"{calls.user_frame()}: {name} reads the log_softmax made at {ls.frame}; batchlab has no log_softmax "
+            "op: it records log_softmax only as the input of nll_loss (which is cross_entropy of the logits)"
+        )
 
     def _rows_of(self, leaves: list, tags: list) -> int | None:
         """The number of rows of a row-wise call over stacks of recorded
@@ -553,8 +594,7 @@ class Tracer:
             if short in ("sum", "mean") and (
                 dim in (0, (0,), [0]) or (dim is None and bl_shape(first.item_tshape) == (1,))
             ):
-                if kwargs.get("keepdim"):
-                    raise RecordError(f"{calls.user_frame()}: {name} with keepdim of a stack of recorded values")
+                # keepdim keeps a leading dim of 1 (emb(ids).sum(0, keepdim=True)): the same value.
                 items = [s for s in first.items if s is not None]
                 if not items:
                     return ("zero",)
@@ -579,7 +619,44 @@ class Tracer:
         if short in ("sum", "mean") and isinstance(first, Src) and len(args) == 1 and not kwargs:
             if bl_shape(tuple(args[0].shape)) == (1,):
                 return ("alias", first)
+        if (short in DIVS or short in MULS) and len(args) == 2 and not kwargs:
+            return self._scaled_sum(short in DIVS, args)
         return None
+
+    def _scaled_sum(self, div: bool, args: tuple) -> tuple | None:
+        """``sum(xs) / len(xs)`` (or ``* (1 / k)``) of recorded values: the
+        mean of the sum's terms, as inside a cell; ``x / 1`` is ``x``. The
+        sums it replaces are dropped when nothing else reads them. Any other
+        constant factor is left to the op's lowering (an error)."""
+        x, c = args
+        if not div and not isinstance(self.tag(x), Src):
+            x, c = c, x
+        src = self.tag(x)
+        if not isinstance(src, Src) or isinstance(c, bool) or not isinstance(c, (int, float)) or c == 0:
+            return None
+        factor = 1.0 / c if div else float(c)
+        if factor == 1.0:
+            return ("alias", src)
+        for terms, sums in (self._sum_terms(src, deep=True), self._sum_terms(src, deep=False)):
+            if len(terms) >= 2 and abs(factor * len(terms) - 1.0) < 1e-9:
+                self.graph.superseded.update(sums)
+                return ("mean", terms, self.graph.nodes[terms[0].node].kind.out_tshapes[terms[0].k])
+        return None
+
+    def _sum_terms(self, src: Src, deep: bool) -> tuple[list[Src], list[int]]:
+        """The values the sum node ``src`` adds (through the sums it reads
+        when ``deep``: Python's ``sum`` is a chain of adds), and those sum
+        nodes; ``([], [])`` when ``src`` is not a sum of recorded values."""
+        node = self.graph.nodes[src.node]
+        if node.kind.what != "sum" or any(a is None for a in node.args):
+            return [], []
+        terms: list[Src] = []
+        sums = [src.node]
+        for a in node.args:
+            sub, inner = self._sum_terms(a, deep) if deep else ([], [])
+            terms += sub or [a]
+            sums += inner
+        return terms, sums
 
     def _do_special(self, plan: tuple, func: Callable[..., Any], args: tuple, kwargs: dict, frame: str) -> Any:
         what = plan[0]
@@ -686,6 +763,20 @@ def _dts(d: torch.dtype) -> str:
     if s is None:
         s = _DTS[d] = str(d)
     return s
+
+
+def _all_zero_floats(out: Any) -> bool:
+    return isinstance(out, torch.Tensor) and out.is_floating_point() and not bool(out.any())
+
+
+def _class_dim(args: tuple, kwargs: dict) -> bool:
+    """Whether a ``log_softmax`` call runs over the class dim that
+    ``nll_loss``/``cross_entropy`` use (dim 1, or dim 0 of a vector)."""
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    if not isinstance(dim, int) or len(args) > 2 or kwargs.get("dtype") is not None:
+        return False
+    n = len(args[0].shape)
+    return n >= 1 and dim % n == (0 if n == 1 else 1)
 
 
 def _map(x: Any, f: Callable[[Any], Any]) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -225,3 +226,81 @@ def test_a_zoo_name_is_refused(engine: str, folder: Path, tmp_path: Path) -> Non
     m["name"] = "tree-lstm"
     (d / "model.json").write_text(json.dumps(m))
     replay_fails(engine, d, "model.json", "built-in workload")
+
+
+class Children(nn.Module):
+    """A cell over a node's children's states; ``fn(self, x, hs)`` is its body."""
+
+    def __init__(self, fn) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.att = nn.Linear(4, 1)
+        self.norm = nn.LayerNorm(4)
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor, hs: list[torch.Tensor]) -> torch.Tensor:
+        return self.fn(self, x, hs)
+
+
+class Star(nn.Module):
+    """A root reading its leaves: the smallest tree with a variable arity."""
+
+    def __init__(self, fn) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.cell = Children(fn)
+
+    def forward(self, words: list[int]) -> torch.Tensor:
+        xs = [self.embed(torch.tensor([w])) for w in words]
+        return self.cell(xs[0], xs[1:])
+
+
+# Common model code batchlab's op set cannot express (docs/torch.md, "What a
+# cell may contain"): each is refused naming the module, the call and the line.
+UNSUPPORTED = {
+    "max-pooling": (lambda s, x, hs: torch.stack(hs).max(dim=0).values + x, "torch.Tensor.max"),
+    "layer-norm": (lambda s, x, hs: s.norm(s.lin(x) + sum(hs)), "torch.nn.functional.layer_norm"),
+    "gelu": (lambda s, x, hs: F.gelu(s.lin(x)), "torch.nn.functional.gelu"),
+    "attention": (
+        lambda s, x, hs: (F.softmax(s.att(torch.cat(hs, dim=0)), dim=0) * torch.cat(hs, dim=0)).sum(0),
+        "dot-product attention",
+    ),
+    "log-softmax-output": (lambda s, x, hs: F.log_softmax(s.lin(x), dim=-1), "torch.nn.functional.log_softmax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_an_op_a_common_model_needs_is_refused_at_its_line(name: str, tmp_path: Path) -> None:
+    fn, what = UNSUPPORTED[name]
+    m = Star(fn)
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1, 2, 3]], tmp_path / "m")
+    msg = str(e.value)
+    assert "cell `cell` (Children)" in msg and what in msg and "test_errors.py:" in msg, msg
+    assert "? at ?" not in msg, msg
+
+
+def test_a_log_softmax_read_by_other_than_nll_loss_names_both_lines(tmp_path: Path) -> None:
+    class Scores(Chain):
+        def forward(self, seq: list[int]) -> torch.Tensor:
+            logp = F.log_softmax(self.cell(self.embed(torch.tensor([seq[0]]))), dim=-1)
+            return (logp * logp).sum()
+
+    m = Scores(lambda self, x: torch.tanh(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1]], tmp_path / "m")
+    msg = str(e.value)
+    assert "torch.Tensor.mul reads the log_softmax made at " in msg and msg.count("test_errors.py:") == 2, msg
+
+
+def test_a_constant_loss_weight_between_cells_names_the_line(tmp_path: Path) -> None:
+    class Weighted(Chain):
+        def forward(self, seq: list[int]) -> torch.Tensor:
+            h = self.cell(self.embed(torch.tensor([seq[0]])))
+            return 0.1 * F.cross_entropy(h, torch.tensor([1]))
+
+    m = Weighted(lambda self, x: torch.tanh(self.lin(x)))
+    with pytest.raises(bt.RecordError) as e:
+        record(m, [[1]], tmp_path / "m")
+    msg = str(e.value)
+    assert "constant 0.1" in msg and "test_errors.py:" in msg, msg

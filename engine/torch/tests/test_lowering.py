@@ -14,7 +14,7 @@ from torch import nn
 
 import batchlab_torch as bt
 
-from .conftest import run_json
+from .conftest import run, run_json
 
 H = 6
 
@@ -66,6 +66,16 @@ BODIES: dict[str, Callable] = {
     "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
     "softmax-dropout-view": lambda s, x, h: F.dropout(F.softmax(s.a(x)[:, :H], dim=-1), 0.5, False).view(1, H) + h,
+    # torch.cat of [1, H] rows along dim 0 is a stack of the rows.
+    "cat-rows-reduce-index": lambda s, x, h: (
+        torch.cat([x, h, torch.tanh(x)], dim=0).mean(0, keepdim=True)
+        + torch.cat([x, h]).sum(0) * torch.cat([h, x])[1:2]
+        + torch.cat([h], 0).sum(dim=0)
+    ),
+    # Row-wise calls on such a stack, a row broadcast to every row: gates over children.
+    "rowwise-on-a-stack": lambda s, x, h: (torch.sigmoid(F.linear(torch.cat([x, h]), s.w) + x) * torch.cat([x, h])).sum(
+        0, keepdim=True
+    ),
 }
 
 
@@ -80,6 +90,38 @@ def test_rule_matches_pytorch(name: str, engine: str, tmp_path: Path) -> None:
     r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "reference", "--train", "--check")
     assert r["expected"]["passed"], r["expected"]
     assert r["expected_gradients"][0] <= 1e-4, r["expected_gradients"]
+
+
+def test_slices_of_a_bias_and_of_a_value_are_not_batched_together(engine: str, planner: str, tmp_path: Path) -> None:
+    """A GRU cell without a state slices its gate pre-activation (a value)
+    and its hidden bias (a parameter) alike; the planner put both slices in
+    one in-cell batch, which edbatch read as all parameters (a panic) and
+    edbatch-nolayout as all values (wrong numbers)."""
+    torch.manual_seed(3)
+    m = Chain(BODIES["gru-cell-from-zeros"])
+    rec = bt.Recorder(m, cells={"cell": m.cell})
+    with rec:
+        sum(m(s) for s in [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    folder, layouts = str(tmp_path / "m"), str(tmp_path / "layouts")
+    rec.save(folder)
+    run(planner, "layout", "--model", folder, "--batch", "8", "--out-dir", layouts)
+    for ex, train in [("edbatch", False), ("edbatch", True), ("edbatch-nolayout", False)]:
+        extra = ["--train"] if train else []
+        r = run_json(
+            engine,
+            "replay",
+            "--model",
+            folder,
+            "--executor",
+            ex,
+            "--policy",
+            "agenda",
+            "--layouts",
+            layouts,
+            "--check",
+            *extra,
+        )
+        assert r["expected"]["passed"], (ex, r["expected"])
 
 
 def test_a_constant_factor_names_the_line(tmp_path: Path) -> None:

@@ -2,20 +2,21 @@
 //!
 //! A cell run over `B` instances executes each op `B` times; those `B` copies
 //! always form one kernel. Beyond that, different ops of the cell with the same
-//! *in-cell signature* (op kind and argument shapes, not parameter identity)
-//! can share the kernel: the four LSTM gate affines are one batch. Which ops
-//! share is a batching problem on the cell's op DAG, solved here exactly for
-//! cells of up to [`MAX_EXACT_OPS`] ops by the reference's method: exhaustive
-//! search over ED-Batch Algorithm 1 sequences (pick a type, run *all* its
-//! ready ops) with lower-bound pruning and memoisation ([`search`]). Unlike
-//! the reference we keep every minimum-batch sequence (up to a cap) so the
-//! planner can pick the one whose layout copies least.
+//! *in-cell signature* (op kind, argument shapes and which arguments are
+//! parameters, not parameter identity) can share the kernel: the four LSTM
+//! gate affines are one batch. Which ops share is a batching problem on the
+//! cell's op DAG, solved here exactly for cells of up to [`MAX_EXACT_OPS`]
+//! ops by the reference's method: exhaustive search over ED-Batch Algorithm 1
+//! sequences (pick a type, run *all* its ready ops) with lower-bound pruning
+//! and memoisation ([`search`]). Unlike the reference we keep every
+//! minimum-batch sequence (up to a cap) so the planner can pick the one whose
+//! layout copies least.
 
 mod search;
 
 pub use search::{ScheduleSearch, search};
 
-use engine::cells::Cell;
+use engine::cells::{Cell, ValueKind};
 
 /// Largest cell (in ops) searched exhaustively; a state is a `u128` bitmask.
 /// Larger cells get the greedy Algorithm 1 schedule.
@@ -29,9 +30,13 @@ pub const MAX_SEARCH_STATES: usize = 200_000;
 pub const DEFAULT_SCHEDULE_CAP: usize = 256;
 
 /// In-cell signature of op `op`: `<kind>[<arg shapes>]`, plus the row range
-/// for a slice. Two ops may share a batch iff their signatures are equal.
-/// Parameter names are deliberately absent (unlike the engine's op-level
-/// signature): inside one cell, different weights of one shape batch fine.
+/// for a slice; a parameter argument's shape is marked `p` (`p64x64`). Two
+/// ops may share a batch iff their signatures are equal. Parameter names are
+/// deliberately absent (unlike the engine's op-level signature): inside one
+/// cell, different weights of one shape batch fine. Whether an argument is a
+/// parameter is not: the executors read a batch's operand either from the
+/// parameters or from the per-instance values, so a slice of a bias and a
+/// slice of a gate pre-activation (a stateless `nn.GRUCell`) must not share.
 ///
 /// # Panics
 /// If `op >= cell.ops.len()`.
@@ -41,8 +46,10 @@ pub fn in_cell_signature(cell: &Cell, op: usize) -> String {
         .args
         .iter()
         .map(|&a| {
-            let dims: Vec<String> = cell.value(a).shape.iter().map(usize::to_string).collect();
-            dims.join("x")
+            let v = cell.value(a);
+            let dims: Vec<String> = v.shape.iter().map(usize::to_string).collect();
+            let mark = if v.kind == ValueKind::Param { "p" } else { "" };
+            format!("{mark}{}", dims.join("x"))
         })
         .collect();
     let mut sig = op.kind.name().to_owned();
@@ -159,5 +166,48 @@ impl OpDag {
             }
         }
         best.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::cells::CellLibrary;
+
+    /// A stateless `nn.GRUCell` as batchlab_torch lowers it: slices of the
+    /// gate pre-activation (a value) beside slices of `bias_hh` (a
+    /// parameter), same range and shape.
+    const PARAM_AND_VALUE_SLICES: &str = r#"
+name: "param_and_value_slices"
+ports:
+  - name: "x"
+    arity: one
+    inputs:
+      - {name: "x", shape: [4]}
+params:
+  - {name: "w", shape: [8, 4]}
+  - {name: "b", shape: [8]}
+  - {name: "c", shape: [8]}
+ops:
+  - {out: "g", op: affine, args: ["b", "w", "x"]}
+  - {out: "g0", op: slice, args: ["g"], start: 0, len: 4}
+  - {out: "c0", op: slice, args: ["c"], start: 0, len: 4}
+  - {out: "s", op: add, args: ["g0", "c0"]}
+outputs: ["s"]
+"#;
+
+    #[test]
+    fn a_slice_of_a_parameter_never_shares_a_batch_with_a_slice_of_a_value() {
+        // The executors read a batch's operand from the parameters or from
+        // the per-instance values, never both: batched together, edbatch
+        // panicked on these two slices and edbatch-nolayout computed garbage.
+        let mut lib = CellLibrary::new();
+        let name = lib.add_yaml(PARAM_AND_VALUE_SLICES, "test").unwrap();
+        let cell = lib.instantiate(&name, 4).unwrap();
+        assert_eq!(in_cell_signature(&cell, 1), "slice(0..4)[8]");
+        assert_eq!(in_cell_signature(&cell, 2), "slice(0..4)[p8]");
+        assert_eq!(in_cell_signature(&cell, 0), "affine[p8;p8x4;4]");
+        let dag = OpDag::from_cell(&cell);
+        assert_ne!(dag.types[1], dag.types[2]);
     }
 }

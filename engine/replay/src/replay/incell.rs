@@ -168,6 +168,20 @@ impl CellProgram {
                 done[o] = true;
             }
             let arity = cell.ops[first].args.len();
+            // The executors read one operand of a batch either from the
+            // parameters or from the per-instance values (`access_of`).
+            for i in 0..arity {
+                let params = ops
+                    .iter()
+                    .filter(|&&o| cell.values[cell.ops[o].args[i].index()].kind == ValueKind::Param)
+                    .count();
+                if params != 0 && params != ops.len() {
+                    return Err(bad(format!(
+                        "batch {b}: operand {i} is a parameter in some ops and a per-instance value in others; \
+                         write the layout again with this version's `planner layout`"
+                    )));
+                }
+            }
             let access = |values: Vec<usize>| access_of(cell, &unit, &param_at, &values);
             let args = (0..arity)
                 .map(|i| {
