@@ -245,9 +245,11 @@ pub fn batchlab_torch_source() -> PathBuf {
         .join("torch")
 }
 
-/// `pip install engine/torch` into the environment (no dependencies
-/// fetched: the torch requirements pin them; no build isolation: nothing is
-/// downloaded to build it).
+/// `pip install -e engine/torch` into the environment: editable, so the
+/// environment's `batchlab_torch` is always this checkout's (a copy would go
+/// stale with the next edit). No dependencies fetched (the torch
+/// requirements pin them), no build isolation (nothing is downloaded to
+/// build it).
 fn install_batchlab_torch(python: &Path) -> Result<()> {
     let src = batchlab_torch_source();
     if !src.join("pyproject.toml").is_file() {
@@ -268,6 +270,7 @@ fn install_batchlab_torch(python: &Path) -> Result<()> {
             "--disable-pip-version-check",
             "--no-deps",
             "--no-build-isolation",
+            "--editable",
         ])
         .arg(&src)
         .stdout(std::process::Stdio::inherit())
