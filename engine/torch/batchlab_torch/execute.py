@@ -1,11 +1,13 @@
 """Executing a scheduled mini-batch with the user's own modules.
 
 Every node output lives in a row of a store, one store per per-instance
-shape and dtype (row 0 stays zeros: an absent input reads it). The
-schedule is compiled once into :class:`Step` s, each with the index
-tensors of the rows it reads and writes and the earlier steps it depends
-on, so running a batch is: one gather of every argument, one call of the
-cell (:class:`Caller`), one scatter of every output.
+shape and dtype (row 0 stays zeros: an absent input reads it). Rows are
+handed out in schedule order, so a batch writes each output into one
+contiguous block. The schedule is compiled once into :class:`Step` s,
+each with the index tensors of the rows it reads, the blocks it writes and
+the earlier steps it depends on, so running a batch is: one gather of
+every argument (a view, without autograd, where the rows are one block),
+one call of the cell (:class:`Caller`), one block copy of every output.
 
 Under autograd the gather and the scatter are one custom function each
 (:class:`_Gather`, :class:`_Scatter`): the scatter returns a token the
@@ -29,7 +31,7 @@ from torch import nn
 from .discover import Known
 from .flat import flatten as tree_flatten
 from .flat import unflatten as tree_unflatten
-from .graph import Kind
+from .graph import Kind, RecordError
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class _Store:
 
 
 Rows = tuple[tuple[_Store, torch.Tensor], ...]
+Blocks = tuple[tuple[_Store, int, int], ...]  # store, first row, row count
 
 
 class _Gather(torch.autograd.Function):
@@ -89,24 +92,25 @@ class _Gather(torch.autograd.Function):
 
 
 class _Scatter(torch.autograd.Function):
-    """Writes a step's outputs into their rows; returns a token whose
-    backward hands the rows' accumulated gradients back to the step."""
+    """Writes a step's outputs into their blocks; returns a token whose
+    backward hands the blocks' accumulated gradients back to the step."""
 
     @staticmethod
-    def forward(ctx: Any, writes: Rows, *values: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        for (s, i), v in zip(writes, values):
-            s.data.index_copy_(0, i, v.detach())
+    def forward(ctx: Any, writes: Blocks, *values: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for (s, a, n), v in zip(writes, values):
+            s.data.narrow(0, a, n).copy_(v.detach())
         ctx.writes = writes
         return values[0].new_empty(0)
 
     @staticmethod
     def backward(ctx: Any, _token: torch.Tensor) -> Any:  # type: ignore[override]
         out: list[Any] = [None]
-        for s, i in ctx.writes:
+        for s, a, n in ctx.writes:
             if s.grad is None:
-                out.append(torch.zeros((len(i),) + s.shape, dtype=s.data.dtype, device=s.data.device))
+                out.append(torch.zeros((n,) + s.shape, dtype=s.data.dtype, device=s.data.device))
             else:
-                out.append(s.grad.index_select(0, i))
+                # A copy: autograd may accumulate into what it is handed.
+                out.append(s.grad.narrow(0, a, n).clone())
         return tuple(out)
 
 
@@ -117,8 +121,9 @@ class Step:
     kind: Kind
     b: int
     reads: Rows
+    blocks: list[tuple[int, int] | None]  # per read, its rows as one block (first, count), if they are
     data: dict[int, torch.Tensor]
-    writes: Rows
+    writes: Blocks
     deps: list[int]
     seg: torch.Tensor | None = None  # a sum's segment per read row
 
@@ -146,30 +151,46 @@ class Execution:
         out_store = np.full((len(kinds), width), -1, dtype=np.int64)
         self.out_row = np.zeros((plan.n, width), dtype=np.int64)
         index: dict[tuple, int] = {}
-        counts: list[int] = []
         for q in present:
-            ids = np.nonzero(plan.kid == q)[0]
             for k, key in enumerate(runner.out_keys(kinds[q])):
-                s = index.get(key)
-                if s is None:
-                    s = index[key] = len(counts)
-                    counts.append(0)
-                out_store[q, k] = s
-                self.out_row[ids, k] = counts[s] + 1 + np.arange(len(ids))
-                counts[s] += len(ids)
+                out_store[q, k] = index.setdefault(key, len(index))
+        # Rows in schedule order: each batch's outputs are one block per
+        # output (its first row in ``first``).
+        sizes = np.array([len(ids) for ids in batches], dtype=np.int64)
+        start = np.concatenate([[0], np.cumsum(sizes)])
+        order = np.concatenate(batches)
+        counts = [0] * len(index)
+        self.first: list[list[int]] = []
+        for q, b in zip(plan.kid[order[start[:-1]]].tolist(), sizes.tolist()):
+            firsts = []
+            for k in range(len(kinds[q].out_tshapes)):
+                st = int(out_store[q, k])
+                firsts.append(counts[st] + 1)
+                counts[st] += b
+            self.first.append(firsts)
+        rank = np.arange(plan.n) - np.repeat(start[:-1], sizes)
+        for k in range(width):
+            first_k = np.array([f[k] if k < len(f) else 0 for f in self.first], dtype=np.int64)
+            has = np.repeat(first_k > 0, sizes)
+            self.out_row[order[has], k] = (np.repeat(first_k, sizes) + rank)[has]
         keys = sorted(index, key=index.get)  # type: ignore[arg-type]
         self.stores = [_Store(key[0], key[1], dev, counts[index[key]], runner.buffers) for key in keys]
         self.index = index
         self.out_store = out_store
         self.step_of = np.full(plan.n, -1, dtype=np.int64)
-        for bi, ids in enumerate(batches):
-            self.step_of[ids] = bi
-        # Every argument's row and producing step at once (a step slices them).
-        ok = plan.anode >= 0
-        safe = np.where(ok, plan.anode, 0)
-        self.arg_row = np.where(ok, self.out_row[safe, plan.ak], 0)
+        self.step_of[order] = np.repeat(np.arange(len(batches)), sizes)
+        # Every argument's row and producing step at once, nodes in schedule
+        # order and one contiguous line per argument position: a step's
+        # index tensors are slices of these.
+        self.start = start.tolist()
+        anode, ak = plan.anode[order], plan.ak[order]
+        ok = anode >= 0
+        safe = np.where(ok, anode, 0)
+        self.arg_row = np.ascontiguousarray(np.where(ok, self.out_row[safe, ak], 0).T)
         self.arg_step = np.where(ok, self.step_of[safe], -1)
-        self.steps = [self._compile(ids) for ids in batches]
+        self.ints = plan.ints[order]
+        self._per_kind: dict[int, tuple[list[_Store], list[tuple[int, int, torch.dtype]]]] = {}
+        self.steps = [self._compile(bi, ids) for bi, ids in enumerate(batches)]
 
     def _idx(self, rows: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
@@ -188,41 +209,49 @@ class Execution:
         safe = np.where(ok, nodes, 0)
         return np.where(ok, self.out_row[safe, ks], 0), nodes[ok]
 
-    def _compile(self, ids: np.ndarray) -> Step:
+    def _kind(self, q: int) -> tuple[list[_Store], list[tuple[int, int, torch.dtype]]]:
+        """Kind ``q``'s stores per tensor position and (position, column,
+        dtype) per integer input, looked up once per mini-batch."""
+        got = self._per_kind.get(q)
+        if got is None:
+            kind = self.runner.kind_list[q]
+            stores = [self._store_for(kind.leaves[p]) for p in kind.tensor_positions]
+            data = [(p, kind.data_slot[p], _dtype(leaf[2])) for p, leaf in enumerate(kind.leaves) if leaf[0] == "data"]
+            got = self._per_kind[q] = (stores, data)
+        return got
+
+    def _compile(self, bi: int, ids: np.ndarray) -> Step:
         plan = self.plan
         q = int(plan.kid[ids[0]])
         kind = self.runner.kind_list[q]
         b = len(ids)
+        lo, hi = self.start[bi], self.start[bi + 1]
         reads = []
+        blocks: list[tuple[int, int] | None] = []
         producers = []
         seg = None
+        stores, data_cols = self._kind(q)
         if kind.what == "sum":
             starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
             sel = np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())])
             rows, made = self._rows(plan.snode[sel], plan.sk[sel])
             reads.append((self._store_for(kind.leaves[0]), self._idx(rows)))
+            blocks.append(_block(rows))
             producers.append(self.step_of[made])
             seg = self._idx(np.repeat(np.arange(b), ends - starts))
         else:
-            pos = kind.tensor_positions
-            if pos:
-                rows = self.arg_row[ids, : len(pos)]
-                for j, p in enumerate(pos):
-                    reads.append((self._store_for(kind.leaves[p]), self._idx(rows[:, j])))
-                producers.append(self.arg_step[ids, : len(pos)].ravel())
-        data = {
-            p: torch.from_numpy(plan.ints[ids, kind.data_slot[p]]).to(self.runner.device, _dtype(leaf[2]))
-            for p, leaf in enumerate(kind.leaves)
-            if leaf[0] == "data"
-        }
-        writes = tuple(
-            (self.stores[int(self.out_store[q, k])], self._idx(self.out_row[ids, k]))
-            for k in range(len(kind.out_tshapes))
-        )
+            for j, st in enumerate(stores):
+                rows = self.arg_row[j, lo:hi]
+                reads.append((st, self._idx(rows)))
+                blocks.append(_block(rows))
+            if stores and self.grad:
+                producers.append(self.arg_step[lo:hi, : len(stores)].ravel())
+        data = {p: torch.from_numpy(self.ints[lo:hi, col]).to(self.runner.device, dt) for p, col, dt in data_cols}
+        writes = tuple((self.stores[int(self.out_store[q, k])], a, b) for k, a in enumerate(self.first[bi]))
         deps: list[int] = []
         if self.grad and producers:
             deps = [d for d in np.unique(np.concatenate(producers)).tolist() if d >= 0]
-        return Step(kind, b, tuple(reads), data, writes, deps, seg)
+        return Step(kind, b, tuple(reads), blocks, data, writes, deps, seg)
 
     def run(self) -> None:
         tokens: list[torch.Tensor | None] = [None] * len(self.steps)
@@ -232,7 +261,14 @@ class Execution:
                 toks = [t for t in (tokens[d] for d in st.deps) if t is not None]
                 ins = list(_Gather.apply(st.reads, *toks)) if st.reads else []
             else:
-                ins = [s.data.index_select(0, i) for s, i in st.reads]
+                # A block is read in place (nothing writes it again in this
+                # mini-batch) by a kind checked not to change its inputs.
+                kind = st.kind
+                views = kind.what in ("sum", "mean") or caller(kind).known.mode is not None
+                ins = [
+                    s.data.narrow(0, blk[0], blk[1]) if views and blk is not None else s.data.index_select(0, i)
+                    for (s, i), blk in zip(st.reads, st.blocks)
+                ]
             kind = st.kind
             if kind.what == "sum":
                 x = ins[0]
@@ -246,12 +282,14 @@ class Execution:
                 outs = [acc / len(ins)]
             else:
                 outs = caller(kind)(ins, st.data, st.b)
-            vals = [o if o.shape[1:] == s.shape else o.reshape((st.b,) + s.shape) for o, (s, _) in zip(outs, st.writes)]
+            vals = [
+                o if o.shape[1:] == s.shape else o.reshape((st.b,) + s.shape) for o, (s, _, _) in zip(outs, st.writes)
+            ]
             if self.grad and any(v.requires_grad for v in vals):
                 tokens[bi] = _Scatter.apply(st.writes, *vals)
             else:
-                for (s, i), v in zip(st.writes, vals):
-                    s.data.index_copy_(0, i, v.detach())
+                for (s, a, n), v in zip(st.writes, vals):
+                    s.data.narrow(0, a, n).copy_(v.detach())
         self.tokens = tokens
 
     def values(self, nodes: np.ndarray, ks: np.ndarray) -> list[torch.Tensor]:
@@ -270,6 +308,16 @@ class Execution:
             for r, j in enumerate(js.tolist()):
                 out[j] = g[r]
         return out
+
+
+def _block(rows: np.ndarray) -> tuple[int, int] | None:
+    """``rows`` as (first, count) when they are consecutive ascending rows
+    of produced values (not the zeros of row 0), else None."""
+    n = len(rows)
+    first = int(rows[0])
+    if first > 0 and int(rows[-1]) == first + n - 1 and (n < 3 or bool((np.diff(rows) == 1).all())):
+        return first, n
+    return None
 
 
 class Caller:
@@ -374,19 +422,37 @@ class Caller:
         """How the kind runs a batch: ``"direct"`` when its direct call on
         the batch equals the reference (shapes and values), else ``"vmap"``,
         or ``"loop"`` when vmap cannot run it."""
-        ins = [x.detach() for x in ins]
+        base = [x.detach() for x in ins]
+        trials: list[list[torch.Tensor]] = []
+
+        def fresh() -> list[torch.Tensor]:
+            # Each trial gets its own copies: a cell that changes its inputs
+            # in place must not change the next trial's, nor the real call's.
+            trials.append([x.clone() for x in base])
+            return trials[-1]
+
         with torch.no_grad(), warnings.catch_warnings():
             # vmap warns where it falls back to a loop (gru_cell): this call
-            # only decides, and a kind that falls back runs directly anyway.
+            # only decides.
             warnings.simplefilter("ignore", UserWarning)
             try:
-                ref, fallback = self.vmap(ins, data), "vmap"
+                ref, fallback = self.vmap(fresh(), data), "vmap"
             except Exception:
-                ref, fallback = self.loop(ins, data, b), "loop"
+                ref, fallback = self.loop(fresh(), data, b), "loop"
             try:
-                got = self.direct(ins, data, b)
+                got = self.direct(fresh(), data, b)
             except Exception:
-                return fallback
+                got = None
+        if any(not torch.equal(t, x) for trial in trials for t, x in zip(trial, base)):
+            # The eager loop's later readers see the changed value, a batch's
+            # see a copy: the two would differ, silently.
+            what = f"module {self.kind.module}" if self.kind.what == "cell" else self.kind.base
+            raise RecordError(
+                f"{self.kind.frame}: {what} changes one of its input tensors in place; bt.run cannot reproduce "
+                "that (write it out of place: x = x * 2, not x.mul_(2))"
+            )
+        if got is None:
+            return fallback
         same = len(got) == len(ref) and all(
             g.shape == r.shape and torch.allclose(g, r, rtol=1e-4, atol=1e-6) for g, r in zip(got, ref)
         )

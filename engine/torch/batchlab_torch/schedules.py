@@ -117,38 +117,24 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
     binary (docs/cli.md): a header line, then, as little-endian u32, each
     node's type, the arguments' offsets, the arguments, each node's
     instance."""
-    present, type_of = np.unique(plan.kid, return_inverse=True)
-    is_sum = np.array([kinds[q].what == "sum" for q in present.tolist()], dtype=bool)[type_of]
-    valid = plan.anode >= 0
-    counts = np.where(is_sum, plan.sptr[1:] - plan.sptr[:-1], valid.sum(axis=1))
-    ptr = np.concatenate([[0], np.cumsum(counts)])
-    args = np.empty(int(ptr[-1]), dtype=np.int64)
-    fixed = ~is_sum
-    if fixed.any():
-        rows = plan.anode[fixed]
-        dst = np.repeat(ptr[:-1][fixed], valid[fixed].sum(axis=1)) + _ranks(valid[fixed])
-        args[dst] = rows[valid[fixed]]
-    if is_sum.any():
-        idx = np.nonzero(is_sum)[0]
-        lo, hi = plan.sptr[idx], plan.sptr[idx + 1]
-        src = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
-        dst = np.concatenate([np.arange(a, b) for a, b in zip(ptr[idx].tolist(), ptr[idx + 1].tolist())])
-        args[dst] = plan.snode[src]
+    present, type_of = present_kinds(plan.kid, len(kinds))
     head = {
         "workload": name,
         "types": [kinds[q].type_name for q in present.tolist()],
         "nodes": int(plan.n),
-        "args": len(args),
+        "args": len(plan.gnode),
     }
-    body = np.concatenate([type_of, ptr, args, plan.instance]).astype("<u4").tobytes()
+    body = np.concatenate([type_of, plan.gptr, plan.gnode, plan.instance]).astype("<u4").tobytes()
     return b"B " + json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
 
 
-def _ranks(mask: np.ndarray) -> np.ndarray:
-    """For each true entry of a 2-D mask, its rank among its row's true
-    entries (row-major order)."""
-    c = np.cumsum(mask, axis=1) - 1
-    return c[mask]
+def present_kinds(kid: np.ndarray, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kinds present (ascending) and each node's index among them (as
+    ``np.unique(kid, return_inverse=True)``, without its sort)."""
+    present = np.flatnonzero(np.bincount(kid, minlength=n_kinds))
+    index = np.full(n_kinds, -1, dtype=np.int64)
+    index[present] = np.arange(len(present))
+    return present, index[kid]
 
 
 def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:

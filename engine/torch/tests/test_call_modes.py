@@ -3,6 +3,7 @@ per row), each chosen where it is right and each equal to the eager loop."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -76,3 +77,33 @@ def test_each_kind_runs_the_way_that_reproduces_it() -> None:
     # cell and h.sum() (which, called on a batch, would sum the rows too)
     # under vmap; the branching cell one row at a time.
     assert (st.direct_kinds, st.vmap_kinds, st.loop_kinds) == (2, 2, 1), st
+
+
+class Doubling(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(H, H)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)  # in place: the eager loop's later readers of x see it doubled
+        return torch.tanh(self.lin(x) + h)
+
+
+class Reuses(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, H)
+        self.cell = Doubling()
+
+    def forward(self, seq: list[int]) -> torch.Tensor:
+        h = torch.zeros(1, H)
+        for w in seq:
+            x = self.embed(torch.tensor([w]))
+            h = self.cell(x, h) + x
+        return h.sum()
+
+
+def test_a_cell_that_changes_its_input_in_place_is_refused() -> None:
+    m = Reuses()
+    with torch.no_grad(), pytest.raises(bt.RecordError, match=r"module cell changes one of its input tensors in place"):
+        bt.run(m, [[1, 2], [3, 4, 5]], cells={"cell": m.cell}, schedule="agenda")
