@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .cell import Cell, Port, Val, bl_shape, clean_name
-from .graph import Kind, Node, RecordError
+from .graph import Kind, Node, RecordError, feed_order
 from .lower import DataIn, LoweringError, lower
 
 if TYPE_CHECKING:
@@ -106,12 +106,11 @@ def write_model(path: str, rec: Recorder) -> None:
     nodes = rec.graph.finish()
     if not nodes:
         raise RecordError("Recorder.save: nothing was recorded (call the model inside `with rec:`)")
-    kinds: list[Kind] = []
-    seen: set[int] = set()
+    first: dict[int, Kind] = {}
     for n in nodes:
-        if id(n.kind) not in seen:
-            seen.add(id(n.kind))
-            kinds.append(n.kind)
+        first.setdefault(id(n.kind), n.kind)
+    edges = {(id(nodes[a.node].kind), id(n.kind)) for n in nodes for a in n.args if a is not None}
+    kinds = [first[k] for k in feed_order(list(first), edges)]
     params = {name: tuple(t.shape) for name, t in rec.params.items()}
     cells: dict[int, tuple[Cell, dict[str, str], list[list[int]]]] = {id(k): build_cell(k, params) for k in kinds}
     node_args = [_args(n, cells[id(n.kind)][2]) for n in nodes]

@@ -357,3 +357,27 @@ def _same_producer(a: Src | None, b: Src | None) -> bool:
 
 def _what(k: Kind) -> str:
     return f"cell `{k.base}`" if k.what == "cell" else f"op `{k.base}`"
+
+
+def feed_order(kinds: list[int], edges: set[tuple[int, int]]) -> list[int]:
+    """``kinds`` (given in first-call order) reordered so that a kind comes
+    after the kinds feeding it (``edges``: producer, consumer), as a built-in
+    workload declares its roles; among kinds free to go next the first
+    called goes first, and a cycle is broken at its first-called kind.
+
+    Type ids follow this order in a recorded trace and in bt.run's schedule
+    requests: heuristics that break ties by type id (``cavs``) then see a
+    recorded model as they see the same model built in."""
+    rank = {k: i for i, k in enumerate(kinds)}
+    feeds: dict[int, set[int]] = {k: set() for k in kinds}
+    for a, b in edges:
+        if a != b and a in feeds and b in feeds:
+            feeds[b].add(a)
+    out: list[int] = []
+    placed: set[int] = set()
+    while len(out) < len(kinds):
+        free = [k for k in kinds if k not in placed and feeds[k] <= placed]
+        k = free[0] if free else min((k for k in kinds if k not in placed), key=rank.__getitem__)
+        out.append(k)
+        placed.add(k)
+    return out

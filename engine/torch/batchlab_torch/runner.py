@@ -46,7 +46,7 @@ from .discover import Discovery, Known, Value, _values, tree_map
 from .execute import Execution, base_key, callers
 from .graph import Kind, RecordError, Src
 from .plan import Fragment, Plan
-from .schedules import _Server, find_tool, graph_request, read_schedule
+from .schedules import _Server, find_tool, graph_request, present_kinds, read_schedule
 
 
 @dataclass
@@ -200,22 +200,20 @@ class Runner:
         samples = list(samples)
         plan = Plan(self.discover(samples))
         kinds = self.kind_list
-        present: dict[int, int] = {}
-        for q in plan.kid.tolist():
-            present.setdefault(q, len(present))
+        present, type_of = present_kinds(plan, len(kinds))
         nodes = []
         for i, q in enumerate(plan.kid.tolist()):
             if kinds[q].what == "sum":
                 args = plan.snode[plan.sptr[i] : plan.sptr[i + 1]].tolist()
             else:
                 args = [a for a in plan.anode[i].tolist() if a >= 0]
-            nodes.append({"type": present[q], "args": args, "instance": int(plan.instance[i])})
+            nodes.append({"type": int(type_of[i]), "args": args, "instance": int(plan.instance[i])})
         body = {
             "format": "batchlab-trace",
             "version": 1,
             "workload": self.name,
             "meta": {"batch_size": len(samples), "level": "cell", "recorded_by": "batchlab_torch.Runner"},
-            "types": [{"name": kinds[q].type_name, "batchable": True} for q in present],
+            "types": [{"name": kinds[q].type_name, "batchable": True} for q in present.tolist()],
             "nodes": nodes,
         }
         tmp = f"{path}.tmp-{os.getpid()}"

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from .graph import Kind
+from .graph import Kind, feed_order
 from .plan import Plan
 
 
@@ -117,7 +117,7 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
     binary (docs/cli.md): a header line, then, as little-endian u32, each
     node's type, the arguments' offsets, the arguments, each node's
     instance."""
-    present, type_of = present_kinds(plan.kid, len(kinds))
+    present, type_of = present_kinds(plan, len(kinds))
     head = {
         "workload": name,
         "types": [kinds[q].type_name for q in present.tolist()],
@@ -128,13 +128,19 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
     return b"B " + json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
 
 
-def present_kinds(kid: np.ndarray, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
-    """The kinds present (ascending) and each node's index among them (as
-    ``np.unique(kid, return_inverse=True)``, without its sort)."""
+def present_kinds(plan: Plan, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kinds present, in feeding order as a recording numbers its types
+    (:func:`~batchlab_torch.graph.feed_order`; kind ids are first-call
+    order), and each node's index among them."""
+    kid = plan.kid
     present = np.flatnonzero(np.bincount(kid, minlength=n_kinds))
+    consumer = np.repeat(kid, np.diff(plan.gptr))
+    pairs = np.unique(kid[plan.gnode] * n_kinds + consumer)
+    edges = {(int(p) // n_kinds, int(p) % n_kinds) for p in pairs.tolist()}
+    ordered = np.array(feed_order(present.tolist(), edges), dtype=np.int64)
     index = np.full(n_kinds, -1, dtype=np.int64)
-    index[present] = np.arange(len(present))
-    return present, index[kid]
+    index[ordered] = np.arange(len(ordered))
+    return ordered, index[kid]
 
 
 def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
