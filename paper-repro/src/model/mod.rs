@@ -52,10 +52,21 @@ pub struct ModelArgs {
     /// Redraw REPORT.md and the figure from OUT/rows without measuring.
     #[arg(long)]
     pub redraw: bool,
+    /// A trace of the same model built in, recorded on the same samples
+    /// (e.g. `engine record --workload tree-lstm` on the trees the folder
+    /// was recorded on): batchlab's executors also run on it, with its own
+    /// FSM and layouts, and the report gives the imported model's time ÷
+    /// the built-in's per executor.
+    #[arg(long, value_name = "TRACE")]
+    pub builtin: Option<PathBuf>,
 }
 
 /// The batchlab executors timed (the batchlab worker's system names).
 pub const BATCHLAB: [&str; 5] = ["reference", "dynet", "cavs", "policy:fsm", "edbatch"];
+
+/// The prefix of a batchlab executor's system name when it runs on the
+/// `--builtin` trace (family `built-in`): `built-in:cavs`.
+pub const BUILTIN: &str = "built-in:";
 
 /// One timed process: a system's mini-batches in one round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -120,15 +131,61 @@ pub struct Analysis {
     pub certified: u64,
     /// Per cell: (cell, ops, planned copy bytes, DyNet-order copy bytes,
     /// planned memory kernels, DyNet-order memory kernels).
-    pub planner: Vec<(String, usize, u64, u64, u64, u64)>,
+    pub planner: Vec<PlannerRow>,
     /// The FSM's encoding.
     pub fsm_encoding: String,
+    /// The `--builtin` trace beside the model folder's, if given.
+    #[serde(default)]
+    pub builtin: Option<BuiltinAnalysis>,
 }
 
-/// Files of a measurement: the FSM policy and the layouts folder.
+/// The `--builtin` trace's structure beside the model folder's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuiltinAnalysis {
+    /// The trace file.
+    pub trace: String,
+    /// Its nodes, edges, instances and types.
+    pub nodes: usize,
+    /// Edges.
+    pub edges: usize,
+    /// Instances.
+    pub instances: usize,
+    /// Types.
+    pub types: usize,
+    /// The model folder's nodes, edges, instances and types.
+    pub imported: [usize; 4],
+    /// Its FSM's batches (`search train`, the same episodes), and the
+    /// imported model's.
+    pub fsm_batches: u64,
+}
+
+impl BuiltinAnalysis {
+    /// Whether both traces have the same nodes, edges, instances and types.
+    pub fn same_shape(&self) -> bool {
+        [self.nodes, self.edges, self.instances, self.types] == self.imported
+    }
+}
+
+/// A cell's planner reading: (cell, ops, planned copy bytes, DyNet-order
+/// copy bytes, planned memory kernels, DyNet-order memory kernels).
+pub type PlannerRow = (String, usize, u64, u64, u64, u64);
+
+/// Files of a measurement: the FSM policy and the layouts folder, and the
+/// `--builtin` trace's.
 struct Prepared {
     fsm: PathBuf,
     layouts: PathBuf,
+    builtin: Option<BuiltinFiles>,
+}
+
+/// The `--builtin` trace, its FSM and its layouts folder.
+pub struct BuiltinFiles {
+    /// The trace.
+    pub trace: PathBuf,
+    /// Its FSM policy.
+    pub fsm: PathBuf,
+    /// Its layouts folder.
+    pub layouts: PathBuf,
 }
 
 fn usage(m: String) -> ReproError {
@@ -147,23 +204,9 @@ pub fn analyse(dir: &ModelDir, work: &Path, quick: bool) -> Result<(Analysis, Pa
         let (s, _) = run_policy(g, &st, p.as_mut()).map_err(|e| usage(e.to_string()))?;
         policies.push((h.to_string(), s.len() as u64));
     }
-    let episodes = if quick { 200 } else { 1000 };
-    let auto = experiments::auto::train_best(
-        &dir.trace,
-        &dir.path.join("trace.json").display().to_string(),
-        &Encoding::ALL,
-        1,
-        episodes,
-    )
-    .ok_or_else(|| usage("no encoding to train an FSM with".into()))?;
-    policies.push((
-        format!("fsm ({})", auto.encoding.name()),
-        auto.report.best_batches,
-    ));
     let fsm = work.join("fsm.yaml");
-    auto.file
-        .write(&fsm)
-        .map_err(|e| usage(format!("{}: {e}", fsm.display())))?;
+    let (encoding, batches) = learn_fsm(&dir.trace, &dir.path.join("trace.json"), &fsm, quick)?;
+    policies.push((format!("fsm ({encoding})"), batches));
     let known = policies.iter().map(|p| p.1).min().unwrap_or(0);
     let cert = search::bound::certify(
         g,
@@ -174,18 +217,109 @@ pub fn analyse(dir: &ModelDir, work: &Path, quick: bool) -> Result<(Analysis, Pa
     );
     let hidden = dir.manifest.hidden.max(1) as usize;
     let layouts = work.join("layouts");
-    std::fs::create_dir_all(&layouts).map_err(|e| ReproError::io(&layouts, e))?;
-    let mut planner_rows = Vec::new();
-    for name in dir.cells.names() {
-        let cell = dir
-            .cells
+    let names: Vec<&str> = dir.cells.names().collect();
+    let planner_rows = plan_cells(&dir.cells, &names, hidden, &layouts)?;
+    Ok((
+        Analysis {
+            policies,
+            a3: cert.a3,
+            certified: cert.bound,
+            planner: planner_rows,
+            fsm_encoding: encoding,
+            builtin: None,
+        },
+        fsm,
+        layouts,
+    ))
+}
+
+/// `--builtin`: the built-in trace's structure beside the folder's, its
+/// FSM (the same training as the folder's) and its cells' layouts, into
+/// `work/builtin`.
+pub fn analyse_builtin(
+    dir: &ModelDir,
+    trace_path: &Path,
+    work: &Path,
+    quick: bool,
+) -> Result<(BuiltinAnalysis, BuiltinFiles)> {
+    let trace =
+        engine::trace::Trace::read(trace_path).map_err(|e| usage(format!("--builtin: {e}")))?;
+    let cells = engine::cells::CellLibrary::builtin().map_err(|e| usage(e.to_string()))?;
+    let model = engine::replay::model(&trace, &cells, 7)
+        .map_err(|e| usage(format!("--builtin {}: {e}", trace_path.display())))?;
+    let mut names: Vec<&str> = Vec::new();
+    for rm in &model.roles {
+        if !names.contains(&rm.cell.name.as_str()) {
+            names.push(&rm.cell.name);
+        }
+    }
+    let out = work.join("builtin");
+    let fsm = out.join("fsm.yaml");
+    std::fs::create_dir_all(&out).map_err(|e| ReproError::io(&out, e))?;
+    let (_, fsm_batches) = learn_fsm(&trace, trace_path, &fsm, quick)?;
+    let layouts = out.join("layouts");
+    let hidden = dir.manifest.hidden.max(1) as usize;
+    plan_cells(&cells, &names, hidden, &layouts)?;
+    let (g, h) = (&trace.graph, &dir.trace.graph);
+    let analysis = BuiltinAnalysis {
+        trace: trace_path.display().to_string(),
+        nodes: g.len(),
+        edges: g.num_edges(),
+        instances: g.num_instances(),
+        types: g.types().len(),
+        imported: [h.len(), h.num_edges(), h.num_instances(), h.types().len()],
+        fsm_batches,
+    };
+    let files = BuiltinFiles {
+        trace: trace_path.to_path_buf(),
+        fsm,
+        layouts,
+    };
+    Ok((analysis, files))
+}
+
+/// Learns the trace's FSM (`search train`'s automatic encoding choice,
+/// 1000 episodes, 200 with `--quick`) into `out`; its encoding and batches.
+fn learn_fsm(
+    trace: &engine::trace::Trace,
+    trace_path: &Path,
+    out: &Path,
+    quick: bool,
+) -> Result<(String, u64)> {
+    let episodes = if quick { 200 } else { 1000 };
+    let auto = experiments::auto::train_best(
+        trace,
+        &trace_path.display().to_string(),
+        &Encoding::ALL,
+        1,
+        episodes,
+    )
+    .ok_or_else(|| usage("no encoding to train an FSM with".into()))?;
+    auto.file
+        .write(out)
+        .map_err(|e| usage(format!("{}: {e}", out.display())))?;
+    Ok((auto.encoding.name().to_string(), auto.report.best_batches))
+}
+
+/// Plans each named cell at `hidden` (batch 8) and writes its planned and
+/// DyNet-order layouts into `layouts`; a [`PlannerRow`] per cell.
+fn plan_cells(
+    cells: &engine::cells::CellLibrary,
+    names: &[&str],
+    hidden: usize,
+    layouts: &Path,
+) -> Result<Vec<PlannerRow>> {
+    std::fs::create_dir_all(layouts).map_err(|e| ReproError::io(layouts, e))?;
+    let mut rows = Vec::new();
+    for &name in names {
+        let cell = cells
             .instantiate(name, hidden)
             .map_err(|e| usage(e.to_string()))?;
         let p = planner::plan_cell(&cell, 8, &planner::PlanOptions::default())
             .map_err(|e| usage(format!("planning cell {name}: {e}")))?;
         let planned = planner::layout_file::totals_entry(&p.planned.planned.eval.totals);
         let base = planner::layout_file::totals_entry(&p.baseline.eval.totals);
-        planner_rows.push((
+        rows.push((
             name.to_string(),
             cell.ops.len(),
             planned.copy_bytes,
@@ -208,17 +342,7 @@ pub fn analyse(dir: &ModelDir, work: &Path, quick: bool) -> Result<(Analysis, Pa
                 .map_err(|e| usage(format!("{}: {e}", path.display())))?;
         }
     }
-    Ok((
-        Analysis {
-            policies,
-            a3: cert.a3,
-            certified: cert.bound,
-            planner: planner_rows,
-            fsm_encoding: auto.encoding.name().to_string(),
-        },
-        fsm,
-        layouts,
-    ))
+    Ok(rows)
 }
 
 /// A system of the measurement.
@@ -263,18 +387,21 @@ pub struct Settings<'a> {
 
 /// Measures every system round by round into rows (written to `rows_file`
 /// after every round, atomically).
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     a: &ModelArgs,
     dir: &ModelDir,
     work: &Path,
     fsm: &Path,
     layouts: &Path,
+    builtin: Option<BuiltinFiles>,
     s: &Settings<'_>,
     rows_file: &Path,
 ) -> Result<Vec<Row>> {
     let prep = Prepared {
         fsm: fsm.to_path_buf(),
         layouts: layouts.to_path_buf(),
+        builtin,
     };
     let mut systems: Vec<System> = BATCHLAB
         .iter()
@@ -283,6 +410,15 @@ pub fn measure(
             name: n.to_string(),
         })
         .collect();
+    if prep.builtin.is_some() {
+        // The reference executor is not a batching system: no built-in twin.
+        for n in BATCHLAB.iter().filter(|n| **n != "reference") {
+            systems.push(System {
+                family: "built-in",
+                name: format!("{BUILTIN}{n}"),
+            });
+        }
+    }
     let torch = match (&a.torch, &s.python) {
         (Some(setup), Some(py)) => {
             let mut cmd = bench(py, setup, &a.model);
@@ -341,22 +477,36 @@ pub fn measure(
                 }
                 let result = work.join(format!("result-{}.json", std::process::id()));
                 let cmd = match sys.family {
-                    "batchlab" => {
+                    "batchlab" | "built-in" => {
+                        // The folder's trace, FSM and layouts, or the built-in's.
+                        let (input, name, fsm, layouts) = match &prep.builtin {
+                            Some(b) if sys.family == "built-in" => (
+                                ["--trace".as_ref(), b.trace.as_os_str()],
+                                sys.name.trim_start_matches(BUILTIN),
+                                &b.fsm,
+                                &b.layouts,
+                            ),
+                            _ => (
+                                ["--model".as_ref(), a.model.as_os_str()],
+                                sys.name.as_str(),
+                                &prep.fsm,
+                                &prep.layouts,
+                            ),
+                        };
                         let mut c = Command::new(&worker);
                         c.arg("worker")
-                            .arg("--model")
-                            .arg(&a.model)
-                            .args(["--seed", "7", "--system", &sys.name])
+                            .args(input)
+                            .args(["--seed", "7", "--system", name])
                             .args(["--repeats", &s.repeats.to_string()])
                             .args(["--threads", &a.threads.to_string()])
                             .arg("--result")
                             .arg(&result)
                             .args(["--train", if train { "1" } else { "0" }]);
-                        if sys.name.contains("fsm") || sys.name == "edbatch" {
-                            c.arg("--policy").arg(&prep.fsm);
+                        if name.contains("fsm") || name == "edbatch" {
+                            c.arg("--policy").arg(fsm);
                         }
-                        if sys.name == "edbatch" {
-                            c.arg("--layouts").arg(&prep.layouts);
+                        if name == "edbatch" {
+                            c.arg("--layouts").arg(layouts);
                         }
                         c
                     }
@@ -493,7 +643,15 @@ pub fn run_command(
     } else {
         let work = out.join("work");
         std::fs::create_dir_all(&work).map_err(|e| ReproError::io(&work, e))?;
-        let (analysis, fsm, layouts) = analyse(&dir, &work, quick)?;
+        let (mut analysis, fsm, layouts) = analyse(&dir, &work, quick)?;
+        let builtin = match &a.builtin {
+            Some(t) => {
+                let (b, files) = analyse_builtin(&dir, t, &work, quick)?;
+                analysis.builtin = Some(b);
+                Some(files)
+            }
+            None => None,
+        };
         engine::io::write_atomic(
             &analysis_file,
             serde_json::to_string_pretty(&analysis)?.as_bytes(),
@@ -520,7 +678,7 @@ pub fn run_command(
             command,
             verbose,
         };
-        let rows = measure(a, &dir, &work, &fsm, &layouts, &s, &rows_file)?;
+        let rows = measure(a, &dir, &work, &fsm, &layouts, builtin, &s, &rows_file)?;
         (analysis, rows)
     };
     report::write(&dir, &analysis, &rows, out, command)

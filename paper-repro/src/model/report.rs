@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use engine::modeldir::ModelDir;
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale, Stamp};
 
-use super::{Analysis, Row};
+use super::{Analysis, BATCHLAB, BUILTIN, Row};
 use crate::error::{ReproError, Result};
 use crate::report::table::Table;
 
@@ -236,6 +236,8 @@ pub fn write(
         );
         for s in list {
             let loss = match (s.loss, expected_loss) {
+                // The built-in trace runs on its own seeded weights.
+                (Some(l), _) if s.family == "built-in" => format!("{l:.4}"),
                 (Some(l), Some(e)) if (l - e).abs() <= 1e-4 * e.abs().max(1e-12) => {
                     format!("{l:.4} ✓")
                 }
@@ -268,6 +270,9 @@ pub fn write(
                 }),
             ]);
         }
+        tables.push(t);
+    }
+    if let Some(t) = imported_table(analysis, rows, &sums) {
         tables.push(t);
     }
     for t in &tables {
@@ -320,6 +325,67 @@ pub fn write(
     Ok(path)
 }
 
+/// `--builtin`: each batchlab executor on the imported model beside the same
+/// executor on the built-in trace, per mode.
+fn imported_table(
+    analysis: &Analysis,
+    rows: &[Row],
+    sums: &BTreeMap<String, Vec<Summary>>,
+) -> Option<Table> {
+    let b = analysis.builtin.as_ref()?;
+    let fsm = analysis
+        .policies
+        .iter()
+        .find(|(p, _)| p.starts_with("fsm"))
+        .map_or(0, |p| p.1);
+    let [n, e, i, ty] = b.imported;
+    let mut t = Table::new(
+        "model-imported",
+        format!(
+            "batchlab's executors on the imported model ÷ the same executors on the built-in trace `{}` (per round, median and least–most). The built-in: {} nodes, {} edges, {} instances, {} types; the folder: {n} nodes, {e} edges, {i} instances, {ty} types — {}. Each has its own FSM (built-in {} batches, imported {fsm}) and its own layouts; the built-in runs on its own seeded weights.",
+            b.trace,
+            b.nodes,
+            b.edges,
+            b.instances,
+            b.types,
+            if b.same_shape() {
+                "the same structure"
+            } else {
+                "a different structure, so the ratio compares different graphs"
+            },
+            b.fsm_batches,
+        ),
+        &[
+            "mode",
+            "executor",
+            "imported ms",
+            "built-in ms",
+            "imported ÷ built-in",
+            "batches imported",
+            "batches built-in",
+        ],
+    );
+    for (mode, list) in sums {
+        for name in BATCHLAB.iter().filter(|n| **n != "reference") {
+            let twin = format!("{BUILTIN}{name}");
+            let find = |sys: &str| list.iter().find(|s| s.system == sys);
+            let (Some(mine), Some(theirs)) = (find(name), find(&twin)) else {
+                continue;
+            };
+            t.push(vec![
+                mode.clone(),
+                name.to_string(),
+                ms(mine.median),
+                ms(theirs.median),
+                show_ratio(ratio(rows, mode, name, &twin)),
+                mine.batches.map_or("—".into(), |x| x.to_string()),
+                theirs.batches.map_or("—".into(), |x| x.to_string()),
+            ]);
+        }
+    }
+    Some(t)
+}
+
 /// The readings: what the rows say about the engine and the policy.
 fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
     let mut md = String::from("\n## Readings\n\n");
@@ -329,6 +395,20 @@ fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
                 .filter(|s| s.family == fam && s.median.is_finite() && s.system != "eager")
                 .min_by(|a, b| a.median.total_cmp(&b.median))
         };
+        let twins: Vec<String> = BATCHLAB
+            .iter()
+            .filter_map(|n| {
+                let r = ratio(rows, mode, n, &format!("{BUILTIN}{n}"))?;
+                Some(format!("`{n}` {}", show_ratio(Some(r))))
+            })
+            .collect();
+        if !twins.is_empty() {
+            let _ = writeln!(
+                md,
+                "- {mode}: batchlab on the imported model ÷ the same model built in: {}.",
+                twins.join(", ")
+            );
+        }
         let (Some(bl), Some(pt)) = (best("batchlab"), best("pytorch")) else {
             continue;
         };
