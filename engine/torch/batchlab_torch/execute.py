@@ -66,7 +66,7 @@ class _Store:
         return self.grad
 
 
-Rows = tuple[tuple[_Store, torch.Tensor], ...]
+Rows = tuple[tuple[_Store, torch.Tensor | None], ...]  # None: read in place as a block (no autograd)
 Blocks = tuple[tuple[_Store, int, int], ...]  # store, first row, row count
 
 
@@ -188,6 +188,14 @@ class Execution:
         safe = np.where(ok, anode, 0)
         self.arg_row = np.ascontiguousarray(np.where(ok, self.out_row[safe, ak], 0).T)
         self.arg_step = np.where(ok, self.step_of[safe], -1)
+        # Per argument position and batch: whether the batch reads that
+        # argument's rows as one block of produced rows (ascending by one,
+        # not the zeros of row 0), for all batches at once.
+        lo, last = start[:-1], start[1:] - 1
+        ar = self.arg_row
+        runs = np.zeros((ar.shape[0], ar.shape[1]), dtype=np.int64)
+        np.cumsum(np.diff(ar, axis=1) == 1, axis=1, out=runs[:, 1:])
+        self.arg_block = (runs[:, last] - runs[:, lo] == last - lo) & (ar[:, lo] > 0)
         self.ints = plan.ints[order]
         self._per_kind: dict[int, tuple[list[_Store], list[tuple[int, int, torch.dtype]]]] = {}
         self.steps = [self._compile(bi, ids) for bi, ids in enumerate(batches)]
@@ -231,6 +239,10 @@ class Execution:
         producers = []
         seg = None
         stores, data_cols = self._kind(q)
+        # Without autograd, a kind whose call mode is known reads a block in
+        # place (see run): its rows need no index tensor.
+        known = self.runner.known.get(base_key(kind.key))
+        in_place = not self.grad and (kind.what == "mean" or (known is not None and known.mode is not None))
         if kind.what == "sum":
             starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
             sel = np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())])
@@ -242,8 +254,9 @@ class Execution:
         else:
             for j, st in enumerate(stores):
                 rows = self.arg_row[j, lo:hi]
-                reads.append((st, self._idx(rows)))
-                blocks.append(_block(rows))
+                blk = (int(rows[0]), b) if self.arg_block[j, bi] else None
+                reads.append((st, None if in_place and blk is not None else self._idx(rows)))
+                blocks.append(blk)
             if stores and self.grad:
                 producers.append(self.arg_step[lo:hi, : len(stores)].ravel())
         data = {p: torch.from_numpy(self.ints[lo:hi, col]).to(self.runner.device, dt) for p, col, dt in data_cols}

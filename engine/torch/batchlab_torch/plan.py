@@ -16,84 +16,88 @@ if TYPE_CHECKING:
 
 
 class Fragment:
-    """One sample's part of a mini-batch graph, with local node ids: per
-    node its kind (an index into the runner's kinds), its producers per
-    tensor argument (node and output, ``-1`` for none), its integers, a
-    sum's producers (CSR), every node's producers in argument order (CSR:
-    what a schedule request sends, made once per sample rather than per
-    mini-batch), and what ``model(sample)`` returned."""
+    """One sample's part of a mini-batch graph, with local node ids, as one
+    integer matrix ``rec`` of a row per node: its kind (an index into the
+    runner's kinds), how many producers it has as a sum and in all, then per
+    tensor argument its producer (node, ``-1`` for none), that producer's
+    output, and the node's integers; besides, a sum's producers (node,
+    output) and every node's producers in argument order (what a schedule
+    request sends), each made once per sample rather than per mini-batch,
+    and what ``model(sample)`` returned."""
 
-    __slots__ = ("kid", "anode", "ak", "ints", "sptr", "snode", "sk", "gptr", "gnode", "ret", "n")
+    __slots__ = ("rec", "width", "snode", "sk", "gnode", "ret", "n")
 
     def __init__(self, nodes: list[Node], local: dict[int, int], runner: Runner, ret: Any) -> None:
         n = len(nodes)
-        width = max([max(len(x.args), len(x.ints)) for x in nodes if x.kind.what != "sum"] + [1])
-        self.n = n
-        self.kid = np.array([runner.kind_id(x.kind) for x in nodes], dtype=np.int64)
-        self.anode = np.full((n, width), -1, dtype=np.int64)
-        self.ak = np.zeros((n, width), dtype=np.int64)
-        self.ints = np.zeros((n, width), dtype=np.int64)
-        sptr, snode, sk = [0], [], []
-        gptr, gnode = [0], []
+        w = max([max(len(x.args), len(x.ints)) for x in nodes if x.kind.what != "sum"] + [1])
+        self.n, self.width = n, w
+        rec = np.zeros((n, 3 + 3 * w), dtype=np.int64)
+        rec[:, 3 : 3 + w] = -1
+        snode, sk, gnode = [], [], []
         for i, x in enumerate(nodes):
+            row = rec[i]
+            row[0] = runner.kind_id(x.kind)
+            had = len(gnode)
             if x.kind.what == "sum":
                 for s in x.args:
                     if s is not None:
                         snode.append(local[s.node])
                         sk.append(s.k)
                         gnode.append(local[s.node])
+                row[1] = len(gnode) - had
             else:
                 for j, s in enumerate(x.args):
                     if s is not None:
-                        self.anode[i, j] = local[s.node]
-                        self.ak[i, j] = s.k
+                        row[3 + j] = local[s.node]
+                        row[3 + w + j] = s.k
                         gnode.append(local[s.node])
                 for p, v in x.ints.items():
-                    self.ints[i, x.kind.data_slot[p]] = v
-            sptr.append(len(snode))
-            gptr.append(len(gnode))
-        self.sptr = np.array(sptr, dtype=np.int64)
+                    row[3 + 2 * w + x.kind.data_slot[p]] = v
+            row[2] = len(gnode) - had
+        self.rec = rec
         self.snode = np.array(snode, dtype=np.int64)
         self.sk = np.array(sk, dtype=np.int64)
-        self.gptr = np.array(gptr, dtype=np.int64)
         self.gnode = np.array(gnode, dtype=np.int64)
         self.ret = ret
 
 
 class Plan:
-    """A mini-batch: its fragments concatenated (global node ids)."""
+    """A mini-batch: its fragments concatenated (global node ids): per node
+    ``kid``, ``anode``/``ak``/``ints`` (a column per argument), the sums'
+    producers (CSR ``sptr``/``snode``/``sk``), every node's producers (CSR
+    ``gptr``/``gnode``), its ``instance``; ``offsets`` of the samples."""
 
     def __init__(self, frags: list[Fragment]) -> None:
-        width = max(f.anode.shape[1] for f in frags)
-        offs = np.cumsum([0] + [f.n for f in frags])
+        width = max(f.width for f in frags)
+        sizes = [f.n for f in frags]
+        offs = np.cumsum([0] + sizes)
         self.offsets = offs
-        self.n = int(offs[-1])
+        self.n = n = int(offs[-1])
 
-        def pad(a: np.ndarray, fill: int) -> np.ndarray:
-            if a.shape[1] == width:
-                return a
-            out = np.full((a.shape[0], width), fill, dtype=a.dtype)
-            out[:, : a.shape[1]] = a
+        def widen(f: Fragment) -> np.ndarray:
+            if f.width == width:
+                return f.rec
+            out = np.zeros((f.n, 3 + 3 * width), dtype=np.int64)
+            out[:, 3 : 3 + width] = -1
+            for part in range(3):
+                a, b = 3 + part * f.width, 3 + part * width
+                out[:, b : b + f.width] = f.rec[:, a : a + f.width]
+            out[:, :3] = f.rec[:, :3]
             return out
 
-        sizes = [f.n for f in frags]
+        rec = np.concatenate([widen(f) for f in frags])
         self.instance = np.repeat(np.arange(len(frags)), sizes)
-        self.kid = np.concatenate([f.kid for f in frags])
+        self.kid = rec[:, 0]
         # Local ids become global by adding the sample's offset, once over
         # the whole array rather than per sample.
-        anode = np.concatenate([pad(f.anode, -1) for f in frags])
+        anode = rec[:, 3 : 3 + width]
         self.anode = np.where(anode >= 0, anode + offs[self.instance][:, None], -1)
-        self.ak = np.concatenate([pad(f.ak, 0) for f in frags])
-        self.ints = np.concatenate([pad(f.ints, 0) for f in frags])
-        self.sptr = _join_ptr([f.sptr for f in frags])
+        self.ak = rec[:, 3 + width : 3 + 2 * width]
+        self.ints = rec[:, 3 + 2 * width :]
+        self.sptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(rec[:, 1], out=self.sptr[1:])
+        self.gptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(rec[:, 2], out=self.gptr[1:])
         self.snode = np.concatenate([f.snode for f in frags]) + np.repeat(offs[:-1], [len(f.snode) for f in frags])
         self.sk = np.concatenate([f.sk for f in frags])
-        self.gptr = _join_ptr([f.gptr for f in frags])
         self.gnode = np.concatenate([f.gnode for f in frags]) + np.repeat(offs[:-1], [len(f.gnode) for f in frags])
-
-
-def _join_ptr(ptrs: list[np.ndarray]) -> np.ndarray:
-    """CSR row pointers of fragments joined end to end."""
-    ends = np.cumsum([0] + [int(p[-1]) for p in ptrs[:-1]])
-    rest = np.concatenate([p[1:] for p in ptrs]) + np.repeat(ends, [len(p) - 1 for p in ptrs])
-    return np.concatenate([ptrs[0][:1], rest])

@@ -135,7 +135,8 @@ def present_kinds(plan: Plan, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
     kid = plan.kid
     present = np.flatnonzero(np.bincount(kid, minlength=n_kinds))
     consumer = np.repeat(kid, np.diff(plan.gptr))
-    pairs = np.unique(kid[plan.gnode] * n_kinds + consumer)
+    # Kinds are few: count the (producer, consumer) pairs rather than sort them.
+    pairs = np.flatnonzero(np.bincount(kid[plan.gnode] * n_kinds + consumer, minlength=n_kinds * n_kinds))
     edges = {(int(p) // n_kinds, int(p) % n_kinds) for p in pairs.tolist()}
     ordered = np.array(feed_order(present.tolist(), edges), dtype=np.int64)
     index = np.full(n_kinds, -1, dtype=np.int64)
