@@ -24,7 +24,7 @@ use experiments::peers::PeersEnv;
 use crate::error::{ReproError, Result};
 
 /// The harness files, embedded: (path under `batchlab_peers/`, text).
-pub const HARNESS: [(&str, &str); 8] = [
+pub const HARNESS: [(&str, &str); 10] = [
     (
         "__init__.py",
         include_str!("../peers/batchlab_peers/__init__.py"),
@@ -34,8 +34,16 @@ pub const HARNESS: [(&str, &str); 8] = [
         include_str!("../peers/batchlab_peers/__main__.py"),
     ),
     (
+        "batched.py",
+        include_str!("../peers/batchlab_peers/batched.py"),
+    ),
+    (
         "codegen.py",
         include_str!("../peers/batchlab_peers/codegen.py"),
+    ),
+    (
+        "dgl_peer.py",
+        include_str!("../peers/batchlab_peers/dgl_peer.py"),
     ),
     (
         "explain.py",
@@ -57,7 +65,7 @@ pub const HARNESS: [(&str, &str); 8] = [
 ];
 
 /// Pinned requirements per framework: (framework, file name, text, what it costs).
-pub const REQUIREMENTS: [(&str, &str, &str, &str); 2] = [
+pub const REQUIREMENTS: [(&str, &str, &str, &str); 3] = [
     (
         "dynet",
         "requirements-dynet.txt",
@@ -70,10 +78,20 @@ pub const REQUIREMENTS: [(&str, &str, &str, &str); 2] = [
         include_str!("../peers/requirements-torch.txt"),
         "PyTorch from PyPI is the CUDA build: about 3 GB to download, 5 GB installed (its nvidia-* wheels are needed even on the CPU)",
     ),
+    (
+        "dgl",
+        "requirements-dgl.txt",
+        include_str!("../peers/requirements-dgl.txt"),
+        "DGL 2.1.0 with the PyTorch it supports (2.2.1, the CUDA build) in its own environment: about 2.5 GB to download, 4.5 GB installed",
+    ),
 ];
 
 /// The frameworks `--peers` may name.
-pub const FRAMEWORKS: [&str; 2] = ["dynet", "torch"];
+pub const FRAMEWORKS: [&str; 3] = ["dynet", "torch", "dgl"];
+
+/// The framework that has an environment of its own (`DIR/dgl-venv`): DGL
+/// pins an older PyTorch than the project's.
+const OWN_VENV: &str = "dgl";
 
 /// The environment folder (see the module docs).
 pub fn default_dir(flag: Option<&Path>) -> PathBuf {
@@ -92,6 +110,34 @@ pub fn default_dir(flag: Option<&Path>) -> PathBuf {
 
 fn python_of(dir: &Path) -> PathBuf {
     dir.join("venv").join("bin").join("python")
+}
+
+fn dgl_python_of(dir: &Path) -> PathBuf {
+    dir.join("dgl-venv").join("bin").join("python")
+}
+
+/// The harness's `probe` run by `python`: per framework, its version or
+/// why it is unavailable.
+fn probe(
+    python: &Path,
+    harness: &Path,
+    result: &Path,
+) -> std::result::Result<serde_json::Value, String> {
+    let out = Command::new(python)
+        .args(["-m", "batchlab_peers", "probe", "--result"])
+        .arg(result)
+        .env("PYTHONPATH", harness)
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} does not run the harness: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = std::fs::read_to_string(result).map_err(|e| format!("{}: {e}", result.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", result.display()))
 }
 
 /// Writes the embedded harness into `dir/harness` where it differs.
@@ -120,33 +166,34 @@ pub fn open(dir: &Path) -> std::result::Result<PeersEnv, String> {
         ));
     }
     let harness = write_harness(dir).map_err(|e| e.to_string())?;
-    let result = dir.join("probe.json");
-    let out = Command::new(&python)
-        .args(["-m", "batchlab_peers", "probe", "--result"])
-        .arg(&result)
-        .env("PYTHONPATH", &harness)
-        .output()
-        .map_err(|e| format!("{}: {e}", python.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} does not run the harness: {}",
-            python.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let text =
-        std::fs::read_to_string(&result).map_err(|e| format!("{}: {e}", result.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", result.display()))?;
+    let v = probe(&python, &harness, &dir.join("probe.json"))?;
+    // DGL is probed in its own environment, where there is one.
+    let dgl = dgl_python_of(dir);
+    let dgl_probe = dgl
+        .exists()
+        .then(|| probe(&dgl, &harness, &dir.join("probe-dgl.json")));
     let mut frameworks = BTreeMap::new();
     for fw in FRAMEWORKS {
-        let f = &v["frameworks"][fw];
-        let entry = match f["version"].as_str() {
-            Some(ver) => Ok(ver.to_string()),
-            None => Err(format!(
-                "{} (install it with `paper-repro peers --install --peers {fw}`)",
-                f["reason"].as_str().unwrap_or("not installed")
+        let install = format!("install it with `paper-repro peers --install --peers {fw}`");
+        let entry = match (fw, &dgl_probe) {
+            (OWN_VENV, None) => Err(format!(
+                "no DGL environment in {} ({install})",
+                dir.join("dgl-venv").display()
             )),
+            (OWN_VENV, Some(Err(e))) => Err(format!("{e} ({install})")),
+            (fw, got) => {
+                let f = match (fw, got) {
+                    (OWN_VENV, Some(Ok(d))) => &d["frameworks"][fw],
+                    _ => &v["frameworks"][fw],
+                };
+                match f["version"].as_str() {
+                    Some(ver) => Ok(ver.to_string()),
+                    None => Err(format!(
+                        "{} ({install})",
+                        f["reason"].as_str().unwrap_or("not installed")
+                    )),
+                }
+            }
         };
         frameworks.insert(fw.to_string(), entry);
     }
@@ -154,6 +201,7 @@ pub fn open(dir: &Path) -> std::result::Result<PeersEnv, String> {
         python,
         harness,
         frameworks,
+        dgl_python: dgl.exists().then_some(dgl),
     })
 }
 
@@ -163,7 +211,7 @@ pub fn parse_frameworks(list: &str) -> Result<Vec<&'static str>> {
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let fw = FRAMEWORKS.iter().find(|f| **f == name).ok_or_else(|| {
             ReproError::Usage(format!(
-                "--peers: unknown peer framework {name:?} (expected dynet, torch)"
+                "--peers: unknown peer framework {name:?} (expected dynet, torch, dgl)"
             ))
         })?;
         if !out.contains(fw) {
@@ -172,7 +220,7 @@ pub fn parse_frameworks(list: &str) -> Result<Vec<&'static str>> {
     }
     if out.is_empty() {
         return Err(ReproError::Usage(
-            "--peers: name at least one of dynet, torch".into(),
+            "--peers: name at least one of dynet, torch, dgl".into(),
         ));
     }
     Ok(out)
@@ -183,17 +231,64 @@ pub fn parse_frameworks(list: &str) -> Result<Vec<&'static str>> {
 /// progress goes to standard error.
 pub fn install(dir: &Path, frameworks: &[&str]) -> Result<PeersEnv> {
     let python = python_of(dir);
+    make_venv(dir, "venv")?;
+    if frameworks.contains(&OWN_VENV) {
+        make_venv(dir, "dgl-venv")?;
+    }
+    for fw in frameworks {
+        let (_, file, text, cost) = REQUIREMENTS
+            .iter()
+            .find(|r| r.0 == *fw)
+            .copied()
+            .ok_or_else(|| ReproError::Usage(format!("unknown peer framework {fw}")))?;
+        let req = dir.join(file);
+        engine::io::write_atomic(&req, text.as_bytes()).map_err(|e| ReproError::io(&req, e))?;
+        eprintln!("paper-repro peers: installing the {fw} peer from PyPI ({cost}) ...");
+        let py = if *fw == OWN_VENV {
+            dgl_python_of(dir)
+        } else {
+            python.clone()
+        };
+        let mut pip = Command::new(&py);
+        pip.args(["-m", "pip", "install", "--disable-pip-version-check"]);
+        if *fw == OWN_VENV {
+            // A full lock whose torchdata declares an older torch than
+            // DGL's: installed as locked, without pip's resolver.
+            pip.arg("--no-deps");
+        }
+        let st = pip
+            .arg("-r")
+            .arg(&req)
+            .stdout(std::process::Stdio::inherit())
+            .status()
+            .map_err(|e| ReproError::Peers(format!("{}: {e}", py.display())))?;
+        if !st.success() {
+            return Err(ReproError::Peers(format!(
+                "pip failed installing {} ({st}); the environment is kept, run the install again",
+                req.display()
+            )));
+        }
+        if *fw == "torch" {
+            install_batchlab_torch(&python)?;
+        }
+    }
+    open(dir).map_err(ReproError::Peers)
+}
+
+/// Creates the virtual environment `dir/name` unless it exists.
+fn make_venv(dir: &Path, name: &str) -> Result<()> {
+    let python = dir.join(name).join("bin").join("python");
     if !python.exists() {
         let base = std::env::var_os("BATCHLAB_PYTHON").unwrap_or_else(|| "python3".into());
         eprintln!(
             "paper-repro peers: creating a virtual environment in {} with {}",
-            dir.join("venv").display(),
+            dir.join(name).display(),
             base.to_string_lossy()
         );
         std::fs::create_dir_all(dir).map_err(|e| ReproError::io(dir, e))?;
         let st = Command::new(&base)
             .args(["-m", "venv"])
-            .arg(dir.join("venv"))
+            .arg(dir.join(name))
             .status()
             .map_err(|e| {
                 ReproError::Peers(format!(
@@ -208,32 +303,7 @@ pub fn install(dir: &Path, frameworks: &[&str]) -> Result<PeersEnv> {
             )));
         }
     }
-    for fw in frameworks {
-        let (_, file, text, cost) = REQUIREMENTS
-            .iter()
-            .find(|r| r.0 == *fw)
-            .copied()
-            .ok_or_else(|| ReproError::Usage(format!("unknown peer framework {fw}")))?;
-        let req = dir.join(file);
-        engine::io::write_atomic(&req, text.as_bytes()).map_err(|e| ReproError::io(&req, e))?;
-        eprintln!("paper-repro peers: installing the {fw} peer from PyPI ({cost}) ...");
-        let st = Command::new(&python)
-            .args(["-m", "pip", "install", "--disable-pip-version-check", "-r"])
-            .arg(&req)
-            .stdout(std::process::Stdio::inherit())
-            .status()
-            .map_err(|e| ReproError::Peers(format!("{}: {e}", python.display())))?;
-        if !st.success() {
-            return Err(ReproError::Peers(format!(
-                "pip failed installing {} ({st}); the environment is kept, run the install again",
-                req.display()
-            )));
-        }
-        if *fw == "torch" {
-            install_batchlab_torch(&python)?;
-        }
-    }
-    open(dir).map_err(ReproError::Peers)
+    Ok(())
 }
 
 /// The checkout's `engine/torch` package (batchlab_torch, `docs/torch.md`),
@@ -288,6 +358,24 @@ fn install_batchlab_torch(python: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_harness_module_is_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("peers/batchlab_peers");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.ends_with(".py").then_some(name)
+            })
+            .collect();
+        files.sort();
+        let embedded: Vec<&str> = HARNESS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            files, embedded,
+            "HARNESS must list every module, in name order"
+        );
+    }
 
     #[test]
     fn frameworks_are_checked() {

@@ -47,17 +47,26 @@ fn exports(dir: &Path) {
             .unwrap()
             .write(&dir.join(format!("{w}.safetensors")))
             .unwrap();
+        // The batched PyTorch peers read which sample each node is of.
+        t.write(&dir.join(format!("{w}.json"))).unwrap();
     }
 }
 
 /// Runs the harness's unittest suite with `python`; the suite's output.
 fn unit_tests(python: &Path, exports: &Path) -> String {
+    unit_tests_with(python, exports, &[])
+}
+
+/// [`unit_tests`] with extra environment variables.
+fn unit_tests_with(python: &Path, exports: &Path, env: &[(String, PathBuf)]) -> String {
     let o = Command::new(python)
         .args(["-m", "unittest", "discover", "-v", "-s", "tests", "-t", "."])
         .current_dir(harness_dir())
         .env("PYTHONPATH", harness_dir())
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("OMP_NUM_THREADS", "1")
         .env("BATCHLAB_TEST_EXPORTS", exports)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("python starts");
     let (out, err) = texts(&o);
@@ -123,6 +132,53 @@ fn real_dynet_matches_batchlab_on_the_six_workloads() {
         passed(&log, "test_same_weights_same_loss_and_batches"),
         "{log}"
     );
+}
+
+/// The peers' environment's Python, if it has PyTorch.
+fn torch_python() -> Option<PathBuf> {
+    let dir = paper_repro::peers_env::default_dir(None);
+    let env = paper_repro::peers_env::open(&dir).ok()?;
+    env.frameworks
+        .get("torch")
+        .is_some_and(Result::is_ok)
+        .then_some(env.python)
+}
+
+#[test]
+fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads() {
+    let name = "pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads";
+    let Some(py) = torch_python() else {
+        eprintln!(
+            "SKIPPED {name}: no peers environment with PyTorch \
+             (install it with `paper-repro peers --install --peers torch`)"
+        );
+        return;
+    };
+    // The schedules and the FSM come from the binaries this `cargo test` built.
+    let bins = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.to_path_buf()));
+    let mut env = Vec::new();
+    for tool in ["engine", "search"] {
+        match bins.as_ref().map(|d| d.join(tool)).filter(|p| p.is_file()) {
+            Some(p) => env.push((format!("BATCHLAB_{}", tool.to_uppercase()), p)),
+            None => {
+                eprintln!(
+                    "SKIPPED {name}: `{tool}` not built beside this test (run `cargo test --workspace`)"
+                );
+                return;
+            }
+        }
+    }
+    let dir = tmp("peers-exports-torch");
+    exports(&dir);
+    let log = unit_tests_with(&py, &dir, &env);
+    for test in [
+        "test_batched_peers_equal_the_reference",
+        "test_torch_fsm_without_its_training_trace_is_an_error",
+    ] {
+        assert!(passed(&log, test), "{test}: {log}");
+    }
 }
 
 #[test]

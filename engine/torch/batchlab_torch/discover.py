@@ -242,13 +242,17 @@ class Discovery(Tracer):
         hit = self._meta_cache.get(key)
         if hit is not None:
             return hit
-        meta = [torch.empty(tuple(x.shape), dtype=x.dtype, device="meta") if self.is_tensor(x) else x for x in leaves]
-        ma, mk = tree_unflatten(meta, spec)
-        self._active = False
-        try:
-            out = func(*ma, **mk)
-        finally:
-            self._active = True
+        out = _stack_shape(func, args, kwargs, self.is_tensor)
+        if out is None:
+            meta = [
+                torch.empty(tuple(x.shape), dtype=x.dtype, device="meta") if self.is_tensor(x) else x for x in leaves
+            ]
+            ma, mk = tree_unflatten(meta, spec)
+            self._active = False
+            try:
+                out = func(*ma, **mk)
+            finally:
+                self._active = True
         self._meta_cache[key] = out
         return out
 
@@ -321,3 +325,23 @@ def tree_map(f: Callable[[Any], Any], x: Any) -> Any:
 def _values(x: Any) -> list[Value]:
     leaves, _ = tree_flatten(x)
     return [v for v in leaves if isinstance(v, Value)]
+
+
+def _stack_shape(func: Callable[..., Any], args: tuple, kwargs: dict, is_tensor: Callable[[Any], bool]) -> Any:
+    """``torch.stack`` of equal-shaped tensors as an empty meta tensor of its
+    result's shape, worked out here: PyTorch's own meta ``stack`` loads
+    ``torch._dynamo`` on first use, a second of start-up. None otherwise."""
+    if func is not torch.stack or not args:
+        return None
+    items = list(args[0])
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+    if not items or not all(is_tensor(x) for x in items) or not isinstance(dim, int):
+        return None
+    shape = tuple(items[0].shape)
+    if any(tuple(x.shape) != shape or x.dtype != items[0].dtype for x in items) or set(kwargs) - {"dim"}:
+        return None
+    if dim < 0:
+        dim += len(shape) + 1
+    if not 0 <= dim <= len(shape):
+        return None
+    return torch.empty(shape[:dim] + (len(items),) + shape[dim:], dtype=items[0].dtype, device="meta")

@@ -36,6 +36,16 @@ pub enum Peer {
     DynetAgenda,
     /// PyTorch eager.
     Torch,
+    /// PyTorch batched level by level (`batchlab_torch.run`, schedule `depth`).
+    TorchDepth,
+    /// PyTorch batched by DyNet's agenda.
+    TorchAgenda,
+    /// PyTorch batched by an FSM `search train` learned on PyTorch's graph
+    /// of the FSM's training trace.
+    TorchFsm,
+    /// DGL's message passing by topological frontiers, in DGL's own
+    /// environment.
+    Dgl,
 }
 
 impl Peer {
@@ -45,15 +55,26 @@ impl Peer {
             Peer::DynetNone => "dynet-none",
             Peer::DynetAgenda => "dynet-agenda",
             Peer::Torch => "torch",
+            Peer::TorchDepth => "torch-depth",
+            Peer::TorchAgenda => "torch-agenda",
+            Peer::TorchFsm => "torch-fsm",
+            Peer::Dgl => "dgl",
         }
     }
 
     /// The framework it needs (`dynet`, `torch`).
     pub fn framework(self) -> &'static str {
         match self {
-            Peer::Torch => "torch",
-            _ => "dynet",
+            Peer::DynetNone | Peer::DynetAgenda => "dynet",
+            Peer::Dgl => "dgl",
+            _ => "torch",
         }
+    }
+
+    /// Whether it runs PyTorch batched by a schedule (it reads the trace,
+    /// and batchlab's `engine` serves its schedules).
+    pub fn batched(self) -> bool {
+        matches!(self, Peer::TorchDepth | Peer::TorchAgenda | Peer::TorchFsm)
     }
 }
 
@@ -69,7 +90,7 @@ pub enum System {
 impl System {
     /// Whether it needs the auto FSM.
     pub fn needs_fsm(self) -> bool {
-        matches!(self, System::Batchlab(c) if c.needs_fsm())
+        matches!(self, System::Batchlab(c) if c.needs_fsm()) || self == System::Peer(Peer::TorchFsm)
     }
 
     /// Whether it needs planned layouts.
@@ -85,12 +106,16 @@ pub fn parse_system(name: &str) -> Option<System> {
         "dynet-none" => System::Peer(Peer::DynetNone),
         "dynet-agenda" => System::Peer(Peer::DynetAgenda),
         "torch" => System::Peer(Peer::Torch),
+        "torch-depth" => System::Peer(Peer::TorchDepth),
+        "torch-agenda" => System::Peer(Peer::TorchAgenda),
+        "torch-fsm" => System::Peer(Peer::TorchFsm),
+        "dgl" => System::Peer(Peer::Dgl),
         other => System::Batchlab(parse_executor(other)?),
     })
 }
 
 /// What a system name may be, for messages.
-pub const SYSTEM_NAMES: &str = "dynet-none, dynet-agenda, torch (peers), or a batchlab executor: reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";
+pub const SYSTEM_NAMES: &str = "dynet-none, dynet-agenda, torch, torch-depth, torch-agenda, torch-fsm, dgl (peers), or a batchlab executor: reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";
 
 /// The peers' Python environment: the interpreter, the folder holding the
 /// `batchlab_peers` package, and which frameworks import there (version, or
@@ -101,8 +126,12 @@ pub struct PeersEnv {
     pub python: PathBuf,
     /// Folder put on `PYTHONPATH` (holds `batchlab_peers/`).
     pub harness: PathBuf,
-    /// Per framework (`dynet`, `torch`): its version, or why it is unavailable.
+    /// Per framework (`dynet`, `torch`, `dgl`): its version, or why it is
+    /// unavailable.
     pub frameworks: BTreeMap<String, Result<String, String>>,
+    /// The `python` of DGL's own environment (DGL pins an older PyTorch
+    /// than the project's), where it was made.
+    pub dgl_python: Option<PathBuf>,
 }
 
 /// How to start a batchlab worker process: `program args... <worker flags>`
@@ -140,6 +169,12 @@ mod tests {
         assert!(parse_system("edbatch").unwrap().needs_layouts());
         assert!(parse_system("edbatch").unwrap().needs_fsm());
         assert!(!parse_system("torch").unwrap().needs_fsm());
+        assert!(parse_system("torch-fsm").unwrap().needs_fsm());
+        assert!(!parse_system("torch-depth").unwrap().needs_fsm());
+        assert_eq!(
+            parse_system("torch-agenda"),
+            Some(System::Peer(Peer::TorchAgenda))
+        );
         assert_eq!(parse_system("tensorflow"), None);
     }
 }

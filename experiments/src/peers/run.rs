@@ -42,6 +42,8 @@ struct Prepared {
     export: PathBuf,
     policy: Option<PathBuf>,
     layouts: Option<PathBuf>,
+    /// `torch-fsm`'s FSM training: the rule's trace, its export and the rule.
+    torch_fsm: Option<(PathBuf, PathBuf, FsmRule)>,
     reference_loss: Option<f64>,
     agenda_batches: u64,
     op_nodes: usize,
@@ -52,6 +54,7 @@ struct Prepared {
 #[derive(Default)]
 struct Caches {
     fsm: HashMap<(String, String), PathBuf>,
+    fsm_trace: HashMap<(String, String), (PathBuf, PathBuf)>,
     layouts: HashMap<(usize, usize), PathBuf>,
 }
 
@@ -91,14 +94,23 @@ fn prepare(
         .map_err(|e| RunFailure::Message(e.to_string()))?;
     let mut policy = None;
     let mut layouts = None;
+    let mut torch_fsm = None;
     for r in runs {
         let RunConfig::Peers {
-            fsm, layout_batch, ..
+            fsm,
+            layout_batch,
+            system,
+            ..
         } = &r.config
         else {
             continue;
         };
-        if let (Some(rule), None) = (fsm, &policy) {
+        let peer = matches!(parse_system(system), Some(System::Peer(_)));
+        if let (Some(rule), None, true) = (fsm, &torch_fsm, peer) {
+            let (t, e) = fsm_trace(work, w, rule, cells, caches)?;
+            torch_fsm = Some((t, e, rule.clone()));
+        }
+        if let (Some(rule), None, false) = (fsm, &policy, peer) {
             policy = Some(fsm_file(work, w, rule, cells, caches)?);
         }
         if let (Some(lb), None) = (layout_batch, &layouts) {
@@ -110,6 +122,7 @@ fn prepare(
         export: export_path,
         policy,
         layouts,
+        torch_fsm,
         reference_loss: e.header.reference_loss,
         agenda_batches: e.header.agenda_batches,
         op_nodes: e.header.op_nodes,
@@ -139,6 +152,47 @@ fn fsm_file(
     auto.file.write(&path)?;
     caches.fsm.insert(key, path.clone());
     Ok(path)
+}
+
+/// `torch-fsm`'s FSM training trace (the rule's, as batchlab's FSM is
+/// trained on) and its export (the cells and bindings PyTorch runs), once
+/// per workload and rule.
+fn fsm_trace(
+    work: &Path,
+    workload: &str,
+    rule: &FsmRule,
+    cells: &CellLibrary,
+    caches: &mut Caches,
+) -> Result<(PathBuf, PathBuf), RunFailure> {
+    let key = (
+        workload.to_string(),
+        crate::hash::canonical_json(rule).map_err(|e| RunFailure::Message(e.to_string()))?,
+    );
+    if let Some(p) = caches.fsm_trace.get(&key) {
+        return Ok(p.clone());
+    }
+    let (b, h, s) = (
+        rule.batch.unwrap_or(32),
+        rule.hidden.unwrap_or(64),
+        rule.seed.unwrap_or(1),
+    );
+    let trace = record(workload, b, h, s, cells)?;
+    let stem = format!(
+        "{workload}.fsm-train-{:016x}",
+        crate::hash::fnv1a(key.1.as_bytes())
+    );
+    let trace_path = work.join(format!("{stem}.json"));
+    trace
+        .write(&trace_path)
+        .map_err(|e| io_err(&trace_path, e))?;
+    let e = engine::export::export(&trace, cells, s, engine::export::Reference::None)
+        .map_err(|e| RunFailure::Message(e.to_string()))?;
+    let export_path = work.join(format!("{stem}.safetensors"));
+    e.write(&export_path)
+        .map_err(|e| RunFailure::Message(e.to_string()))?;
+    let got = (trace_path, export_path);
+    caches.fsm_trace.insert(key, got.clone());
+    Ok(got)
 }
 
 fn layouts_dir(
@@ -211,9 +265,28 @@ fn launch(mut cmd: Command, threads: usize, result: &Path) -> Result<Value, Stri
 }
 
 fn harness(env: &PeersEnv, args: &[&str]) -> Command {
-    let mut cmd = Command::new(&env.python);
+    harness_in(&env.python, env, args)
+}
+
+/// [`harness`] run by `python` (DGL's environment has its own).
+fn harness_in(python: &Path, env: &PeersEnv, args: &[&str]) -> Command {
+    let mut cmd = Command::new(python);
     cmd.arg("-m").arg("batchlab_peers").args(args);
     cmd.env("PYTHONPATH", &env.harness);
+    // The batched PyTorch peers ask batchlab's `engine` for their schedules
+    // and `search` for torch-fsm's policy: the ones built beside this
+    // executable, where they are (else batchlab_torch looks for them).
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        for tool in ["engine", "search"] {
+            let p = dir.join(tool);
+            if p.is_file() {
+                cmd.env(format!("BATCHLAB_{}", tool.to_uppercase()), p);
+            }
+        }
+    }
     cmd
 }
 
@@ -262,7 +335,7 @@ fn fold(
         System::Peer(p) => (
             p.framework().to_string(),
             per_round("forward_s"),
-            None,
+            first.get("batches").and_then(Value::as_u64),
             first.get("program_ops").and_then(Value::as_u64),
         ),
         System::Batchlab(_) => {
@@ -436,7 +509,12 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                 let cmd = match sys {
                     Some(System::Peer(peer)) => {
                         let Some(env) = env else { continue };
-                        let mut cmd = harness(
+                        let python = match (peer, &env.dgl_python) {
+                            (Peer::Dgl, Some(p)) => p,
+                            _ => &env.python,
+                        };
+                        let mut cmd = harness_in(
+                            python,
                             env,
                             &[
                                 "run",
@@ -456,6 +534,22 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                         );
                         if train {
                             cmd.arg("--train");
+                        }
+                        if peer.batched() {
+                            cmd.arg("--trace").arg(&prep.trace);
+                        }
+                        if let (Peer::TorchFsm, Some((t, e, rule))) = (*peer, &prep.torch_fsm) {
+                            let encoding = match rule.encodings.as_slice() {
+                                [one] => one.as_str(),
+                                _ => "all",
+                            };
+                            cmd.arg("--fsm-trace")
+                                .arg(t)
+                                .arg("--fsm-export")
+                                .arg(e)
+                                .args(["--fsm-episodes", &rule.episodes.to_string()])
+                                .args(["--fsm-seed", &rule.trainer_seed.to_string()])
+                                .args(["--fsm-encoding", encoding]);
                         }
                         cmd
                     }

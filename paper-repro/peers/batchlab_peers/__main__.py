@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 
 from . import SCHEMA, codegen, explain, peers, profile
 from .export import Export, ExportError
@@ -31,7 +32,7 @@ def write_result(path, obj):
 
 def cmd_probe(a):
     out = {"python": platform.python_version(), "frameworks": {}}
-    for fw in ("dynet", "torch"):
+    for fw in ("dynet", "torch", "dgl"):
         version, why = peers.probe(fw)
         out["frameworks"][fw] = {"available": version is not None, "version": version, "reason": why}
     write_result(a.result, out)
@@ -61,8 +62,15 @@ def cmd_run(a):
     e = Export.read(a.export)
     if a.train and not e.has_gradients():
         raise ExportError(f"{a.export}: --train needs the reference's gradients (engine export-model --gradients)")
-    p = peers.open_peer(a.peer, e, a.threads, train=a.train)
-    m = peers.measure(p, a.warmup, a.repeats, e if a.train else None)
+    fsm = None
+    with tempfile.TemporaryDirectory() as work:
+        if a.peer == "torch-fsm":
+            if not (a.fsm_trace and a.fsm_export):
+                raise ExportError("torch-fsm needs --fsm-trace and --fsm-export (the trace its FSM is learned on)")
+            fsm = peers.learn_fsm(Export.read(a.fsm_export), a.fsm_trace, os.path.join(work, "fsm.yaml"),
+                                  a.fsm_episodes, a.fsm_seed, a.fsm_encoding)
+        p = peers.open_peer(a.peer, e, a.threads, train=a.train, trace=a.trace, fsm=fsm)
+        m = peers.measure(p, a.warmup, a.repeats, e if a.train else None)
     out = {
         "peer": p.name,
         "framework": p.framework,
@@ -77,6 +85,7 @@ def cmd_run(a):
         "program_ops": p.program.ops,
         "expected_ops": e.header["op_nodes"],
         "train": a.train,
+        "batches": m["batches"],
         **{k: m[k] for k in ("construction_s", "forward_s", "backward_s", "total_s", "cpu_s", "samples",
                              "cpu_samples")},
         **{k: m[k] for k in ("grad_rel_err", "grad_worst") if k in m},
@@ -141,6 +150,12 @@ def main(argv=None):
     ru.add_argument("--train", action="store_true",
                     help="time training steps (forward + backward) and check the gradients")
     ru.add_argument("--result", help="JSON output file (default: standard output)")
+    ru.add_argument("--trace", help="torch-depth/agenda/fsm: the export's trace (which sample each node is of)")
+    ru.add_argument("--fsm-trace", help="torch-fsm: the trace its FSM is learned on (search train, every encoding)")
+    ru.add_argument("--fsm-export", help="torch-fsm: that trace's export (its cells and bindings)")
+    ru.add_argument("--fsm-episodes", type=int, default=1000, help="torch-fsm: search train's episode budget")
+    ru.add_argument("--fsm-seed", type=int, default=1, help="torch-fsm: search train's seed")
+    ru.add_argument("--fsm-encoding", default="all", help="torch-fsm: search train's encoding (all: the best kept)")
     co = sub.add_parser("count", help="DyNet agenda's executed batches from its profiler")
     co.add_argument("--export", required=True)
     co.add_argument("--result", help="JSON output file (default: standard output)")
@@ -160,6 +175,9 @@ def main(argv=None):
         return 2
     except codegen.CodegenError as e:
         print(f"error: {a.export}: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     except peers.PeerUnavailable as e:
         print(f"peer unavailable: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ outputs. Parameters are bound once per graph by the factory ``make(P)``.
 
 import re
 
-BACKENDS = ("dynet", "torch")
+BACKENDS = ("dynet", "torch", "torch-rows")
 
 #: Ops of ``docs/cells.md`` and, per backend, a formatter of one statement's
 #: right-hand side from (args, op, shapes of the args).
@@ -123,7 +123,48 @@ def _torch(op, a, shapes, spec):
     raise KeyError(op)
 
 
-FORMATTERS = {"dynet": _dynet, "torch": _torch}
+def _torch_rows(op, a, shapes, spec, params=()):
+    """PyTorch on rows: every value has a leading dimension of rows, one per
+    node of a batch (a node alone is one row), the way a practitioner writes
+    a cell for mini-batches (``F.linear``, ``dim=1``); parameters have none."""
+    if op == "affine":
+        if any(len(s) != 1 for s in shapes[2::2]):
+            raise CodegenError("affine of matrix inputs is not expressed for torch-rows")
+        terms = [f"F.linear({a[2]}, {a[1]}, {a[0]})"]
+        terms += [f"F.linear({x}, {w})" for w, x in zip(a[3::2], a[4::2])]
+        return " + ".join(terms)
+    if op == "matmul":
+        x_is_param, y_is_param = a[0] in params, a[1] in params
+        if len(shapes[1]) == 1 and len(shapes[0]) == 2:
+            # matrix times vector: W x for a parameter W, else one product per row
+            if x_is_param:
+                return f"F.linear({a[1]}, {a[0]})"
+            return f"torch.matmul({a[0]}, {a[1]}.unsqueeze(-1)).squeeze(-1)"
+        if len(shapes[0]) == 2 and len(shapes[1]) == 2:
+            return f"torch.matmul({a[0]}, {a[1]})"
+        if len(shapes[0]) == 1 and len(shapes[1]) == 2:
+            if y_is_param:
+                return f"torch.matmul({a[0]}, {a[1]})"
+            return f"torch.matmul({a[0]}.unsqueeze(-2), {a[1]}).squeeze(-2)"
+        raise CodegenError(f"matmul of shapes {shapes[0]} and {shapes[1]} is not expressed for torch-rows")
+    if op in ("add", "sub", "mul", "sigmoid", "tanh", "relu", "one_minus", "sum", "mean"):
+        return _torch(op, a, shapes, spec)
+    if op == "concat":
+        return f"torch.cat([{', '.join(a)}], 1)"
+    if op == "slice":
+        start, length = spec["slice"]
+        return f"{a[0]}[:, {start}:{start + length}]"
+    if op == "lookup":
+        return f"{a[0]}[row % {shapes[0][0]}]"
+    if op == "softmax":
+        return f"torch.softmax({a[0]}, 1)"
+    if op == "pick_loss":
+        n = shapes[0][0]
+        return f"torch.logsumexp({a[0]}, 1, keepdim=True) - {a[0]}.gather(1, (label % {n}).unsqueeze(1))"
+    raise KeyError(op)
+
+
+FORMATTERS = {"dynet": _dynet, "torch": _torch, "torch-rows": _torch_rows}
 
 
 def lookup_tables(role):
@@ -160,6 +201,15 @@ def role_source(role, index, backend):
         shapes[p["name"]] = p["shape"]
         lines.append(f"    {names[p['name']]} = P[{p['name']!r}]")
     lines.append(f"    def run({', '.join(args + ['row', 'label'])}):")
+    if backend == "torch-rows":
+        # An input with no producer is None: zeros, a row per node.
+        for port in role["ports"]:
+            for inp in port["inputs"]:
+                v = names[inp["name"]]
+                shape = ", ".join(str(d) for d in inp["shape"])
+                lines.append(f"        if {v} is None:")
+                lines.append(f"            {v} = torch.zeros((row.shape[0], {shape}), device=row.device)")
+    params = {names[p["name"]] for p in role["params"]}
     for o in role["ops"]:
         if o["op"] not in OPS:
             raise CodegenError(f"{where}: op {o['out']!r}: unknown op {o['op']!r}")
@@ -167,7 +217,8 @@ def role_source(role, index, backend):
             a = [names[x] for x in o["args"]]
         except KeyError as e:
             raise CodegenError(f"{where}: op {o['out']!r}: undefined operand {e.args[0]!r}") from None
-        rhs = fmt(o["op"], a, [shapes[x] for x in o["args"]], o)
+        arg_shapes = [shapes[x] for x in o["args"]]
+        rhs = fmt(o["op"], a, arg_shapes, o, params) if backend == "torch-rows" else fmt(o["op"], a, arg_shapes, o)
         names[o["out"]] = ident("v_", o["out"])
         shapes[o["out"]] = o["shape"]
         lines.append(f"        {names[o['out']]} = {rhs}")
@@ -183,6 +234,7 @@ def role_source(role, index, backend):
 HEADER = {
     "dynet": "import dynet as dy\n",
     "torch": "import torch\n",
+    "torch-rows": "import torch\nimport torch.nn.functional as F\n",
 }
 
 

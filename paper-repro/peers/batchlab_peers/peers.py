@@ -23,7 +23,9 @@ from importlib import metadata
 from . import codegen
 from .program import Program
 
-PEERS = ("dynet-none", "dynet-agenda", "torch")
+PEERS = ("dynet-none", "dynet-agenda", "torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl")
+#: The peers that run PyTorch batched by a schedule (:mod:`batchlab_peers.batched`).
+BATCHED = {"torch-depth": "depth", "torch-agenda": "agenda", "torch-fsm": "fsm"}
 
 
 class PeerUnavailable(Exception):
@@ -33,7 +35,7 @@ class PeerUnavailable(Exception):
 def framework_of(peer):
     if peer not in PEERS:
         raise ValueError(f"unknown peer {peer!r}: expected one of {', '.join(PEERS)}")
-    return "torch" if peer == "torch" else "dynet"
+    return "torch" if peer.startswith("torch") else peer if peer == "dgl" else "dynet"
 
 
 def probe(framework):
@@ -42,7 +44,7 @@ def probe(framework):
     PyTorch takes seconds."""
     import importlib.util
 
-    module, dist = {"dynet": ("dynet", "dyNET38"), "torch": ("torch", "torch")}[framework]
+    module, dist = {"dynet": ("dynet", "dyNET38"), "torch": ("torch", "torch"), "dgl": ("dgl", "dgl")}[framework]
     try:
         if importlib.util.find_spec(module) is None:
             return None, f"No module named {module!r}"
@@ -229,10 +231,116 @@ class TorchPeer:
         return out
 
 
-def open_peer(peer, export, threads, profiling=0, train=False):
+class TorchBatchedPeer:
+    """PyTorch batched by a schedule (``torch-depth``, ``torch-agenda``,
+    ``torch-fsm``): the export's cells as row-wise modules, run by
+    ``batchlab_torch.Runner`` (:mod:`batchlab_peers.batched`). ``fsm`` is the
+    policy file ``torch-fsm`` runs."""
+
+    framework = "torch"
+
+    def __init__(self, peer, export, trace, threads, train=False, fsm=None):
+        try:
+            import torch
+
+            from batchlab_torch import Runner
+            from batchlab_torch.schedules import find_tool
+
+            self.engine = find_tool("engine")  # the schedules are batchlab's
+        except Exception as e:
+            raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+        from .batched import ModelFromExport
+
+        self.torch = torch
+        self.train = train
+        torch.set_num_threads(threads)
+        self.name = peer
+        self.version = torch.__version__
+        self.schedule = fsm if BATCHED[peer] == "fsm" else BATCHED[peer]
+        if self.schedule is None:
+            raise ValueError("torch-fsm needs its policy (--fsm-trace and --fsm-export to learn it)")
+        self.made = ModelFromExport(export, trace, train)
+        self.program = Program(export, "torch-rows")
+        self.params = self.made.params
+        self.runner = Runner(self.made.model, self.made.cells, name=export.header["workload"], engine=self.engine)
+
+    def run_once(self):
+        torch = self.torch
+        samples = self.made.samples
+        if self.train:
+            for ps in self.params:
+                for p in ps.values():
+                    p.grad = None
+        t0, c0 = time.perf_counter(), time.process_time()
+        if self.train:
+            total = torch.stack(self.runner.run(samples, self.schedule)).sum()
+            t1 = time.perf_counter()
+            total.backward()
+        else:
+            with torch.inference_mode():
+                total = torch.stack(self.runner.run(samples, self.schedule)).sum()
+            t1 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
+        st = self.runner.stats
+        return {"construction_s": st.discover + st.schedule, "forward_s": t1 - t0,
+                "backward_s": t2 - t1 if self.train else None, "total_s": t2 - t0, "cpu_s": c2 - c0,
+                "loss": float(total.detach()), "batches": st.batches}
+
+    def gradients(self):
+        """Per role and parameter: (spec, gradient array) of the last step."""
+        import numpy as np
+
+        out = []
+        for role, ps in zip(self.program.export.roles, self.params):
+            for spec in role["params"]:
+                g = ps[spec["name"]].grad
+                g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
+                out.append((role["role"], spec, g))
+        return out
+
+
+def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
+    """The FSM ``torch-fsm`` runs: ``search train`` (``encoding``; ``all``
+    keeps the best) on the graph PyTorch runs for the FSM's training trace
+    (``fsm_trace`` with its export ``fsm_export``), as batchlab's own FSM is
+    learned on that trace."""
+    import subprocess
+    import tempfile
+
+    try:
+        from batchlab_torch import Runner
+        from batchlab_torch.schedules import find_tool
+
+        search = find_tool("search")
+    except Exception as e:
+        raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+    from .batched import ModelFromExport
+
+    made = ModelFromExport(fsm_export, fsm_trace, False)
+    runner = Runner(made.model, made.cells, name=fsm_export.header["workload"])
+    with tempfile.TemporaryDirectory() as d:
+        graph = f"{d}/graph.json"
+        runner.save_trace(made.samples, graph)
+        cmd = [search, "train", "--trace", graph, "--encoding", encoding,
+               "--episodes", str(episodes), "--seed", str(seed), "--out", out]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ValueError(f"search train on PyTorch's graph of {fsm_trace}: {done.stderr.strip()}")
+    return out
+
+
+def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=None):
     fw = framework_of(peer)
     if fw == "dynet":
         return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling, train)
+    if fw == "dgl":
+        from .dgl_peer import DglPeer
+
+        return DglPeer(export, threads, train)
+    if peer in BATCHED:
+        if trace is None:
+            raise ValueError(f"{peer} needs --trace (the export's trace: its samples)")
+        return TorchBatchedPeer(peer, export, trace, threads, train, fsm)
     return TorchPeer(export, threads, train)
 
 
@@ -282,5 +390,6 @@ def measure(p, warmup, repeats, export=None):
     out["samples"] = [r["total_s"] for r in runs]
     out["cpu_samples"] = [r["cpu_s"] for r in runs]
     out["loss"] = runs[-1]["loss"] if runs else None
+    out["batches"] = runs[-1].get("batches") if runs else None
     out.update(check)
     return out

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::error::Result;
 use crate::report::ctx::Ctx;
 use crate::report::fmt::{ms, ratio, sig, span};
-use crate::report::noise;
+use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, at, field_string, num, uint};
@@ -22,15 +22,132 @@ use crate::rows::{RowSet, at, field_string, num, uint};
 use super::{list, quick_note};
 
 /// The systems in table order, with their column names.
-pub(super) const SYSTEMS: [(&str, &str); 7] = [
+pub(super) const SYSTEMS: [(&str, &str); 11] = [
     ("dynet-none", "DyNet"),
     ("dynet-agenda", "DyNet autobatch"),
     ("torch", "PyTorch eager"),
+    ("torch-depth", "PyTorch by depth"),
+    ("torch-agenda", "PyTorch by agenda"),
+    ("torch-fsm", "PyTorch by FSM"),
+    ("dgl", "DGL"),
     ("reference", "batchlab reference"),
     ("dynet", "batchlab dynet"),
     ("cavs", "batchlab cavs"),
     ("edbatch", "batchlab edbatch"),
 ];
+
+/// The PyTorch systems a practitioner may pick: the eager loop, the same
+/// cells batched by depth, by DyNet's agenda and by the learned FSM, and DGL
+/// (on PyTorch).
+pub(super) const TORCH: [&str; 5] = ["torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl"];
+
+/// batchlab's batching executors (its best is the fastest of these).
+pub(super) const BATCHLAB_BEST: [&str; 3] = ["dynet", "cavs", "edbatch"];
+
+/// What one point says about the engine and about the policy.
+pub(super) struct Effects {
+    /// batchlab's fastest executor and the fastest PyTorch system.
+    pub best: Option<(&'static str, &'static str)>,
+    /// The engine effect: batchlab's fastest ÷ PyTorch's fastest (instances
+    /// per second; above 1 batchlab is faster).
+    pub engine: Option<Noisy>,
+    /// The policy effect inside PyTorch: `torch-fsm` ÷ `torch-depth`.
+    pub policy: Option<Noisy>,
+    /// Their batches per mini-batch (FSM, depth).
+    pub batches: Option<(u64, u64)>,
+}
+
+/// The point's [`Effects`] from its rows by system.
+pub(super) fn effects(m: &BTreeMap<String, &Value>) -> Effects {
+    let get = |s: &str| m.get(s).copied().filter(|r| ok(r));
+    let tput = |s: &str| get(s).and_then(|r| num(r, "metrics.instances_per_s"));
+    let fastest = |names: &[&'static str]| {
+        names
+            .iter()
+            .filter_map(|s| Some((*s, tput(s)?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(s, _)| s)
+    };
+    let best = fastest(&BATCHLAB_BEST).zip(fastest(&TORCH));
+    let pair = |a: &str, b: &str| noise::ratio_of(get(a)?, get(b)?, "metrics.instances_per_s");
+    Effects {
+        best,
+        engine: best.and_then(|(b, t)| pair(b, t)),
+        policy: pair("torch-fsm", "torch-depth"),
+        batches: get("torch-fsm")
+            .and_then(|r| uint(r, "metrics.batches"))
+            .zip(get("torch-depth").and_then(|r| uint(r, "metrics.batches"))),
+    }
+}
+
+/// The effects' columns: best batchlab, best PyTorch, engine effect, policy
+/// effect, FSM ÷ depth batches.
+pub(super) const EFFECT_HEADS: [&str; 5] = [
+    "best batchlab",
+    "best PyTorch",
+    "best batchlab ÷ best PyTorch",
+    "PyTorch FSM ÷ depth",
+    "batches FSM / depth",
+];
+
+impl Effects {
+    /// The cells of [`EFFECT_HEADS`].
+    pub fn cells(&self) -> Vec<String> {
+        vec![
+            self.best.map(|b| b.0.to_string()).unwrap_or_default(),
+            self.best.map(|b| b.1.to_string()).unwrap_or_default(),
+            self.engine.as_ref().map(Noisy::cell).unwrap_or_default(),
+            self.policy.as_ref().map(Noisy::cell).unwrap_or_default(),
+            self.batches
+                .map(|(f, d)| format!("{f} / {d}"))
+                .unwrap_or_default(),
+        ]
+    }
+}
+
+/// A reading of the effects over the points: the engine effect's range and
+/// where it is below `floor`, the policy effect's range with the batches.
+pub(super) fn effects_reading(all: &[(String, Effects)], floor: f64) -> String {
+    let range = |v: &[f64]| {
+        crate::report::fmt::range(v)
+            .map(|(lo, hi)| format!("{}× over {} trace(s)", span(lo, hi, 3), v.len()))
+            .unwrap_or_else(|| "no pair measured".into())
+    };
+    let engine: Vec<f64> = all
+        .iter()
+        .filter_map(|(_, e)| Some(e.engine.as_ref()?.value))
+        .collect();
+    let below: Vec<&str> = all
+        .iter()
+        .filter(|(_, e)| e.engine.as_ref().is_some_and(|n| n.value < floor))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let policy: Vec<f64> = all
+        .iter()
+        .filter_map(|(_, e)| Some(e.policy.as_ref()?.value))
+        .collect();
+    let batches: Vec<String> = all
+        .iter()
+        .filter_map(|(p, e)| e.batches.map(|(f, d)| format!("{p} {f}/{d}")))
+        .collect();
+    format!(
+        "The engine effect, batchlab's fastest executor ÷ the fastest PyTorch system (eager, or \
+         batched by depth, agenda or the FSM): {}{}. The policy effect inside PyTorch, by FSM ÷ \
+         by depth: {} (batches FSM/depth: {}).",
+        range(&engine),
+        if below.is_empty() {
+            String::new()
+        } else {
+            format!(", below {floor}× at {}", below.join(", "))
+        },
+        range(&policy),
+        if batches.is_empty() {
+            "—".into()
+        } else {
+            batches.join(", ")
+        },
+    )
+}
 
 /// Relative loss difference the same-weights check allows.
 pub const LOSS_TOLERANCE: f64 = 1e-4;
@@ -166,6 +283,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     heads.extend(SYSTEMS.iter().map(|(_, c)| format!("{c}: inst/s")));
     heads.push("edbatch ÷ DyNet autobatch".into());
     heads.push("reference ÷ DyNet".into());
+    heads.extend(EFFECT_HEADS.iter().map(|h| h.to_string()));
     let head_refs: Vec<&str> = heads.iter().map(String::as_str).collect();
     let mut t = Table::new(
         "peers",
@@ -176,6 +294,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     let mut r_ed = Vec::new();
     let mut r_ref = Vec::new();
+    let mut all_effects = Vec::new();
     for ((w, b, h, th), m) in &pts {
         let mut row = vec![w.clone(), b.to_string(), h.to_string(), th.to_string()];
         for (s, _) in SYSTEMS {
@@ -202,6 +321,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 .map(|r| r.cell())
                 .unwrap_or_default(),
         );
+        let e = effects(m);
+        row.extend(e.cells());
+        all_effects.push((format!("{w} b{b} h{h} t{th}"), e));
         t.push(row);
     }
 
@@ -406,7 +528,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "Workloads {}; batch {}; hidden {}; threads {}; record and weight seed {}; per system {} \
          round(s) of one process each (order rotated every round), each a warm-up and {} timed \
          run(s). Peers: {}. Same weights: every system loads the model `engine export-model` \
-         writes.",
+         writes. PyTorch by depth / agenda / FSM: the same cells as row-wise modules run by \
+         `batchlab_torch.run`, one call per batch of the schedule (the FSM learned by `search \
+         train` on PyTorch's graph of the FSM's training trace); scheduling is timed.",
         list(&workloads),
         list(&rows.distinct_u64("config.batch")),
         list(&rows.distinct_u64("config.hidden")),
@@ -436,6 +560,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         rng(&r_ed),
         rng(&r_ref),
     );
+    sec.reading += " ";
+    sec.reading += &effects_reading(&all_effects, 1.2);
     for (s, e) in &why {
         sec.notes.push(format!("¹ {s}: {e}"));
     }

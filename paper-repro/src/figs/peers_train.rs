@@ -18,11 +18,10 @@ use crate::report::section::Section;
 use crate::report::table::Table;
 use crate::rows::{RowSet, field_string, num};
 
-use super::peers::{SYSTEMS, figure, ok, points};
+use super::peers::{
+    BATCHLAB_BEST, EFFECT_HEADS, SYSTEMS, effects, effects_reading, figure, ok, points,
+};
 use super::{list, quick_note};
-
-/// batchlab's batching executors, one of which is "batchlab's best".
-const BATCHLAB_BEST: [&str; 3] = ["dynet", "cavs", "edbatch"];
 
 /// Relative gradient difference the same-weights check allows.
 pub const GRAD_TOLERANCE: f64 = 1e-4;
@@ -56,6 +55,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     heads.extend(SYSTEMS.iter().map(|(_, c)| format!("{c}: inst/s")));
     heads.push("best batchlab".into());
     heads.push("best batchlab ÷ DyNet autobatch".into());
+    heads.extend(EFFECT_HEADS.iter().map(|h| h.to_string()));
     let head_refs: Vec<&str> = heads.iter().map(String::as_str).collect();
     let mut t = Table::new(
         "peers-train",
@@ -100,6 +100,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     // (hidden, best batchlab ÷ DyNet autobatch) per point.
     let mut ratios: Vec<(u64, Noisy)> = Vec::new();
     let (mut grad_ok, mut grad_n) = (0usize, 0usize);
+    let mut all_effects = Vec::new();
     for ((w, b, h, th), m) in &pts {
         let mut row = vec![w.clone(), b.to_string(), h.to_string(), th.to_string()];
         for (s, _) in SYSTEMS {
@@ -128,6 +129,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         if let Some(r) = ratio {
             ratios.push((*h, r));
         }
+        let e = effects(m);
+        row.extend(e.cells());
+        all_effects.push((format!("{w} b{b} h{h} t{th}"), e));
         t.push(row);
         for (s, _) in SYSTEMS {
             let Some(r) = get(m, s) else { continue };
@@ -216,6 +220,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         summary(&|h| h >= 256),
         summary(&|h| h < 256),
     );
+    sec.reading += " ";
+    sec.reading += &effects_reading(&all_effects, 1.2);
     for (s, e) in &why {
         sec.notes.push(format!("¹ {s}: {e}"));
     }
