@@ -196,7 +196,10 @@ class Execution:
         runs = np.zeros((ar.shape[0], ar.shape[1]), dtype=np.int64)
         np.cumsum(np.diff(ar, axis=1) == 1, axis=1, out=runs[:, 1:])
         self.arg_block = (runs[:, last] - runs[:, lo] == last - lo) & (ar[:, lo] > 0)
-        self.ints = plan.ints[order]
+        # Index tensors made once per mini-batch: a batch's are views of a
+        # contiguous slice (per argument position; per integer column).
+        self.arg_row_t = torch.from_numpy(self.arg_row).to(dev)
+        self.ints_t = torch.from_numpy(np.ascontiguousarray(plan.ints[order].T)).to(dev)
         self._per_kind: dict[int, tuple[list[_Store], list[tuple[int, int, torch.dtype]]]] = {}
         self.steps = [self._compile(bi, ids) for bi, ids in enumerate(batches)]
 
@@ -253,13 +256,12 @@ class Execution:
             seg = self._idx(np.repeat(np.arange(b), ends - starts))
         else:
             for j, st in enumerate(stores):
-                rows = self.arg_row[j, lo:hi]
-                blk = (int(rows[0]), b) if self.arg_block[j, bi] else None
-                reads.append((st, None if in_place and blk is not None else self._idx(rows)))
+                blk = (int(self.arg_row[j, lo]), b) if self.arg_block[j, bi] else None
+                reads.append((st, None if in_place and blk is not None else self.arg_row_t[j, lo:hi]))
                 blocks.append(blk)
             if stores and self.grad:
                 producers.append(self.arg_step[lo:hi, : len(stores)].ravel())
-        data = {p: torch.from_numpy(self.ints[lo:hi, col]).to(self.runner.device, dt) for p, col, dt in data_cols}
+        data = {p: self.ints_t[col, lo:hi].to(dt) for p, col, dt in data_cols}
         writes = tuple((self.stores[int(self.out_store[q, k])], a, b) for k, a in enumerate(self.first[bi]))
         deps: list[int] = []
         if self.grad and producers:

@@ -185,13 +185,25 @@ class Runner:
 
     def schedule(self, plan: Plan, schedule: str) -> list[np.ndarray]:
         """The batches of ``schedule`` for the mini-batch."""
+        return self.ask(plan, schedule)()
+
+    def ask(self, plan: Plan, schedule: str) -> Any:
+        """Starts scheduling the mini-batch; a function returning its batches
+        (what runs in between overlaps batchlab's policy, in its own process)."""
         if schedule.endswith(".json") and os.path.isfile(schedule):
-            return read_schedule(schedule, plan, self.kind_list)
+            batches = read_schedule(schedule, plan, self.kind_list)
+            return lambda: batches
         engine = self.engine or find_tool("engine")
-        head, batches = _Server.get(engine, schedule).ask(graph_request(self.name or "model", plan, self.kind_list))
-        self.stats.lower_bound = head.get("lower_bound")
-        self.stats.misses = head.get("misses", 0)
-        return batches
+        server = _Server.get(engine, schedule)
+        server.send(graph_request(self.name or "model", plan, self.kind_list))
+
+        def answer() -> list[np.ndarray]:
+            head, batches = server.receive()
+            self.stats.lower_bound = head.get("lower_bound")
+            self.stats.misses = head.get("misses", 0)
+            return batches
+
+        return answer
 
     def save_trace(self, samples: Iterable[Any], path: str) -> None:
         """Writes the mini-batch's graph as a trace file (what a schedule
@@ -231,13 +243,8 @@ class Runner:
         frags = self.discover(samples)
         plan = Plan(frags)
         t1 = time.perf_counter()
-        batches = self.schedule(plan, schedule)
-        t2 = time.perf_counter()
-        ex = Execution(self, plan, batches, torch.is_grad_enabled())
-        ex.run()
-        for ids in batches:
-            ty = self.kind_list[int(plan.kid[ids[0]])].type_name
-            st.per_type[ty] = st.per_type.get(ty, 0) + 1
+        pending = self.ask(plan, schedule)
+        # While batchlab's policy runs: which node outputs the samples return.
         vals: list[Value] = []
         gnode, gk = [], []
         for f, off in zip(frags, plan.offsets.tolist()):
@@ -246,6 +253,13 @@ class Runner:
                     vals.append(v)
                     gnode.append(v.src.node + off)
                     gk.append(v.src.k)
+        batches = pending()
+        t2 = time.perf_counter()
+        ex = Execution(self, plan, batches, torch.is_grad_enabled())
+        ex.run()
+        for ids in batches:
+            ty = self.kind_list[int(plan.kid[ids[0]])].type_name
+            st.per_type[ty] = st.per_type.get(ty, 0) + 1
         got = ex.values(np.array(gnode, dtype=np.int64), np.array(gk, dtype=np.int64)) if vals else []
         out = []
         pos = 0

@@ -79,10 +79,23 @@ class _Server:
 
     def ask(self, request: bytes) -> tuple[dict, list[np.ndarray]]:
         """Sends a binary request; the answer's header and its batches."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(request)
+        return self.receive()
+
+    def send(self, request: bytes) -> None:
+        """Sends a binary request (:meth:`receive` reads its answer: work in
+        between overlaps the policy's run)."""
+        assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the service stopped: receive says why
+
+    def receive(self) -> tuple[dict, list[np.ndarray]]:
+        """The answer to the request sent last: its header and its batches."""
+        assert self.proc.stdout is not None
+        try:
             line = self.proc.stdout.readline()
         except BrokenPipeError:
             line = b""
