@@ -182,6 +182,26 @@ fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads
 }
 
 #[test]
+fn dgl_matches_batchlab_on_the_six_workloads() {
+    let name = "dgl_matches_batchlab_on_the_six_workloads";
+    let dir = paper_repro::peers_env::default_dir(None);
+    let py = paper_repro::peers_env::open(&dir)
+        .ok()
+        .filter(|e| e.frameworks.get("dgl").is_some_and(Result::is_ok))
+        .and_then(|e| e.dgl_python);
+    let Some(py) = py else {
+        eprintln!(
+            "SKIPPED {name}: no DGL environment (install it with `paper-repro peers --install --peers dgl`)"
+        );
+        return;
+    };
+    let out = tmp("peers-exports-dgl");
+    exports(&out);
+    let log = unit_tests(&py, &out);
+    assert!(passed(&log, "test_dgl_equals_the_reference"), "{log}");
+}
+
+#[test]
 fn peers_item_skips_visibly_without_its_environment() {
     let out = tmp("peers-skip");
     let o = run(&[
