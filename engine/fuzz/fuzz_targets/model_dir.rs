@@ -13,7 +13,7 @@
 //!
 //! Each section starts with a line `%%% NAME` (at the start of the input or
 //! after a newline) and runs to the newline before the next one. NAME is a
-//! file name (`[A-Za-z0-9._-]`, not hidden) or `cells/` and one; other
+//! file name (`[A-Za-z0-9._-]`, not hidden, not `cells`) or `cells/` and one; other
 //! sections are ignored. The files are written into a folder of this
 //! process's own under the temporary directory, emptied for every input.
 #![no_main]
@@ -34,6 +34,10 @@ fn folder() -> &'static Path {
 }
 
 fn valid_name(name: &str) -> bool {
+    // `cells` itself is the folder of cell files.
+    if name == "cells" {
+        return false;
+    }
     let file = name.strip_prefix("cells/").unwrap_or(name);
     !file.is_empty()
         && file.len() <= 64
