@@ -3,7 +3,7 @@
 //! `from` (where the role was recorded) and `recorded_with` (versions),
 //! which are kept as they are.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -141,6 +141,10 @@ impl Manifest {
                 "empty: a model has at least one role".into(),
             ));
         }
+        // Names seen so far: a set, so a manifest of many roles is checked
+        // in linear time; the first duplicate in role order is reported.
+        let mut roles_seen = HashSet::with_capacity(m.roles.len());
+        let mut types_seen = HashSet::with_capacity(m.roles.len());
         for (i, r) in m.roles.iter().enumerate() {
             for (what, v) in [("role", &r.role), ("cell", &r.cell)] {
                 if v.is_empty()
@@ -154,13 +158,13 @@ impl Manifest {
                     ));
                 }
             }
-            if m.roles[..i].iter().any(|x| x.role == r.role) {
+            if !roles_seen.insert(r.role.as_str()) {
                 return Err(field(
                     &format!("roles[{i}].role"),
                     format!("`{}` listed twice", r.role),
                 ));
             }
-            if m.roles[..i].iter().any(|x| x.type_name == r.type_name) {
+            if !types_seen.insert(r.type_name.as_str()) {
                 return Err(field(
                     &format!("roles[{i}].type"),
                     format!("`{}` is the type of an earlier role too", r.type_name),
