@@ -500,3 +500,57 @@ fn export_model_writes_a_deterministic_safetensors_file() {
     let err = engine::export::Export::read(&b).unwrap_err().to_string();
     assert!(err.starts_with(b.to_str().unwrap()), "{err}");
 }
+
+/// Regression (bad input round two): `record --out` equal to a `--cells`
+/// file and `export-model --out` equal to its `--trace` overwrote them with
+/// exit 0; both are refused and the inputs kept.
+#[test]
+fn out_equal_to_an_input_is_refused_and_the_input_kept() {
+    let trace = tmp("same-path/t.json");
+    let t = trace.to_str().unwrap();
+    let o = engine(&[
+        "record",
+        "--workload",
+        "tree-lstm",
+        "--batch",
+        "1",
+        "--hidden",
+        "4",
+        "--out",
+        t,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(&trace).unwrap();
+    let o = engine(&["export-model", "--trace", t, "--out", t]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the same file as --trace"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&trace).unwrap(), before);
+    let cells = tmp("same-path/c.yaml");
+    let text = "name: same_path\nports:\n  - {name: x, shape: [h]}\nparams:\n  - {name: W, shape: [h, h]}\nops:\n  - {out: y, op: matmul, args: [W, x]}\noutputs: [y]\n";
+    std::fs::write(&cells, text).unwrap();
+    let c = cells.to_str().unwrap();
+    let o = engine(&[
+        "record",
+        "--workload",
+        "tree-lstm",
+        "--batch",
+        "1",
+        "--hidden",
+        "4",
+        "--cells",
+        c,
+        "--out",
+        c,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the same file as --cells"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&cells).unwrap(), text);
+}

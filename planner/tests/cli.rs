@@ -294,3 +294,50 @@ fn layout_plans_every_cell_of_a_model_folder() {
         stderr(&o)
     );
 }
+
+/// Regression (bad input round two): `--out` equal to a `--cells` file, or
+/// to `--baseline-out`, overwrote it with exit 0; both are refused.
+#[test]
+fn out_equal_to_cells_or_baseline_out_is_refused() {
+    let cells = tmp("same-path-cell.yaml");
+    let text = "name: same_path\nports:\n  - {name: x, shape: [h]}\nparams:\n  - {name: W, shape: [h, h]}\nops:\n  - {out: y, op: matmul, args: [W, x]}\noutputs: [y]\n";
+    std::fs::write(&cells, text).unwrap();
+    let c = cells.to_str().unwrap();
+    let o = planner(&[
+        "layout",
+        "--cell",
+        "same_path",
+        "--hidden",
+        "4",
+        "--batch",
+        "2",
+        "--cells",
+        c,
+        "--out",
+        c,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the same file as --cells"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&cells).unwrap(), text);
+    let l = tmp("same-path-layout.json");
+    let l = l.to_str().unwrap();
+    let o = planner(&[
+        "layout",
+        "--cell",
+        "lstm",
+        "--hidden",
+        "4",
+        "--batch",
+        "2",
+        "--out",
+        l,
+        "--baseline-out",
+        l,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("another output"), "{}", stderr(&o));
+}

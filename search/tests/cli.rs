@@ -549,3 +549,25 @@ fn optimise_writes_a_schedule_that_train_distils_and_eval_replays() {
         "types must be in 1..=1000, got 0",
     );
 }
+
+/// Regression (bad input round two): `--out` naming the input trace (however
+/// spelled) overwrote it with exit 0; it is refused and the trace is kept.
+#[test]
+fn out_equal_to_the_trace_is_refused_and_the_trace_kept() {
+    let t = trace("tree-lstm", 2, 41);
+    let before = std::fs::read(&t).unwrap();
+    let spelled = Path::new(&t)
+        .parent()
+        .unwrap()
+        .join(".")
+        .join(Path::new(&t).file_name().unwrap());
+    for cmd in ["train", "optimise"] {
+        let o = search(&[cmd, "--trace", &t, "--out", spelled.to_str().unwrap()]);
+        fails_with(&o, "the same file as --trace");
+        assert_eq!(
+            std::fs::read(&t).unwrap(),
+            before,
+            "{cmd} changed the trace"
+        );
+    }
+}

@@ -36,6 +36,91 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// An output that would overwrite an input, or another output: refused
+/// before anything is read or written (an atomic write over an input
+/// destroys it however carefully it writes).
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} {path}: the same file as {other_flag} {other}; refusing to overwrite {what}")]
+pub struct SamePathError {
+    /// The output flag (`--out`).
+    pub flag: String,
+    /// Its path as given.
+    pub path: String,
+    /// The flag it collides with.
+    pub other_flag: String,
+    /// That path as given.
+    pub other: String,
+    /// `an input` or `another output`.
+    pub what: &'static str,
+}
+
+/// Refuses outputs that are an input or each other: the same path after
+/// resolving `.`, `..` and links, or, where both exist, the same file
+/// (hard links). Pairs are `(flag, path)`; the first collision is named.
+pub fn distinct_outputs(
+    inputs: &[(&str, &Path)],
+    outputs: &[(&str, &Path)],
+) -> Result<(), SamePathError> {
+    for (i, (flag, out)) in outputs.iter().enumerate() {
+        let mine = Identity::of(out);
+        let clash = |what: &'static str, (other_flag, other): &(&str, &Path)| {
+            mine.same(&Identity::of(other)).then(|| SamePathError {
+                flag: flag.to_string(),
+                path: out.display().to_string(),
+                other_flag: other_flag.to_string(),
+                other: other.display().to_string(),
+                what,
+            })
+        };
+        if let Some(e) = inputs.iter().find_map(|x| clash("an input", x)) {
+            return Err(e);
+        }
+        if let Some(e) = outputs[..i].iter().find_map(|x| clash("another output", x)) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// What identifies a file: its resolved path and, if it exists, its
+/// device and inode.
+struct Identity {
+    path: std::path::PathBuf,
+    #[cfg(unix)]
+    inode: Option<(u64, u64)>,
+}
+
+impl Identity {
+    fn of(p: &Path) -> Identity {
+        let path = fs::canonicalize(p).unwrap_or_else(|_| {
+            // Not there yet: its folder resolved, then its name.
+            let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            match (abs.parent(), abs.file_name()) {
+                (Some(dir), Some(name)) => fs::canonicalize(dir)
+                    .map(|d| d.join(name))
+                    .unwrap_or(abs.clone()),
+                _ => abs.clone(),
+            }
+        });
+        Identity {
+            path,
+            #[cfg(unix)]
+            inode: fs::metadata(p).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            }),
+        }
+    }
+
+    fn same(&self, other: &Identity) -> bool {
+        #[cfg(unix)]
+        if let (Some(a), Some(b)) = (self.inode, other.inode) {
+            return a == b;
+        }
+        self.path == other.path
+    }
+}
+
 /// Writes one line to stdout for the command-line tools. A closed pipe (the
 /// output piped into `head`) ends the process quietly with status 0 instead of
 /// the panic `println!` gives; any other write error is reported on stderr.
@@ -77,6 +162,35 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn output_equal_to_input_is_refused_by_path_link_or_spelling() {
+        let dir = std::env::temp_dir().join(format!("batchlab-io-same-{}", std::process::id()));
+        fs::create_dir_all(dir.join("sub")).unwrap();
+        let input = dir.join("t.json");
+        fs::write(&input, b"{}").unwrap();
+        let spelled = dir.join("sub/../t.json");
+        let e = distinct_outputs(&[("--trace", &input)], &[("--out", &spelled)]).unwrap_err();
+        assert!(
+            e.to_string().contains("--out") && e.to_string().contains("--trace"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("an input"), "{e}");
+        #[cfg(unix)]
+        {
+            let link = dir.join("hard.json");
+            fs::hard_link(&input, &link).unwrap();
+            assert!(distinct_outputs(&[("--trace", &input)], &[("--out", &link)]).is_err());
+        }
+        // Two outputs that are one file, neither there yet.
+        let a = dir.join("new.json");
+        let b = dir.join("sub/../new.json");
+        let e = distinct_outputs(&[], &[("--out", &a), ("--baseline-out", &b)]).unwrap_err();
+        assert!(e.to_string().contains("another output"), "{e}");
+        // Different files are fine.
+        distinct_outputs(&[("--trace", &input)], &[("--out", &a)]).unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 

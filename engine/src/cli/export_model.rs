@@ -65,6 +65,27 @@ struct Summary {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    // The export may not land on what it is made from: the trace, or a
+    // model folder's files.
+    let folder: Vec<std::path::PathBuf> = a
+        .model
+        .iter()
+        .flat_map(|d| {
+            [
+                "model.json",
+                "trace.json",
+                "weights.safetensors",
+                "expected.safetensors",
+            ]
+            .map(|f| d.join(f))
+        })
+        .collect();
+    let mut inputs: Vec<(&str, &std::path::Path)> =
+        folder.iter().map(|p| ("--model", p.as_path())).collect();
+    if let Some(t) = &a.trace {
+        inputs.push(("--trace", t));
+    }
+    engine::io::distinct_outputs(&inputs, &[("--out", &a.out)])?;
     if a.trace.is_none() && a.model.is_none() && (a.batch == 0 || a.hidden == 0) {
         bail!("--batch and --hidden must be at least 1");
     }

@@ -83,6 +83,12 @@ struct Summary {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let cells: Vec<(&str, &std::path::Path)> = a
+        .cell_files
+        .iter()
+        .map(|c| ("--cells", c.as_path()))
+        .collect();
+    engine::io::distinct_outputs(&cells, &[("--out", &a.out)])?;
     let Some(w) = workloads::workload(&a.workload) else {
         let names: Vec<&str> = workloads::WORKLOADS.iter().map(|w| w.name).collect();
         bail!(

@@ -195,6 +195,17 @@ fn shown_planned(r: &Row, b: Baseline) -> (u64, u64) {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let inputs: Vec<(&str, &std::path::Path)> = a
+        .cell_files
+        .iter()
+        .map(|c| ("--cells", c.as_path()))
+        .collect();
+    let outputs: Vec<(&str, &std::path::Path)> =
+        [("--out", &a.out), ("--baseline-out", &a.baseline_out)]
+            .into_iter()
+            .filter_map(|(f, p)| Some((f, p.as_deref()?)))
+            .collect();
+    engine::io::distinct_outputs(&inputs, &outputs)?;
     let folder = match &a.model {
         Some(d) => Some(engine::modeldir::ModelDir::open(d)?),
         None => None,

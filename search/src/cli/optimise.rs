@@ -68,6 +68,9 @@ struct Report {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if let Some(out) = &a.out {
+        engine::io::distinct_outputs(&[("--trace", &a.trace)], &[("--out", out)])?;
+    }
     if !(a.bound_share.is_finite() && (0.0..=1.0).contains(&a.bound_share)) {
         bail!("--bound-share must be in [0, 1], got {}", a.bound_share);
     }

@@ -317,6 +317,11 @@ fn teacher(
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let hyper = a.hyperparameters()?;
+    let mut inputs: Vec<(&str, &std::path::Path)> = vec![("--trace", &a.trace)];
+    if let Some(t) = a.teacher.as_deref().filter(|t| *t != "optimise") {
+        inputs.push(("--teacher", std::path::Path::new(t)));
+    }
+    engine::io::distinct_outputs(&inputs, &[("--out", &a.out)])?;
     let mut trace = super::load::trace(&a.trace)?;
     if a.pass == "backward" {
         trace.graph = trace.graph.reversed();
