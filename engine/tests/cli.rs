@@ -554,3 +554,33 @@ fn out_equal_to_an_input_is_refused_and_the_input_kept() {
     );
     assert_eq!(std::fs::read_to_string(&cells).unwrap(), text);
 }
+
+/// Regression (bad input round two): a node reading a later node (no
+/// cycle) reached `replay --executor dynet` and `export-model`, which
+/// panicked (index out of bounds); the reader refuses it, naming the node.
+#[test]
+fn forward_argument_is_an_error_not_a_panic() {
+    let path = tmp("forward/t.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(
+        &path,
+        r#"{"format": "batchlab-trace", "version": 1, "workload": "rvnn",
+        "types": [{"name": "a"}, {"name": "b"}],
+        "nodes": [{"type": 0, "args": []}, {"type": 1, "args": [2]}, {"type": 0, "args": []}]}"#,
+    )
+    .unwrap();
+    let t = path.to_str().unwrap();
+    let out = tmp("forward/e.safetensors");
+    for args in [
+        vec!["replay", "--trace", t, "--executor", "dynet"],
+        vec!["export-model", "--trace", t, "--out", out.to_str().unwrap()],
+    ] {
+        let o = engine(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("node 1: argument #0 = 2 is not an earlier node"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+}

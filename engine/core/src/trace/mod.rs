@@ -161,6 +161,21 @@ pub enum TraceError {
         source: GraphError,
     },
     /// A node's `data` field is not allowed or malformed.
+    /// A node reads a later node: a trace lists every node after its
+    /// arguments (the executors and the export walk nodes in id order).
+    #[error(
+        "{file}: node {node}: argument #{position} = {arg} is not an earlier node (a trace lists every node after its arguments)"
+    )]
+    ForwardArgument {
+        /// The trace file.
+        file: String,
+        /// The node.
+        node: u32,
+        /// The argument's position in its list.
+        position: usize,
+        /// The later node it reads.
+        arg: u32,
+    },
     #[error("{file}: node {node}: field `data`: {message}")]
     Data {
         /// File name.

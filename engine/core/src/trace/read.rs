@@ -83,6 +83,19 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
     }
     builder.replace_types(types);
     let graph = builder.finish().map_err(graph_err)?;
+    if !graph.ids_topological() {
+        for v in graph.nodes() {
+            if let Some((position, a)) = graph.args(v).iter().enumerate().find(|(_, a)| a.0 >= v.0)
+            {
+                return Err(TraceError::ForwardArgument {
+                    file: file.to_string(),
+                    node: v.0,
+                    position,
+                    arg: a.0,
+                });
+            }
+        }
+    }
     Ok(Trace {
         workload: raw.workload,
         meta: raw.meta,

@@ -339,3 +339,18 @@ fn malformed_node_data_is_an_error_naming_the_node() {
     );
     assert!(err(&twice).contains("duplicate field `data`"));
 }
+
+/// Regression (bad input round two): a node reading a later node (no
+/// cycle) was accepted, and `engine replay --executor dynet` and `engine
+/// export-model` then panicked; the reader names the node and the argument.
+#[test]
+fn forward_argument_is_refused_naming_the_node() {
+    let text = r#"{"format": "batchlab-trace", "version": 1, "workload": "w",
+        "types": [{"name": "a"}, {"name": "b"}],
+        "nodes": [{"type": 0, "args": []}, {"type": 1, "args": [2]}, {"type": 0, "args": []}]}"#;
+    let e = err(text);
+    assert_eq!(
+        e,
+        "t.json: node 1: argument #0 = 2 is not an earlier node (a trace lists every node after its arguments)"
+    );
+}
