@@ -160,7 +160,6 @@ pub enum TraceError {
         /// Cause.
         source: GraphError,
     },
-    /// A node's `data` field is not allowed or malformed.
     /// A node reads a later node: a trace lists every node after its
     /// arguments (the executors and the export walk nodes in id order).
     #[error(
@@ -176,6 +175,7 @@ pub enum TraceError {
         /// The later node it reads.
         arg: u32,
     },
+    /// A node's `data` field is not allowed or malformed.
     #[error("{file}: node {node}: field `data`: {message}")]
     Data {
         /// File name.
