@@ -84,3 +84,36 @@ fn replay_train_json_checks_the_step_against_the_reference() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(r["check"].is_null(), "{r}");
 }
+
+/// Regression (bad input round two): `--lr NaN` wrote a NaN-weight
+/// checkpoint with exit 0, `--lr inf` was caught only from the second
+/// mini-batch, `--clip NaN` and `--max-batches 0` (which reported "train
+/// loss 0.0000" after training nothing) were accepted: each is refused up
+/// front, naming the flag, and nothing is written.
+#[test]
+fn meaningless_hyperparameters_are_refused_up_front() {
+    let ck = tmp("hyper.ckpt");
+    for (flag, value) in [
+        ("--lr", "NaN"),
+        ("--lr", "inf"),
+        ("--lr", "0"),
+        ("--clip", "NaN"),
+        ("--clip=-1", ""),
+        ("--max-batches", "0"),
+    ] {
+        let mut extra = vec![flag];
+        if !value.is_empty() {
+            extra.push(value);
+        }
+        extra.extend(["--checkpoint", ck.to_str().unwrap()]);
+        let o = engine_line(
+            "train --workload tree-lstm --epochs 1 --batch 4 --hidden 8 --threads 1 --dev none",
+            &extra,
+        );
+        assert_ne!(o.status.code(), Some(0), "{flag} {value}");
+        let e = stderr(&o);
+        let name = flag.trim_end_matches("=-1");
+        assert!(e.contains(name), "{flag} {value}: {e}");
+        assert!(!ck.exists(), "{flag} {value} wrote a checkpoint");
+    }
+}

@@ -44,8 +44,9 @@ pub struct Args {
     /// Hidden size.
     #[arg(long, default_value_t = 64)]
     hidden: usize,
-    /// At most this many mini-batches per epoch (default: the whole split).
-    #[arg(long)]
+    /// At most this many mini-batches per epoch, at least 1 (default: the
+    /// whole split).
+    #[arg(long, value_parser = parse_max_batches)]
     max_batches: Option<usize>,
     /// Executor: reference, dynet, cavs, policy, edbatch, edbatch-nolayout
     /// (as `engine replay`).
@@ -65,11 +66,12 @@ pub struct Args {
     /// `adam` or `sgd`.
     #[arg(long, default_value = "adam", value_parser = ["adam", "sgd"])]
     optimizer: String,
-    /// Learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    /// Learning rate: a finite number above 0.
+    #[arg(long, default_value_t = 0.01, value_parser = parse_lr)]
     lr: f32,
-    /// Rescale gradients whose global L2 norm exceeds this (0: never).
-    #[arg(long, default_value_t = 5.0)]
+    /// Rescale gradients whose global L2 norm exceeds this (0: never); a
+    /// finite number, 0 or more.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_clip)]
     clip: f32,
     /// Weight-gradient products per batch instead of once per parameter at
     /// the end of the backward pass (the lazy-batching ablation).
@@ -383,4 +385,38 @@ fn print(report: &Report, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--lr`: finite and above 0 (NaN or inf would train to a non-finite
+/// checkpoint; 0 or less trains nothing or the wrong way).
+fn parse_lr(s: &str) -> Result<f32, String> {
+    let v: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!(
+            "{s} is not a learning rate: give a finite number above 0"
+        ));
+    }
+    Ok(v)
+}
+
+/// `--clip`: finite and 0 or more (0: never clip).
+fn parse_clip(s: &str) -> Result<f32, String> {
+    let v: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!(
+            "{s} is not a gradient norm: give a finite number, 0 (never clip) or more"
+        ));
+    }
+    Ok(v)
+}
+
+/// `--max-batches`: at least 1 (0 would train nothing and report a loss).
+fn parse_max_batches(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => {
+            Err("0 trains nothing: give at least 1 (or leave it out for the whole split)".into())
+        }
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a count")),
+    }
 }

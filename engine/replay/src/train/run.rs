@@ -55,6 +55,20 @@ pub enum TrainError {
         /// The loss.
         loss: f64,
     },
+    /// An update made a parameter NaN or infinite.
+    #[error(
+        "epoch {epoch}, mini-batch {batch}: the update made parameter `{param}` of role `{role}` non-finite — training diverged (lower --lr, or --clip); nothing was written"
+    )]
+    NonFiniteUpdate {
+        /// Epoch.
+        epoch: u32,
+        /// Mini-batch index within the epoch.
+        batch: usize,
+        /// The role.
+        role: String,
+        /// The parameter's name in the role's cell.
+        param: String,
+    },
     /// Replay failed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
@@ -344,6 +358,19 @@ fn step(
         }
     }
     opt.step(params, &grads);
+    // A finite loss can still take a step to infinity (a huge --lr): stop
+    // here, before a checkpoint could record it.
+    for (role, ps) in params.iter().enumerate() {
+        if let Some(v) = ps.iter().position(|p| p.iter().any(|x| !x.is_finite())) {
+            let rm = &model.roles[role];
+            let name = rm
+                .cell
+                .values
+                .get(v)
+                .map_or_else(|| v.to_string(), |i| i.name.clone());
+            return Err(StepError::NonFiniteUpdate(rm.role.role.clone(), name));
+        }
+    }
     for group in &ties {
         let (r0, v0) = group[0];
         let p = params[r0][v0].clone();
@@ -357,6 +384,7 @@ fn step(
 /// A failed [`step`], placed by [`StepError::at`].
 enum StepError {
     NonFinite(f64),
+    NonFiniteUpdate(String, String),
     Other(Box<TrainError>),
 }
 
@@ -370,6 +398,12 @@ impl StepError {
     fn at(self, epoch: u32, batch: usize) -> TrainError {
         match self {
             StepError::NonFinite(loss) => TrainError::NonFinite { epoch, batch, loss },
+            StepError::NonFiniteUpdate(role, param) => TrainError::NonFiniteUpdate {
+                epoch,
+                batch,
+                role,
+                param,
+            },
             StepError::Other(e) => *e,
         }
     }
