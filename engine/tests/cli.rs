@@ -503,7 +503,8 @@ fn export_model_writes_a_deterministic_safetensors_file() {
 
 /// Regression (bad input round two): `record --out` equal to a `--cells`
 /// file and `export-model --out` equal to its `--trace` overwrote them with
-/// exit 0; both are refused and the inputs kept.
+/// exit 0; they, and `schedule`'s and `script`'s `--out`, are refused and
+/// the inputs kept.
 #[test]
 fn out_equal_to_an_input_is_refused_and_the_input_kept() {
     let trace = tmp("same-path/t.json");
@@ -521,14 +522,17 @@ fn out_equal_to_an_input_is_refused_and_the_input_kept() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let before = std::fs::read(&trace).unwrap();
-    let o = engine(&["export-model", "--trace", t, "--out", t]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("the same file as --trace"),
-        "{}",
-        stderr(&o)
-    );
-    assert_eq!(std::fs::read(&trace).unwrap(), before);
+    for args in [
+        vec!["export-model", "--trace", t, "--out", t],
+        vec!["schedule", "--trace", t, "--policy", "depth", "--out", t],
+        vec!["script", "--trace", t, "--out", t],
+    ] {
+        let o = engine(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("the same file as --trace"), "{args:?}: {e}");
+        assert_eq!(std::fs::read(&trace).unwrap(), before, "{args:?}");
+    }
     let cells = tmp("same-path/c.yaml");
     let text = "name: same_path\nports:\n  - {name: x, shape: [h]}\nparams:\n  - {name: W, shape: [h, h]}\nops:\n  - {out: y, op: matmul, args: [W, x]}\noutputs: [y]\n";
     std::fs::write(&cells, text).unwrap();

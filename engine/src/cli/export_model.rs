@@ -67,19 +67,7 @@ struct Summary {
 pub fn run(a: Args) -> anyhow::Result<()> {
     // The export may not land on what it is made from: the trace, or a
     // model folder's files.
-    let folder: Vec<std::path::PathBuf> = a
-        .model
-        .iter()
-        .flat_map(|d| {
-            [
-                "model.json",
-                "trace.json",
-                "weights.safetensors",
-                "expected.safetensors",
-            ]
-            .map(|f| d.join(f))
-        })
-        .collect();
+    let folder = super::model_inputs(&a.model);
     let mut inputs: Vec<(&str, &std::path::Path)> =
         folder.iter().map(|p| ("--model", p.as_path())).collect();
     if let Some(t) = &a.trace {

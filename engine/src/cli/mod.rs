@@ -211,3 +211,20 @@ pub(crate) fn flag_error(e: engine::workloads::RecordError) -> anyhow::Error {
         e => e.into(),
     }
 }
+
+/// The files of a `--model DIR` that an output must not overwrite (with
+/// [`engine::io::distinct_outputs`]).
+pub(crate) fn model_inputs(model: &Option<std::path::PathBuf>) -> Vec<std::path::PathBuf> {
+    model
+        .iter()
+        .flat_map(|d| {
+            [
+                "model.json",
+                "trace.json",
+                "weights.safetensors",
+                "expected.safetensors",
+            ]
+            .map(|f| d.join(f))
+        })
+        .collect()
+}

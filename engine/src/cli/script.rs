@@ -143,6 +143,17 @@ pub(super) fn checked_ctas_per_sm(c: Option<u32>) -> anyhow::Result<Option<u32>>
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let folder = super::model_inputs(&a.model);
+    let mut inputs: Vec<(&str, &std::path::Path)> =
+        folder.iter().map(|p| ("--model", p.as_path())).collect();
+    if let Some(t) = &a.trace {
+        inputs.push(("--trace", t));
+    }
+    let outputs: Vec<(&str, &std::path::Path)> = [("--out", &a.out), ("--kernel", &a.kernel)]
+        .into_iter()
+        .filter_map(|(f, p)| Some((f, p.as_deref()?)))
+        .collect();
+    engine::io::distinct_outputs(&inputs, &outputs)?;
     let Some(target) = vpps::Target::preset(&a.target) else {
         bail!(
             "--target {}: unknown GPU; expected one of {}",
