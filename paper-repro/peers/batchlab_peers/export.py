@@ -68,6 +68,36 @@ def _check_roles(header, bad):
             raise bad(f"metadata `batchlab`: `{key}` is not a list")
 
 
+def _check_nodes(header, bad):
+    """The nodes the program generator walks: each node's role an index of
+    ``roles``, one producer list per port of its role's cell, every
+    producer an earlier node, ``row`` and ``label`` integers; the loss
+    nodes, nodes."""
+    roles, nodes = header["roles"], header["nodes"]
+    for i, n in enumerate(nodes):
+        where = f"metadata `batchlab`: nodes[{i}]"
+        if not isinstance(n, dict):
+            raise bad(f"{where} is not an object")
+        r = n.get("role")
+        if not _is_size(r) or r >= len(roles):
+            raise bad(f"{where}: role {r!r} is not an index of `roles` ({len(roles)} roles)")
+        ports = n.get("ports")
+        want = roles[r].get("ports")
+        if not isinstance(want, list):
+            raise bad(f"metadata `batchlab`: roles[{r}] has no `ports` list")
+        if not isinstance(ports, list) or len(ports) != len(want):
+            raise bad(f"{where}: `ports` is not {len(want)} producer lists (role {roles[r]['role']})")
+        for p, producers in enumerate(ports):
+            if not isinstance(producers, list) or not all(_is_size(u) and u < i for u in producers):
+                raise bad(f"{where}: ports[{p}] {producers!r} is not a list of earlier nodes")
+        for key in ("row", "label"):
+            if not isinstance(n.get(key), int) or isinstance(n.get(key), bool):
+                raise bad(f"{where}: `{key}` is not an integer")
+    for v in header["loss_nodes"]:
+        if not _is_size(v) or v >= len(nodes):
+            raise bad(f"metadata `batchlab`: loss node {v!r} is not a node ({len(nodes)} nodes)")
+
+
 def _tensor_info(name, info, data_len, bad):
     """``(shape, begin, end)`` of one entry of the safetensors header, its
     byte range checked against the data section and its shape."""
@@ -150,6 +180,7 @@ class Export:
             if key not in header:
                 raise bad(f"metadata `{METADATA_KEY}`: missing field {key!r}")
         _check_roles(header, bad)
+        _check_nodes(header, bad)
         data_start = 8 + n
         data_len = len(raw) - data_start
         tensors = {name: _tensor_info(name, info, data_len, bad) for name, info in table.items()}

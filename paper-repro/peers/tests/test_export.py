@@ -124,6 +124,22 @@ class ExportTest(unittest.TestCase):
                      r"roles\[0\].params\[0\] is not a `name` and a `shape`")
         self.refused(edited_header(raw, lambda h: h.update(roles={})), "`roles` is not a list")
 
+    def test_bad_role_index_or_ports_past_the_nodes_are_refused(self):
+        # Regression (bad input round two): a bad role index gave a traceback,
+        # and ports pointing past the node list generated a program.
+        raw = to_bytes(*chain_parts())
+
+        def node(i, **kw):
+            def edit(h):
+                h["nodes"][i].update(kw)
+            return edit
+
+        self.refused(edited_header(raw, node(1, role=99)), r"nodes\[1\]: role 99 is not an index of `roles`")
+        self.refused(edited_header(raw, node(1, role=-1)), r"nodes\[1\]: role -1")
+        self.refused(edited_header(raw, node(0, ports=[[5]])), r"nodes\[0\]: .*not .*producer lists|earlier nodes")
+        self.refused(edited_header(raw, node(1, row="x")), r"nodes\[1\]: `row` is not an integer")
+        self.refused(edited_header(raw, lambda h: h.update(loss_nodes=[999])), "loss node 999 is not a node")
+
     def test_a_missing_file_is_an_error_naming_it(self):
         with self.assertRaisesRegex(ExportError, "/no/such.safetensors"):
             Export.read("/no/such.safetensors")
