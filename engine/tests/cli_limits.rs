@@ -154,3 +154,38 @@ fn wrong_typed_fields_are_named() {
     let o = run("inspect", &[policy.to_str().unwrap()]);
     assert!(stderr(&o).contains("\"batchlab-policy\""), "{}", stderr(&o));
 }
+
+/// Regression (bad input round two): `replay --repeat 1000000000` allocated
+/// 32 GB, `--threads 4294967296` aborted and `script --rpw 4294967295`
+/// hung; a count flag outside its range is refused naming the flag and the
+/// range, at once.
+#[test]
+fn count_flags_outside_their_range_name_flag_and_range() {
+    for (args, flag, range) in [
+        (
+            "replay --workload tree-lstm --batch 1 --hidden 4 --executor cavs --repeat 1000000000",
+            "--repeat",
+            "1 to 100000",
+        ),
+        (
+            "replay --workload tree-lstm --batch 1 --hidden 4 --executor cavs --threads 4294967296",
+            "--threads",
+            "1 to 4096",
+        ),
+        (
+            "script --workload tree-lstm --batch 1 --hidden 4 --rpw 4294967295",
+            "--rpw",
+            "1 to 1024",
+        ),
+        (
+            "replay --workload tree-lstm --batch 1 --hidden 4 --executor cavs --repeat 0",
+            "--repeat",
+            "1 to 100000",
+        ),
+    ] {
+        let o = run(args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(flag) && e.contains(range), "{args}: {e}");
+    }
+}

@@ -25,6 +25,29 @@ pub fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
+/// The ranges of the tools' count flags: what a machine can do, not a
+/// number that allocates gigabytes or loops for hours before failing.
+pub mod ranges {
+    /// `--repeat`: timed repetitions.
+    pub const REPEAT: (usize, usize) = (1, 100_000);
+    /// `--threads`: worker threads.
+    pub const THREADS: (usize, usize) = (1, 4096);
+    /// `--rpw`: VPPS rows per warp chunk.
+    pub const RPW: (usize, usize) = (1, 1024);
+}
+
+/// A count flag's value within `[min, max]` (clap `value_parser`): an error
+/// naming the range, never a value the command cannot run.
+pub fn count_in(s: &str, (min, max): (usize, usize)) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a count ({min} to {max})"))?;
+    if !(min..=max).contains(&v) {
+        return Err(format!("{v} is outside {min} to {max}"));
+    }
+    Ok(v)
+}
+
 /// Turns a command's result into the process exit: success, or `error: …` on
 /// stderr and status 1.
 pub fn exit(result: anyhow::Result<()>) -> ExitCode {

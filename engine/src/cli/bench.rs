@@ -24,8 +24,8 @@ pub struct Args {
     /// Node granularity: `cell` or `op`.
     #[arg(long, default_value = "cell", value_parser = super::record::parse_level)]
     level: Level,
-    /// Timed repetitions; the median is reported.
-    #[arg(long, default_value_t = 5)]
+    /// Timed repetitions, 1 to 100000; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]

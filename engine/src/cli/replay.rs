@@ -53,13 +53,14 @@ pub struct Args {
     /// CUDA is an error, never a CPU fall back).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Timed repetitions (the median is reported) after one warm-up run.
-    #[arg(long, default_value_t = 3)]
+    /// Timed repetitions (the median is reported) after one warm-up run, 1 to
+    /// 100000.
+    #[arg(long, default_value_t = 3, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// CPU worker threads: every step of a batch (GEMM panels, gathers,
-    /// elementwise passes, scatters) splits over them (default: the machine's
-    /// available parallelism).
-    #[arg(long)]
+    /// elementwise passes, scatters) splits over them, 1 to 4096 (default:
+    /// the machine's available parallelism).
+    #[arg(long, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::THREADS))]
     threads: Option<usize>,
     /// CPU: run each in-cell batch as its own pass over the rows instead of
     /// fusing a cell's row work into one pass per instance (Cavs §3.5

@@ -51,8 +51,8 @@ pub struct Args {
     /// CTAs (virtual processors) per SM: 1 or 2 (default: automatic).
     #[arg(long)]
     ctas_per_sm: Option<u32>,
-    /// Rows per warp chunk (the paper's rpw).
-    #[arg(long, default_value_t = 1)]
+    /// Rows per warp chunk (the paper's rpw), 1 to 1024.
+    #[arg(long, default_value_t = 1, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::RPW))]
     rpw: usize,
     /// Keep gradients in DRAM instead of on chip.
     #[arg(long)]

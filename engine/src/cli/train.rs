@@ -80,8 +80,8 @@ pub struct Args {
     /// Row passes per in-cell batch instead of fused per instance.
     #[arg(long)]
     no_fuse: bool,
-    /// CPU threads (default: the machine's parallelism).
-    #[arg(long)]
+    /// CPU threads, 1 to 4096 (default: the machine's parallelism).
+    #[arg(long, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::THREADS))]
     threads: Option<usize>,
     /// Seed of the weights and of the shuffling.
     #[arg(long, default_value_t = 7)]

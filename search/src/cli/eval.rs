@@ -22,8 +22,8 @@ pub struct Args {
     /// make every affected decision a miss).
     #[arg(long)]
     allow_other_workload: bool,
-    /// Timed runs; the median is reported.
-    #[arg(long, default_value_t = 5)]
+    /// Timed runs, 1 to 100000; the median is reported.
+    #[arg(long, default_value_t = 5, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]
