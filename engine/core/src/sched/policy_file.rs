@@ -320,7 +320,16 @@ impl PolicyFile {
                 "field `types`: names must be sorted and unique".into(),
             ));
         }
+        // A state listed twice would let the later entry win silently.
+        let mut seen: std::collections::HashMap<&[String], usize> =
+            std::collections::HashMap::with_capacity(self.states.len());
         for (i, s) in self.states.iter().enumerate() {
+            if let Some(first) = seen.insert(&s.state, i) {
+                return Err(invalid(format!(
+                    "states[{i}]: the state {:?} is listed already as states[{first}] (action {:?}, here {:?}); a policy lists each state once",
+                    s.state, self.states[first].action, s.action
+                )));
+            }
             for tok in &s.state {
                 if super::fsm::tokens_to_key(std::slice::from_ref(tok), &self.types).is_none() {
                     return Err(invalid(format!(

@@ -738,3 +738,25 @@ fn deciding_ahead_hands_over_the_same_batches_in_the_same_order() {
         assert!(name != "fsm" || r1.misses > 0, "the FSM case misses");
     }
 }
+
+/// Regression (bad input round two): a policy listing the same state twice
+/// with different actions let the later entry win silently; the reader
+/// names both entries.
+#[test]
+fn a_state_listed_twice_is_refused_naming_both_entries() {
+    let mut p = fig1_policy();
+    let mut twin = p.states[0].clone();
+    twin.action = p.types.iter().find(|t| **t != twin.action).unwrap().clone();
+    twin.q = [(twin.action.clone(), -1.0)].into_iter().collect();
+    p.states.push(twin);
+    let text = p.to_yaml().unwrap();
+    let e = PolicyFile::from_yaml(&text, "p.yaml")
+        .unwrap_err()
+        .to_string();
+    let last = p.states.len() - 1;
+    assert!(e.contains("p.yaml"), "{e}");
+    assert!(
+        e.contains(&format!("states[{last}]")) && e.contains("listed already as states["),
+        "{e}"
+    );
+}
