@@ -183,10 +183,6 @@ class Runner:
                     self.cache[id(samples[i])] = (samples[i], frag)
         return frags  # type: ignore[return-value]
 
-    def schedule(self, plan: Plan, schedule: str) -> list[np.ndarray]:
-        """The batches of ``schedule`` for the mini-batch."""
-        return self.ask(plan, schedule)()
-
     def ask(self, plan: Plan, schedule: str) -> Any:
         """Starts scheduling the mini-batch; a function returning its batches
         (what runs in between overlaps batchlab's policy, in its own process)."""

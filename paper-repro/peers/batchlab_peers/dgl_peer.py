@@ -20,6 +20,7 @@ the frontiers), the propagation, and when training the backward.
 import time
 from importlib import metadata
 
+from .peers import PeerUnavailable, torch_gradients, torch_params
 from .program import Program
 
 
@@ -29,8 +30,6 @@ class DglPeer:
     framework = "dgl"
 
     def __init__(self, export, threads, train=False):
-        from .peers import PeerUnavailable
-
         try:
             import dgl
             import torch
@@ -44,10 +43,7 @@ class DglPeer:
         self.export = export
         self.program = Program(export, "torch-rows")
         makers = self.program.factories({"torch": torch, "F": torch.nn.functional})
-        self.params = [
-            {p["name"]: torch.from_numpy(export.param(p)).contiguous().requires_grad_(train) for p in r["params"]}
-            for r in export.roles
-        ]
+        self.params = torch_params(torch, export, train)
         self.fns = [make(ps) for make, ps in zip(makers, self.params)]
         loss_nodes = set(export.header["loss_nodes"])
         self.keep = [i for i in range(len(export.nodes)) if i not in loss_nodes]
@@ -154,15 +150,8 @@ class DglPeer:
                 "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(total.detach())}
 
     def gradients(self):
-        import numpy as np
-
-        out = []
-        for role, ps in zip(self.export.roles, self.params):
-            for spec in role["params"]:
-                g = ps[spec["name"]].grad
-                g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
-                out.append((role["role"], spec, g))
-        return out
+        """Per role and parameter: (spec, gradient array) of the last step."""
+        return torch_gradients(self.export.roles, self.params)
 
 
 def _numel(shape):

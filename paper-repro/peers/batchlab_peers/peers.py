@@ -168,11 +168,7 @@ class TorchPeer:
         self.version = torch.__version__
         self.program = Program(export, "torch")
         self.makers = self.program.factories({"torch": torch})
-        self.params = [
-            {p["name"]: torch.from_numpy(export.param(p)).contiguous().requires_grad_(train)
-             for p in role["params"]}
-            for role in export.roles
-        ]
+        self.params = torch_params(torch, export, train)
 
     def run_once(self):
         if self.train:
@@ -220,15 +216,7 @@ class TorchPeer:
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""
-        import numpy as np
-
-        out = []
-        for role, ps in zip(self.program.export.roles, self.params):
-            for spec in role["params"]:
-                g = ps[spec["name"]].grad
-                g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
-                out.append((role["role"], spec, g))
-        return out
+        return torch_gradients(self.program.export.roles, self.params)
 
 
 class TorchBatchedPeer:
@@ -288,15 +276,7 @@ class TorchBatchedPeer:
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""
-        import numpy as np
-
-        out = []
-        for role, ps in zip(self.program.export.roles, self.params):
-            for spec in role["params"]:
-                g = ps[spec["name"]].grad
-                g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
-                out.append((role["role"], spec, g))
-        return out
+        return torch_gradients(self.program.export.roles, self.params)
 
 
 def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
@@ -326,6 +306,29 @@ def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise ValueError(f"search train on PyTorch's graph of {fsm_trace}: {done.stderr.strip()}")
+    return out
+
+
+def torch_params(torch, export, train):
+    """Per role, its parameters as PyTorch tensors by name (leaves that
+    collect gradients when ``train``)."""
+    return [
+        {p["name"]: torch.from_numpy(export.param(p)).contiguous().requires_grad_(train) for p in role["params"]}
+        for role in export.roles
+    ]
+
+
+def torch_gradients(roles, params):
+    """Per role and parameter of ``roles``: (role, spec, gradient array) of
+    the PyTorch tensors ``params`` (zeros where no gradient reached one)."""
+    import numpy as np
+
+    out = []
+    for role, ps in zip(roles, params):
+        for spec in role["params"]:
+            g = ps[spec["name"]].grad
+            g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
+            out.append((role["role"], spec, g))
     return out
 
 
