@@ -33,7 +33,7 @@ for h in $hiddens; do
     --out "$w/builtin.json"
   # The user's own recording: mark the cells, run the loop, save. The
   # example's 1000-word table and its min(id, 999) are the built-in lookup's.
-  OMP_NUM_THREADS=1 "$py" - "$w/builtin.json" "$h" "$w/model" <<'PY'
+  PYTHONPATH="$PWD/engine/torch${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=1 "$py" - "$w/builtin.json" "$h" "$w/model" <<'PY'
 import sys
 
 import torch

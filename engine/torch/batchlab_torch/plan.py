@@ -5,11 +5,14 @@ the execution read."""
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .graph import Node
+from .discover import Value
+from .flat import flatten
+from .graph import Node, Src, feed_order
 
 if TYPE_CHECKING:
     from .runner import Runner
@@ -22,10 +25,29 @@ class Fragment:
     tensor argument its producer (node, ``-1`` for none), that producer's
     output, and the node's integers; besides, a sum's producers (node,
     output) and every node's producers in argument order (what a schedule
-    request sends), each made once per sample rather than per mini-batch,
-    and what ``model(sample)`` returned."""
+    request sends), the kinds present and the (producer, consumer) kind
+    pairs, each made once per sample rather than per mini-batch, and what
+    ``model(sample)`` returned: its leaves, and which of them are node
+    outputs (``ret_at``, ``ret_node``, ``ret_k``) and one that is
+    no node's (``ret_bad``)."""
 
-    __slots__ = ("rec", "width", "snode", "sk", "gnode", "ret", "n")
+    __slots__ = (
+        "rec",
+        "width",
+        "snode",
+        "sk",
+        "gnode",
+        "ret",
+        "n",
+        "kinds",
+        "pairs",
+        "ret_leaves",
+        "ret_spec",
+        "ret_at",
+        "ret_node",
+        "ret_k",
+        "ret_bad",
+    )
 
     def __init__(self, nodes: list[Node], local: dict[int, int], runner: Runner, ret: Any) -> None:
         n = len(nodes)
@@ -58,21 +80,59 @@ class Fragment:
         self.snode = np.array(snode, dtype=np.int64)
         self.sk = np.array(sk, dtype=np.int64)
         self.gnode = np.array(gnode, dtype=np.int64)
+        kid = rec[:, 0]
+        self.kinds = frozenset(kid.tolist())
+        consumer = np.repeat(kid, rec[:, 2])
+        self.pairs = frozenset(zip(kid[self.gnode].tolist(), consumer.tolist()))
         self.ret = ret
+        self.ret_leaves, self.ret_spec = flatten(ret)
+        at = [j for j, v in enumerate(self.ret_leaves) if isinstance(v, Value) and isinstance(v.src, Src)]
+        self.ret_at = at
+        self.ret_node = np.array([self.ret_leaves[j].src.node for j in at], dtype=np.int64)
+        self.ret_k = np.array([self.ret_leaves[j].src.k for j in at], dtype=np.int64)
+        # A placeholder returned that no node computes (bt.run refuses it).
+        self.ret_bad = next((v for v in self.ret_leaves if isinstance(v, Value) and not isinstance(v.src, Src)), None)
 
 
 class Plan:
-    """A mini-batch: its fragments concatenated (global node ids): per node
-    ``kid``, ``anode``/``ak``/``ints`` (a column per argument), the sums'
-    producers (CSR ``sptr``/``snode``/``sk``), every node's producers (CSR
-    ``gptr``/``gnode``), its ``instance``; ``offsets`` of the samples."""
+    """A mini-batch: its fragments concatenated (global node ids). Made at
+    once, what a schedule request sends: per node ``kid``, its ``instance``,
+    every node's producers (CSR ``gptr``/``gnode``), the kinds ``present``
+    in feeding order and each node's index among them (``type_of``), and
+    ``offsets`` of the samples. The rest is made on first use, which
+    :meth:`expand` forces (bt.run does while the schedule is computed): per
+    node ``anode``/``ak``/``ints`` (a column per argument) and the sums'
+    producers (CSR ``sptr``/``snode``/``sk``)."""
 
     def __init__(self, frags: list[Fragment]) -> None:
-        width = max(f.width for f in frags)
+        self.frags = frags
         sizes = [f.n for f in frags]
         offs = np.cumsum([0] + sizes)
         self.offsets = offs
-        self.n = n = int(offs[-1])
+        self.n = int(offs[-1])
+        self.instance = np.repeat(np.arange(len(frags)), sizes)
+        self.kid = np.concatenate([f.rec[:, 0] for f in frags])
+        self.gptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([f.rec[:, 2] for f in frags]), out=self.gptr[1:])
+        self.gnode = np.concatenate([f.gnode for f in frags]) + np.repeat(offs[:-1], [len(f.gnode) for f in frags])
+        # The kinds present, in feeding order as a recording numbers its
+        # types (feed_order; kind ids are first-call order), from each
+        # sample's kinds and kind pairs rather than from every edge.
+        kinds = sorted(frozenset().union(*(f.kinds for f in frags)))
+        edges = frozenset().union(*(f.pairs for f in frags))
+        self.present = np.array(feed_order(kinds, set(edges)), dtype=np.int64)
+        index = np.full(max(kinds) + 1 if kinds else 1, -1, dtype=np.int64)
+        index[self.present] = np.arange(len(self.present))
+        self.type_of = index[self.kid]
+
+    def expand(self) -> None:
+        """Makes the per-argument arrays now (see the class docs)."""
+        self.anode  # noqa: B018
+
+    @cached_property
+    def _rec(self) -> np.ndarray:
+        frags = self.frags
+        width = max(f.width for f in frags)
 
         def widen(f: Fragment) -> np.ndarray:
             if f.width == width:
@@ -85,19 +145,38 @@ class Plan:
             out[:, :3] = f.rec[:, :3]
             return out
 
-        rec = np.concatenate([widen(f) for f in frags])
-        self.instance = np.repeat(np.arange(len(frags)), sizes)
-        self.kid = rec[:, 0]
+        return np.concatenate([widen(f) for f in frags])
+
+    @cached_property
+    def anode(self) -> np.ndarray:
+        rec = self._rec
+        width = (rec.shape[1] - 3) // 3
         # Local ids become global by adding the sample's offset, once over
         # the whole array rather than per sample.
         anode = rec[:, 3 : 3 + width]
-        self.anode = np.where(anode >= 0, anode + offs[self.instance][:, None], -1)
-        self.ak = rec[:, 3 + width : 3 + 2 * width]
-        self.ints = rec[:, 3 + 2 * width :]
-        self.sptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(rec[:, 1], out=self.sptr[1:])
-        self.gptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(rec[:, 2], out=self.gptr[1:])
-        self.snode = np.concatenate([f.snode for f in frags]) + np.repeat(offs[:-1], [len(f.snode) for f in frags])
-        self.sk = np.concatenate([f.sk for f in frags])
-        self.gnode = np.concatenate([f.gnode for f in frags]) + np.repeat(offs[:-1], [len(f.gnode) for f in frags])
+        return np.where(anode >= 0, anode + self.offsets[self.instance][:, None], -1)
+
+    @cached_property
+    def ak(self) -> np.ndarray:
+        width = (self._rec.shape[1] - 3) // 3
+        return self._rec[:, 3 + width : 3 + 2 * width]
+
+    @cached_property
+    def ints(self) -> np.ndarray:
+        width = (self._rec.shape[1] - 3) // 3
+        return self._rec[:, 3 + 2 * width :]
+
+    @cached_property
+    def sptr(self) -> np.ndarray:
+        sptr = np.zeros(self.n + 1, dtype=np.int64)
+        np.cumsum(self._rec[:, 1], out=sptr[1:])
+        return sptr
+
+    @cached_property
+    def snode(self) -> np.ndarray:
+        frags, offs = self.frags, self.offsets
+        return np.concatenate([f.snode for f in frags]) + np.repeat(offs[:-1], [len(f.snode) for f in frags])
+
+    @cached_property
+    def sk(self) -> np.ndarray:
+        return np.concatenate([f.sk for f in self.frags])

@@ -42,11 +42,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from .discover import Discovery, Known, Value, _values, tree_map
+from .discover import Discovery, Known, _values
 from .execute import Execution, base_key, callers
+from .flat import unflatten as tree_unflatten
 from .graph import Kind, RecordError, Src
 from .plan import Fragment, Plan
-from .schedules import _Server, find_tool, graph_request, present_kinds, read_schedule
+from .schedules import _Server, find_tool, graph_request, read_schedule
 
 
 @dataclass
@@ -208,7 +209,7 @@ class Runner:
         samples = list(samples)
         plan = Plan(self.discover(samples))
         kinds = self.kind_list
-        present, type_of = present_kinds(plan, len(kinds))
+        present, type_of = plan.present, plan.type_of
         nodes = []
         for i, q in enumerate(plan.kid.tolist()):
             if kinds[q].what == "sum":
@@ -237,18 +238,18 @@ class Runner:
         self.stats = st = Stats()
         t0 = time.perf_counter()
         frags = self.discover(samples)
+        for f in frags:
+            if f.ret_bad is not None:
+                raise RecordError(f"bt.run: a placeholder for {f.ret_bad} was returned but never computed")
         plan = Plan(frags)
         t1 = time.perf_counter()
         pending = self.ask(plan, schedule)
-        # While batchlab's policy runs: which node outputs the samples return.
-        vals: list[Value] = []
-        gnode, gk = [], []
-        for f, off in zip(frags, plan.offsets.tolist()):
-            for v in _values(f.ret):
-                if isinstance(v.src, Src):
-                    vals.append(v)
-                    gnode.append(v.src.node + off)
-                    gk.append(v.src.k)
+        # While batchlab's policy runs: the rest of the plan, and which node
+        # outputs the samples return.
+        plan.expand()
+        offs = plan.offsets[:-1]
+        gnode = np.concatenate([f.ret_node + o for f, o in zip(frags, offs.tolist())])
+        gk = np.concatenate([f.ret_k for f in frags])
         batches = pending()
         t2 = time.perf_counter()
         ex = Execution(self, plan, batches, torch.is_grad_enabled())
@@ -256,21 +257,20 @@ class Runner:
         for ids in batches:
             ty = self.kind_list[int(plan.kid[ids[0]])].type_name
             st.per_type[ty] = st.per_type.get(ty, 0) + 1
-        got = ex.values(np.array(gnode, dtype=np.int64), np.array(gk, dtype=np.int64)) if vals else []
+        got = ex.values(gnode, gk) if len(gnode) else []
         out = []
         pos = 0
         for f in frags:
-            mine = [v for v in _values(f.ret) if isinstance(v.src, Src)]
-            real = {id(v): got[pos + j] for j, v in enumerate(mine)}
-            pos += len(mine)
-            out.append(tree_map(lambda x, real=real: real.get(id(x), x) if isinstance(x, Value) else x, f.ret))
+            leaves = list(f.ret_leaves)
+            for j in f.ret_at:
+                leaves[j] = got[pos]
+                pos += 1
+            out.append(tree_unflatten(leaves, f.ret_spec))
         t3 = time.perf_counter()
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
         st.nodes, st.batches = plan.n, len(batches)
         modes = [k.mode for k in self.known.values()]
         st.direct_kinds, st.vmap_kinds, st.loop_kinds = (modes.count(m) for m in ("direct", "vmap", "loop"))
-        for x in _values(out):
-            raise RecordError(f"bt.run: a placeholder for {x} was returned but never computed")
         return out
 
 

@@ -6,6 +6,7 @@ mini-batch, checked against it."""
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .graph import Kind, feed_order
+from .graph import Kind
 from .plan import Plan
 
 
@@ -67,6 +68,12 @@ class _Server:
             stderr=subprocess.PIPE,
         )
         self.policy = policy
+        # A request is ~16 bytes a node, more than a pipe's default 64 KiB:
+        # a bigger pipe takes it in one write, not in turns with the reader.
+        try:
+            fcntl.fcntl(self.proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)  # type: ignore[union-attr]
+        except (AttributeError, OSError):
+            pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default pipe works, in turns
 
     @classmethod
     def get(cls, engine: str, policy: str) -> _Server:
@@ -130,31 +137,14 @@ def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
     binary (docs/cli.md): a header line, then, as little-endian u32, each
     node's type, the arguments' offsets, the arguments, each node's
     instance."""
-    present, type_of = present_kinds(plan, len(kinds))
     head = {
         "workload": name,
-        "types": [kinds[q].type_name for q in present.tolist()],
+        "types": [kinds[q].type_name for q in plan.present.tolist()],
         "nodes": int(plan.n),
         "args": len(plan.gnode),
     }
-    body = np.concatenate([type_of, plan.gptr, plan.gnode, plan.instance]).astype("<u4").tobytes()
+    body = np.concatenate([plan.type_of, plan.gptr, plan.gnode, plan.instance]).astype("<u4").tobytes()
     return b"B " + json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
-
-
-def present_kinds(plan: Plan, n_kinds: int) -> tuple[np.ndarray, np.ndarray]:
-    """The kinds present, in feeding order as a recording numbers its types
-    (:func:`~batchlab_torch.graph.feed_order`; kind ids are first-call
-    order), and each node's index among them."""
-    kid = plan.kid
-    present = np.flatnonzero(np.bincount(kid, minlength=n_kinds))
-    consumer = np.repeat(kid, np.diff(plan.gptr))
-    # Kinds are few: count the (producer, consumer) pairs rather than sort them.
-    pairs = np.flatnonzero(np.bincount(kid[plan.gnode] * n_kinds + consumer, minlength=n_kinds * n_kinds))
-    edges = {(int(p) // n_kinds, int(p) % n_kinds) for p in pairs.tolist()}
-    ordered = np.array(feed_order(present.tolist(), edges), dtype=np.int64)
-    index = np.full(n_kinds, -1, dtype=np.int64)
-    index[ordered] = np.arange(len(ordered))
-    return ordered, index[kid]
 
 
 def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
