@@ -8,13 +8,13 @@
 #
 # Usage: scripts/fuzz.sh [TARGET|all] [SECONDS]
 #        scripts/fuzz.sh cmin [TARGET|all]    minimise the committed corpora
-# Targets: manifest cells tensors trace model_dir
+# Targets: manifest cells tensors trace model_dir policy schedule layout
 # Needs the nightly toolchain (`rustup toolchain install nightly`); installs
 # cargo-fuzz when missing.
 set -euo pipefail
 cd "$(dirname "$0")/../engine/fuzz"
 
-targets=(manifest cells tensors trace model_dir)
+targets=(manifest cells tensors trace model_dir policy schedule layout)
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz
 fi
@@ -22,7 +22,7 @@ fi
 pick() {
   case "${1:-all}" in
     all) echo "${targets[@]}" ;;
-    manifest | cells | tensors | trace | model_dir) echo "$1" ;;
+    manifest | cells | tensors | trace | model_dir | policy | schedule | layout) echo "$1" ;;
     *) echo "fuzz.sh: unknown target $1 (${targets[*]} or all)" >&2; exit 2 ;;
   esac
 }

@@ -56,18 +56,20 @@ fn record_of_a_huge_batch_is_refused_under_a_memory_limit() {
     assert!(!out.exists());
     let o = run(&rec, &["--batch", "1000000", "--max-memory", "1G"]);
     refused(&o, "--batch 1000000", "--max-memory");
-    // More nodes than a trace can number: refused whatever the memory.
+    // Beyond the flag's range: refused whatever the memory.
     let o = run(&rec, &["--batch", "100000000"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("--batch 100000000"), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--batch") && e.contains("1 to 1000000"), "{e}");
 }
 
-/// Regression: `engine replay --hidden 100000` tried to allocate 40 GB and aborted.
+/// Regression: `engine replay --hidden 100000` tried to allocate 40 GB and
+/// aborted (65536 is the flag's range's top, and as far beyond 4 GB).
 #[test]
 fn replay_at_a_huge_hidden_size_is_refused_under_a_memory_limit() {
     let rep = "replay --workload tree-lstm --executor cavs";
-    let o = limited(GB4, &format!("{rep} --batch 8 --hidden 100000"));
-    refused(&o, "--hidden 100000", "ulimit -v");
+    let o = limited(GB4, &format!("{rep} --batch 8 --hidden 65536"));
+    refused(&o, "--hidden 65536", "ulimit -v");
     // A small run still fits under the same limit.
     let o = limited(GB4, &format!("{rep} --batch 4 --hidden 16 --repeat 1"));
     assert!(o.status.success(), "{}", stderr(&o));
@@ -153,6 +155,46 @@ fn wrong_typed_fields_are_named() {
     std::fs::write(&policy, "format: batchlab-policy\nversion: 2\n").unwrap();
     let o = run("inspect", &[policy.to_str().unwrap()]);
     assert!(stderr(&o).contains("\"batchlab-policy\""), "{}", stderr(&o));
+}
+
+/// Regression (bad input round two): a failed allocation aborted
+/// ("memory allocation of N bytes failed", SIGABRT). With a `--max-memory`
+/// above what the address space allows, the estimate passes and the
+/// allocation fails: an error and status 1, not an abort.
+#[test]
+fn a_failed_allocation_is_an_error_not_an_abort() {
+    let o = limited(
+        GB4,
+        "replay --workload tree-lstm --executor cavs --batch 2 --hidden 65536 --max-memory 1000T",
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.starts_with("error: out of memory: an allocation of "),
+        "{e}"
+    );
+    assert!(!e.contains("memory allocation of"), "aborted: {e}");
+}
+
+/// Regression (bad input round two): `engine script` and `engine
+/// export-model` at `--hidden 65536` aborted with no memory estimate; they
+/// are refused as `replay` is, naming the flag and the estimate.
+#[test]
+fn script_and_export_model_at_a_huge_hidden_size_are_refused_with_an_estimate() {
+    let out = tmp("huge.safetensors");
+    for line in [
+        "script --workload tree-lstm --batch 2 --hidden 65536".to_string(),
+        format!(
+            "export-model --workload tree-lstm --batch 2 --hidden 65536 --out {}",
+            out.display()
+        ),
+    ] {
+        refused(&limited(GB4, &line), "--hidden 65536", "ulimit -v");
+    }
+    assert!(!out.exists());
+    // The same commands at a size that fits still run under the limit.
+    let o = limited(GB4, "script --workload tree-lstm --batch 2 --hidden 8");
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 /// Regression (bad input round two): `replay --repeat 1000000000` allocated

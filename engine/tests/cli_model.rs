@@ -295,3 +295,45 @@ fn the_schedule_service_speaks_binary_frames() {
         "{rest}"
     );
 }
+
+/// A layouts folder whose `leaf.json` held another cell's layout ran with
+/// the leaf role unplanned, silently: files are found by name, and the name
+/// must agree with the file's `cell` field.
+#[test]
+fn layout_file_holding_another_cells_layout_is_refused() {
+    let model = fixture("model-tree");
+    let src = fixture("model-tree-layouts");
+    let dir = tmp("swapped-layouts");
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let replay = || {
+        engine(&[
+            "replay",
+            "--model",
+            model.to_str().unwrap(),
+            "--executor",
+            "edbatch",
+            "--policy",
+            "typewise",
+            "--layouts",
+            dir.to_str().unwrap(),
+            "--check",
+            "--json",
+        ])
+    };
+    assert_eq!(json(&replay())["expected"]["passed"], true);
+    std::fs::copy(src.join("node.json"), dir.join("leaf.json")).unwrap();
+    let o = replay();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{}: field `cell` is \"node\"",
+            dir.join("leaf.json").display()
+        )),
+        "{err}"
+    );
+}

@@ -59,6 +59,18 @@ pub enum RunError {
     /// Serialising a row failed.
     #[error("serialising a row: {0}")]
     Json(#[from] serde_json::Error),
+    /// Another run is writing these rows.
+    #[error(
+        "{rows}: another run ({holder}) is measuring into these rows (it holds {lock}); wait for it to finish, or give this run another --out (or --rows)"
+    )]
+    Locked {
+        /// The row file.
+        rows: String,
+        /// Its lock file.
+        lock: String,
+        /// What the lock file says of its holder (`pid N`).
+        holder: String,
+    },
 }
 
 /// Why one run failed; written into its row's `error` field with its cause

@@ -1,6 +1,7 @@
 //! Row files: `<spec>.jsonl` (appended and flushed after every run, the
 //! sweep's memory for resuming), and at the end `<spec>.csv` and `<spec>.json`
-//! (written atomically) with one row per run of the current expansion.
+//! (written atomically) with one row per run of the current expansion; and
+//! the lock ([`RowsLock`]) one run holds on a row file while it measures.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -15,6 +16,71 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |source| RunError::Io {
         path: path.display().to_string(),
         source,
+    }
+}
+
+/// An exclusive hold on a row file for one run: a second run into the
+/// same rows would measure every run again, under mutual contention, and
+/// append duplicate rows. It is `.<file>.lock` beside the file, held with
+/// `flock` (released by the kernel if the process dies, so never stale) and
+/// removed when dropped; a second run is refused, naming the holder's pid.
+pub struct RowsLock {
+    path: PathBuf,
+    file: File,
+}
+
+impl RowsLock {
+    /// Takes the lock of the row file `rows` (its folder must exist).
+    pub fn acquire(rows: &Path) -> Result<RowsLock, RunError> {
+        use std::os::unix::fs::MetadataExt;
+        use std::os::unix::io::AsRawFd;
+        let name = rows
+            .file_name()
+            .map_or_else(|| "rows".into(), |n| n.to_string_lossy().into_owned());
+        let path = rows.with_file_name(format!(".{name}.lock"));
+        loop {
+            let mut file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(io_err(&path))?;
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    return Err(io_err(&path)(err));
+                }
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                return Err(RunError::Locked {
+                    rows: rows.display().to_string(),
+                    lock: path.display().to_string(),
+                    holder: holder.trim().to_string(),
+                });
+            }
+            // The holder before us may have removed the file between our
+            // open and our lock: then we hold a lock nobody else can see.
+            let same = match (file.metadata(), std::fs::metadata(&path)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            file.set_len(0).map_err(io_err(&path))?;
+            writeln!(file, "pid {}", std::process::id()).map_err(io_err(&path))?;
+            return Ok(RowsLock { path, file });
+        }
+    }
+}
+
+impl Drop for RowsLock {
+    fn drop(&mut self) {
+        // Removed while still held, so no other run can lock the old file
+        // after this one is gone (acquire checks it locked the current one).
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.sync_all();
     }
 }
 
@@ -235,6 +301,34 @@ mod tests {
             .collect();
         assert_eq!(back[1][1], "say \"hi\"");
         assert_eq!(back[0][2], "line\nbreak");
+    }
+
+    /// Two paper-repro runs into one rows folder both measured: every run
+    /// twice, under mutual contention, with duplicate rows. The second is
+    /// refused, naming the holder; the lock goes with the first.
+    #[test]
+    fn second_run_into_the_same_rows_is_refused_not_measured_twice() {
+        let dir = std::env::temp_dir().join(format!("batchlab-rows-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = dir.join("fig.jsonl");
+        let first = RowsLock::acquire(&rows).unwrap();
+        let lock = dir.join(".fig.jsonl.lock");
+        assert!(lock.exists());
+        let e = RowsLock::acquire(&rows)
+            .err()
+            .expect("a second holder is refused");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("another run (pid {})", std::process::id())),
+            "{msg}"
+        );
+        assert!(msg.contains(&lock.display().to_string()), "{msg}");
+        // Another spec's rows in the same folder are not held.
+        drop(RowsLock::acquire(&dir.join("other.jsonl")).unwrap());
+        drop(first);
+        assert!(!lock.exists(), "the lock file goes with its holder");
+        drop(RowsLock::acquire(&rows).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn jsonl_file(name: &str, text: &str) -> PathBuf {

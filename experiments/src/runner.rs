@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::config::Spec;
 use crate::error::{RunError, RunFailure, chain};
 use crate::expand::{Run, expand};
-use crate::output::{JsonlWriter, read_jsonl, write_csv, write_json};
+use crate::output::{JsonlWriter, RowsLock, read_jsonl, write_csv, write_json};
 use crate::progress::{Event, Observer, log_lines, terminal_bar};
 use crate::provenance::{Machine, timestamp, workspace_revision};
 use crate::rows::{Metrics, Provenance, ROW_SCHEMA, Row};
@@ -176,6 +176,9 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         source,
     })?;
     let jsonl = dir.join(format!("{}.jsonl", spec.name));
+    // Held from before the rows are read (what is done) until the last is
+    // written: a second run into these rows is refused, not measured twice.
+    let _lock = RowsLock::acquire(&jsonl)?;
     let runs = expand(spec);
     let (mut old, warnings) = read_jsonl(&jsonl)?;
     // Rows before this sweep: with `fresh`, neither reused nor reported.

@@ -2,9 +2,7 @@
 //! atomic write of both files.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use plotters::prelude::*;
 
@@ -93,29 +91,11 @@ pub fn render_svg(fig: &Figure) -> Result<String, FigureError> {
     Ok(svg)
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and
-/// a rename; the temporary file is removed if anything fails.
+/// Writes `bytes` to `path` atomically (`engine_core::io::write_atomic`:
+/// the one atomic writer, whose temporary files an interrupt removes).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FigureError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| FigureError::BadStem(path.to_path_buf()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    tmp_name.push(format!(".{}-{n}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    result.map_err(|source| {
-        let _ = fs::remove_file(&tmp);
-        FigureError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+    engine_core::io::write_atomic(path, bytes).map_err(|source| FigureError::Io {
+        path: path.to_path_buf(),
+        source,
     })
 }

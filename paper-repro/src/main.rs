@@ -5,7 +5,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use paper_repro::cli::{Cli, Command, command_line, execute, peers, print, print_peers};
 
+/// A failed allocation is an error (exit 1), not an abort.
+#[global_allocator]
+static ALLOC: engine::alloc::Reporting = engine::alloc::Reporting;
+
 fn main() -> ExitCode {
+    engine::io::clean_up_on_interrupt();
     // `paper-repro worker ...`: one batchlab executor timed in its own process
     // for the `peers` item (internal; flags in experiments::peers::worker_main).
     let args: Vec<String> = std::env::args().collect();

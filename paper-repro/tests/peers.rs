@@ -62,7 +62,14 @@ fn unit_tests_with(python: &Path, exports: &Path, env: &[(String, PathBuf)]) -> 
     let o = Command::new(python)
         .args(["-m", "unittest", "discover", "-v", "-s", "tests", "-t", "."])
         .current_dir(harness_dir())
-        .env("PYTHONPATH", harness_dir())
+        .env(
+            "PYTHONPATH",
+            std::env::join_paths([
+                harness_dir(),
+                paper_repro::peers_env::batchlab_torch_source(),
+            ])
+            .unwrap(),
+        )
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("OMP_NUM_THREADS", "1")
         .env("BATCHLAB_TEST_EXPORTS", exports)

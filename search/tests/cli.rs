@@ -288,17 +288,21 @@ fn policy_errors_name_the_problem_and_exit_1() {
         "--allow-other-workload",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    fails_with(
-        &search(&[
-            "train",
-            "--trace",
-            &t,
-            "--learning-rate",
-            "0",
-            "--out",
-            &pol,
-        ]),
+    // Outside its range: a usage error (2) naming the flag and the range.
+    let o = search(&[
+        "train",
+        "--trace",
+        &t,
         "--learning-rate",
+        "0",
+        "--out",
+        &pol,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--learning-rate") && stderr(&o).contains("above 0 to 1"),
+        "{}",
+        stderr(&o)
     );
 }
 
@@ -397,8 +401,9 @@ fn every_subcommand_documents_json_and_train_help_states_the_real_defaults() {
         let both = format!("{} {}", lines[i], lines.get(i + 1).unwrap_or(&""));
         let line = both.as_str();
         let stated: f64 = line
-            .rsplit_once("[default: ")
-            .and_then(|(_, d)| d.strip_suffix(']'))
+            .split("[default: ")
+            .nth(1)
+            .and_then(|d| d.split(']').next())
             .and_then(|d| d.parse().ok())
             .unwrap_or_else(|| panic!("{flag}: no default in {line:?}"));
         assert_eq!(stated, v, "{flag}: help says {stated}, trainer uses {v}");
@@ -544,9 +549,12 @@ fn optimise_writes_a_schedule_that_train_distils_and_eval_replays() {
     let o = search(&["optimise", "--trace", &dag, "--budget", "soon"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("invalid duration"), "{}", stderr(&o));
-    fails_with(
-        &search(&["random-dag", "--types", "0", "--out", &path("z.json")]),
-        "types must be in 1..=1000, got 0",
+    let o = search(&["random-dag", "--types", "0", "--out", &path("z.json")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 is outside 1 to 1000"),
+        "{}",
+        stderr(&o)
     );
 }
 
@@ -569,5 +577,112 @@ fn out_equal_to_the_trace_is_refused_and_the_trace_kept() {
             before,
             "{cmd} changed the trace"
         );
+    }
+}
+
+/// `search show --dot` drew a policy's transitions on whatever trace its
+/// `provenance.trace` named, even another one, as if trained on it.
+#[test]
+fn dot_of_a_policy_whose_training_trace_was_replaced_is_refused() {
+    let t = trace_of("tree-lstm-2type", DataChoice::Synthetic, 1, 23);
+    let pol = path("replaced.yaml");
+    json(&search(&[
+        "train",
+        "--trace",
+        &t,
+        "--encoding",
+        "sort-phase",
+        "--out",
+        &pol,
+        "--json",
+    ]));
+    let other = trace_of("tree-lstm-2type", DataChoice::Synthetic, 2, 24);
+    std::fs::copy(&other, &t).unwrap();
+    let o = search(&["show", "--policy", &pol, "--dot"]);
+    fails_with(&o, "field `provenance.trace` names");
+    let err = stderr(&o);
+    assert!(err.contains(&pol), "{err}");
+    assert!(err.contains("provenance.nodes"), "{err}");
+}
+
+/// A teacher schedule claiming a bound above its own batch count made
+/// `search train` stop early, "at the optimum".
+#[test]
+fn teacher_whose_bound_exceeds_its_batches_is_refused() {
+    let t = trace("tree-lstm", 2, 43);
+    let sched = path("bound.json");
+    json(&search(&[
+        "optimise", "--trace", &t, "--budget", "200ms", "--out", &sched, "--json",
+    ]));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&sched).unwrap()).unwrap();
+    v["certified_bound"] = Value::from(v["batches"].as_u64().unwrap() + 3);
+    std::fs::write(&sched, v.to_string()).unwrap();
+    let o = search(&[
+        "train",
+        "--trace",
+        &t,
+        "--teacher",
+        &sched,
+        "--episodes",
+        "5",
+        "--out",
+        &path("b.yaml"),
+    ]);
+    fails_with(&o, "field `certified_bound`");
+    assert!(stderr(&o).contains(&sched), "{}", stderr(&o));
+}
+
+/// An interrupt during `search random-dag --nodes 3000000 --out F` left the
+/// 81 MB temporary file of the atomic write behind (the target itself was
+/// never partial). SIGTERM here: a test run as a background job may have
+/// SIGINT ignored, and both take the same path.
+#[cfg(unix)]
+#[test]
+fn interrupted_write_leaves_no_temporary_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = PathBuf::from(path("interrupted"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("big.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_search"))
+        .args(["random-dag", "--nodes", "1000000", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let temps = || -> Vec<PathBuf> {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    loop {
+        if !temps().is_empty() {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the write ended before the test saw its temporary file"
+        );
+        assert!(
+            started.elapsed().as_secs() < 300,
+            "no temporary file in 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(temps(), Vec::<PathBuf>::new(), "temporary files left");
+    if status.signal() == Some(15) {
+        assert!(!out.exists(), "an interrupted write produced its target");
+    } else {
+        // The rename won the race: then the target is whole.
+        assert!(status.success());
+        assert!(std::fs::read_to_string(&out).unwrap().ends_with("}\n"));
     }
 }

@@ -1,15 +1,48 @@
 //! File output shared by every batchlab tool: atomic writes, so an interrupted run
-//! never leaves a half-written trace, policy or layout behind.
+//! never leaves a half-written trace, policy or layout behind, and
+//! [`clean_up_on_interrupt`], so it leaves no temporary file either.
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Temporary files being written now: what an interrupt removes.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> MutexGuard<'static, Vec<PathBuf>> {
+    // A panic while holding it leaves the list whole: go on with it.
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A temporary file listed in [`PENDING`] for as long as this lives.
+struct Pending(PathBuf);
+
+impl Pending {
+    fn new(path: PathBuf) -> Pending {
+        pending().push(path.clone());
+        Pending(path)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut list = pending();
+        if let Some(i) = list.iter().position(|p| *p == self.0) {
+            list.swap_remove(i);
+        }
+    }
+}
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory
 /// (same file system, so the rename is atomic), flushed and synced, then renamed
 /// over the target. A missing parent folder is created first, so every tool's
-/// `--out` behaves alike.
+/// `--out` behaves alike. The temporary file's name is unique in the process
+/// (`.NAME.PID-N.tmp`: threads may write the same target), and it is removed
+/// on failure, and on an interrupt where [`clean_up_on_interrupt`] is on.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -19,10 +52,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .ok_or_else(|| std::io::Error::other(format!("{} is not a file path", path.display())))?;
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}-{}.tmp",
         name.to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
+    let _listed = Pending::new(tmp.clone());
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -34,6 +69,99 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP remove the temporary files of writes in
+/// progress before the process ends (by the same signal, so a shell sees
+/// the interrupt); the tools call it first thing. A signal the process was
+/// started ignoring (`nohup`, a background job's SIGINT) stays ignored. The
+/// handler only writes the signal to a pipe: a thread waiting on it does
+/// the removing, which a handler may not. Idempotent; nothing off Unix.
+pub fn clean_up_on_interrupt() {
+    #[cfg(unix)]
+    interrupt::install();
+}
+
+#[cfg(unix)]
+mod interrupt {
+    use std::sync::Once;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    static WAKE: AtomicI32 = AtomicI32::new(-1);
+
+    extern "C" fn on_signal(sig: libc::c_int) {
+        let b = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; WAKE is the pipe's open
+        // write end from before any handler was installed.
+        unsafe {
+            libc::write(WAKE.load(Ordering::Relaxed), (&b as *const u8).cast(), 1);
+        }
+    }
+
+    pub(super) fn install() {
+        static ONCE: Once = Once::new();
+        ONCE.call_once(|| {
+            let mut fds = [0 as libc::c_int; 2];
+            // SAFETY: pipe(2) fills the two descriptors of the array.
+            if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+                return;
+            }
+            WAKE.store(fds[1], Ordering::SeqCst);
+            let read = fds[0];
+            let waiter = std::thread::Builder::new()
+                .name("batchlab-interrupt".into())
+                .spawn(move || wait_and_clean(read));
+            if waiter.is_err() {
+                return;
+            }
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                // SAFETY: sigaction with zeroed (valid) structs; the handler
+                // only calls write(2).
+                unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                        || old.sa_sigaction == libc::SIG_IGN
+                    {
+                        continue;
+                    }
+                    let mut new: libc::sigaction = std::mem::zeroed();
+                    new.sa_sigaction =
+                        on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                    new.sa_flags = libc::SA_RESTART;
+                    libc::sigemptyset(&mut new.sa_mask);
+                    libc::sigaction(sig, &new, std::ptr::null_mut());
+                }
+            }
+        });
+    }
+
+    fn wait_and_clean(read: libc::c_int) {
+        let mut sig = 0u8;
+        loop {
+            // SAFETY: reads one byte into a live local.
+            let n = unsafe { libc::read(read, (&mut sig as *mut u8).cast(), 1) };
+            if n == 1 {
+                break;
+            }
+            if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        // Held until the process ends: no write starts a new temporary file.
+        let list = super::pending();
+        for p in list.iter() {
+            let _ = std::fs::remove_file(p);
+        }
+        let sig = libc::c_int::from(sig);
+        // SAFETY: back to the default action, then the same signal again:
+        // the process ends as the signal would have ended it.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
 }
 
 /// An output that would overwrite an input, or another output: refused

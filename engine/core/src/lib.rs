@@ -48,6 +48,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod cells;
 pub mod data;
 pub mod dot;

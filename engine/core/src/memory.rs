@@ -122,6 +122,10 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// The largest size [`parse_size`] takes: 1 PB (`1000T`), beyond any
+/// machine, with every byte count below it exact in an `f64`.
+pub const MAX_SIZE: f64 = 1e15;
+
 /// Parses a size for `--max-memory`: bytes, or a number with `k`, `M`, `G`,
 /// `T` (powers of 1000) or `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024); `B`
 /// optional.
@@ -153,6 +157,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let bytes = n * mult;
     if !(bytes.is_finite() && bytes >= 1.0) {
         return Err(format!("{s:?}: a size must be at least 1 byte"));
+    }
+    if bytes > MAX_SIZE {
+        return Err(format!("{s:?}: a size is at most 1000T (1 PB)"));
     }
     Ok(bytes as u64)
 }

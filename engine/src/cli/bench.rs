@@ -15,17 +15,17 @@ pub struct Args {
     /// Workload to record.
     #[arg(long, default_value = "tree-lstm")]
     workload: String,
-    /// Mini-batch size (tree-lstm at 1200 gives about 110k nodes).
-    #[arg(long, default_value_t = 1200)]
+    /// Mini-batch size (tree-lstm at 1200 gives about 110k nodes). [range: 1 to 1000000]
+    #[arg(long, default_value_t = 1200, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size recorded in the type names.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size recorded in the type names. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Node granularity: `cell` or `op`.
     #[arg(long, default_value = "cell", value_parser = super::record::parse_level)]
     level: Level,
-    /// Timed repetitions, 1 to 100000; the median is reported.
-    #[arg(long, default_value_t = 5, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
+    /// Timed repetitions; the median is reported. [range: 1 to 100000]
+    #[arg(long, default_value_t = 5, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -55,9 +55,6 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
     let Some(w) = workloads::workload(&a.workload) else {
         bail!("unknown workload {:?}", a.workload);
     };

@@ -10,8 +10,8 @@ use serde::Serialize;
 pub struct Args {
     /// Show this cell's ops and shapes (default: list every cell).
     name: Option<String>,
-    /// Hidden size to instantiate at.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size to instantiate at. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Extra cell definition files (YAML) to load besides the built-ins.
     #[arg(long = "cells")]

@@ -20,15 +20,15 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly.
-    #[arg(long, default_value_t = 32)]
+    /// Batch size when recording on the fly. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 32, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size when recording on the fly.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size when recording on the fly. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Seed of the weights and of the per-node data the trace does not record
     /// (as `engine replay --seed`; also
-    /// the record seed when recording on the fly).
+    /// the record seed when recording on the fly). [range: any 64-bit number]
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Skip the reference run that gives `reference_loss` (null then).
@@ -45,6 +45,8 @@ pub struct Args {
     /// Print a JSON summary instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    memory: super::MaxMemory,
 }
 
 /// `engine export-model --json` output.
@@ -74,12 +76,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         inputs.push(("--trace", t));
     }
     engine::io::distinct_outputs(&inputs, &[("--out", &a.out)])?;
-    if a.trace.is_none() && a.model.is_none() && (a.batch == 0 || a.hidden == 0) {
-        bail!("--batch and --hidden must be at least 1");
-    }
-    let budget = engine::memory::Budget::detect(None);
-    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
-        .open(budget.as_ref())?;
+    let budget = a.memory.budget();
+    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     let what = a
         .trace
@@ -97,6 +96,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if trace.meta.level == Some(engine::trace::Level::Op) {
         bail!("{what}: an op-level trace; export a cell-level one (record without --level op)");
     }
+    // The export expands every cell to ops and runs the reference for its
+    // loss: the op-level arena and a store of node outputs beside the weights.
+    let shape = engine::replay::memory::RunShape {
+        op_level: true,
+        check: !a.no_reference,
+        roofline: false,
+    };
+    source.check_memory(&input, shape, "the export", budget.as_ref())?;
     let model = input.model(a.seed)?;
     let e = export_model(trace, &model, cells, a.seed, reference)
         .with_context(|| format!("exporting {what}"))?;

@@ -77,6 +77,25 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     engine::tool::print_json(value)
 }
 
+/// `--max-memory`, one definition for every command that estimates what
+/// it will allocate before allocating it (`record`, `replay`, `script`,
+/// `export-model`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct MaxMemory {
+    /// Memory the command may use (e.g. 4G, 512MiB) [default: what this
+    /// machine has available]; a run estimated larger is refused, with the
+    /// estimate, before anything is allocated. [range: 1 to 1000T]
+    #[arg(long = "max-memory", value_name = "SIZE", value_parser = engine::memory::parse_size)]
+    pub max_memory: Option<u64>,
+}
+
+impl MaxMemory {
+    /// The budget: `--max-memory`, else what the machine has.
+    pub(crate) fn budget(&self) -> Option<engine::memory::Budget> {
+        engine::memory::Budget::detect(self.max_memory)
+    }
+}
+
 /// `--trace T`, `--model DIR` (a model folder: `docs/torch.md`) or
 /// `--workload W` recorded on the fly at cell level with `--batch`,
 /// `--hidden` and `--seed` (refused beyond `budget`, as `engine record`
@@ -135,6 +154,38 @@ impl<'a> TraceInput<'a> {
             hidden,
             seed,
         }
+    }
+
+    /// Refuses a command whose session (`shape`: the weights, their packed
+    /// copies, every node's outputs, ...) would not fit in `budget`, before
+    /// anything is allocated, naming what makes it large: `--hidden` where
+    /// the weights dominate, else `--batch`; or the trace file or model
+    /// folder, whose size is fixed. `what` is the command's work ("the
+    /// replay").
+    pub(crate) fn check_memory(
+        &self,
+        loaded: &Loaded,
+        shape: engine::replay::memory::RunShape,
+        what: &str,
+        budget: Option<&engine::memory::Budget>,
+    ) -> anyhow::Result<()> {
+        let trace = &loaded.trace;
+        let est = engine::replay::memory::estimate(trace, &loaded.cells, shape)?;
+        let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
+        // Weights grow with hidden², everything else with the nodes × hidden.
+        let by_weights = 2 * (part("weights") + part("packed weights")) >= est.total();
+        let hidden = trace.meta.hidden.map_or(self.hidden, |h| h as usize);
+        let nodes = trace.graph.len();
+        let flag = match (self.trace, self.model, by_weights) {
+            (Some(p), _, _) => format!("--trace {} (hidden {hidden}, {nodes} nodes)", p.display()),
+            (None, Some(d), _) => {
+                format!("--model {} (hidden {hidden}, {nodes} nodes)", d.display())
+            }
+            (None, None, true) => format!("--hidden {hidden}"),
+            (None, None, false) => format!("--batch {}", self.batch),
+        };
+        engine::memory::check(flag, what, est, budget)?;
+        Ok(())
     }
 
     /// Reads the trace (or folder), or records the workload.
@@ -227,4 +278,17 @@ pub(crate) fn model_inputs(model: &Option<std::path::PathBuf>) -> Vec<std::path:
             .map(|f| d.join(f))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod flag_ranges {
+    /// `--repeat 1000000000` allocated tens of GB, `--threads 4294967296`
+    /// aborted and `--rpw 4294967295` hung: every numeric flag states its
+    /// range in `--help`, and its parser enforces exactly that.
+    #[test]
+    fn every_numeric_flag_states_and_enforces_its_range() {
+        use clap::CommandFactory;
+        let problems = engine::tool::range_problems(&super::Cli::command());
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
 }

@@ -20,16 +20,16 @@ pub struct Args {
     /// weibo-test, wikiner-dev, iwslt2012), `synthetic`, or `default` (the workload's own).
     #[arg(long, default_value = "default")]
     data: String,
-    /// Number of input samples in the mini-batch.
-    #[arg(long)]
+    /// Number of input samples in the mini-batch. [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size of every cell.
-    #[arg(long)]
+    /// Hidden size of every cell. [range: 1 to 65536]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Node granularity: `cell` (one node per cell invocation) or `op` (primitive ops).
     #[arg(long, default_value = "cell", value_parser = parse_level)]
     level: Level,
-    /// Seed choosing the samples (and any random structure).
+    /// Seed choosing the samples (and any random structure). [range: any 64-bit number]
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Extra cell definition files (YAML) to load besides the built-ins.
@@ -38,17 +38,11 @@ pub struct Args {
     /// Output trace file (written atomically; its folder is created).
     #[arg(long)]
     out: PathBuf,
-    /// Memory the recording may use (e.g. 4G, 512MiB) [default: what this
-    /// machine has available]; a larger trace is refused before it is built.
-    #[arg(long, value_name = "SIZE", value_parser = parse_max_memory)]
-    max_memory: Option<u64>,
+    #[command(flatten)]
+    memory: super::MaxMemory,
     /// Print a JSON summary instead of text.
     #[arg(long)]
     json: bool,
-}
-
-pub(crate) fn parse_max_memory(s: &str) -> Result<u64, String> {
-    engine::memory::parse_size(s)
 }
 
 pub(crate) fn parse_level(s: &str) -> Result<Level, String> {
@@ -112,7 +106,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         seed: a.seed,
     };
     let available = workloads::samples_available(&opts).map_err(super::flag_error)?;
-    let budget = engine::memory::Budget::detect(a.max_memory);
+    let budget = a.memory.budget();
     let trace =
         workloads::record_within(&opts, &cells, budget.as_ref()).map_err(super::flag_error)?;
     trace.write(&a.out)?;

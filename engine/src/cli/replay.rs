@@ -23,11 +23,11 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly.
-    #[arg(long, default_value_t = 32)]
+    /// Batch size when recording on the fly. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 32, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size when recording on the fly.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size when recording on the fly. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Executor: `reference` (one node at a time), `dynet` (primitive ops batched
     /// by --policy agenda|depth), `cavs` (all ready vertices), `policy` (cells
@@ -54,13 +54,13 @@ pub struct Args {
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Timed repetitions (the median is reported) after one warm-up run, 1 to
-    /// 100000.
-    #[arg(long, default_value_t = 3, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
+    /// 100000. [range: 1 to 100000]
+    #[arg(long, default_value_t = 3, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// CPU worker threads: every step of a batch (GEMM panels, gathers,
     /// elementwise passes, scatters) splits over them, 1 to 4096 (default:
-    /// the machine's available parallelism).
-    #[arg(long, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::THREADS))]
+    /// the machine's available parallelism). [range: 1 to 4096]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::THREADS))]
     threads: Option<usize>,
     /// CPU: run each in-cell batch as its own pass over the rows instead of
     /// fusing a cell's row work into one pass per instance (Cavs §3.5
@@ -73,7 +73,7 @@ pub struct Args {
     #[arg(long)]
     roofline: bool,
     /// Seed of the weights and of the per-node data the trace does not record
-    /// (and of on-the-fly recording).
+    /// (and of on-the-fly recording). [range: any 64-bit number]
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Skip the comparison with the reference executor.
@@ -87,8 +87,8 @@ pub struct Args {
     #[arg(long, conflicts_with = "no_check")]
     check: bool,
     /// For `vpps`: CTAs (virtual processors) per SM, 1 or 2 (default:
-    /// automatic, as `engine script` plans).
-    #[arg(long)]
+    /// automatic, as `engine script` plans). [range: 1 to 2]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::CTAS_PER_SM))]
     ctas_per_sm: Option<u32>,
     /// Measure training steps instead: forward, then backward (batched on the
     /// reversed graph by --backward-policy), no optimiser update.
@@ -103,10 +103,8 @@ pub struct Args {
     /// parameter (Cavs §3.5 ablation).
     #[arg(long, requires = "train")]
     eager: bool,
-    /// Memory the run may use (e.g. 4G, 512MiB) [default: what this machine
-    /// has available]; a run estimated larger is refused before allocating.
-    #[arg(long, value_name = "SIZE", value_parser = super::record::parse_max_memory)]
-    max_memory: Option<u64>,
+    #[command(flatten)]
+    memory: super::MaxMemory,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -140,7 +138,7 @@ impl Args {
             train: false,
             backward_policy: "reverse".into(),
             eager: false,
-            max_memory: None,
+            memory: super::MaxMemory::default(),
             json: false,
         }
     }
@@ -251,7 +249,19 @@ pub(super) fn layouts(
                 dir.display()
             );
         }
-        files.push((path.display().to_string(), LayoutFile::read(&path)?));
+        let file = LayoutFile::read(&path)?;
+        // Files are found by name but matched to roles by their `cell`
+        // field: a renamed or copied file would leave its role unplanned.
+        if file.cell != *name {
+            bail!(
+                "{}: field `cell` is {:?}, but the file's name makes it the layout of cell {name:?}; write the folder again with `planner layout --all --hidden {} --batch 8 --out-dir {}`",
+                path.display(),
+                file.cell,
+                model.hidden,
+                dir.display()
+            );
+        }
+        files.push((path.display().to_string(), file));
     }
     Ok(files)
 }
@@ -309,7 +319,7 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
         }
         "vpps" => {
             let mut opts = replay::vpps::VppsOptions::default();
-            opts.place.ctas_per_sm = super::script::checked_ctas_per_sm(a.ctas_per_sm)?;
+            opts.place.ctas_per_sm = a.ctas_per_sm;
             Executor::Vpps(policy("depth")?, opts)
         }
         other => bail!(
@@ -318,58 +328,25 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
     })
 }
 
-/// Refuses a run whose session would not fit in `budget`, naming the flag
-/// whose value makes it large: `--hidden` where the weights dominate, else
-/// `--batch` (or the trace file, whose size is fixed).
-fn check_memory(
-    a: &Args,
-    trace: &Trace,
-    cells: &CellLibrary,
-    budget: Option<&engine::memory::Budget>,
-) -> anyhow::Result<()> {
-    let shape = replay::memory::RunShape {
-        op_level: a.executor == "dynet",
-        check: !a.no_check,
-        roofline: a.roofline,
-    };
-    let est = replay::memory::estimate(trace, cells, shape)?;
-    let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
-    // Weights grow with hidden², everything else with the nodes × hidden.
-    let by_weights = 2 * (part("weights") + part("packed weights")) >= est.total();
-    let hidden = trace.meta.hidden.map_or(a.hidden, |h| h as usize);
-    let flag = match (&a.trace, by_weights) {
-        (None, true) => format!("--hidden {hidden}"),
-        (None, false) => format!("--batch {}", a.batch),
-        (Some(p), _) => format!(
-            "--trace {} (hidden {hidden}, {} nodes)",
-            p.display(),
-            trace.graph.len()
-        ),
-    };
-    engine::memory::check(flag, "the replay", est, budget)?;
-    Ok(())
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
     let device = engine::device::DeviceKind::parse(&a.device)?;
     // A missing library or GPU is reported as such (never a CPU fall back).
     engine::device::check_available(device)?;
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    let budget = engine::memory::Budget::detect(a.max_memory);
-    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
-        .open(budget.as_ref())?;
+    let budget = a.memory.budget();
+    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {
         bail!(
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
         );
     }
-    check_memory(&a, trace, cells, budget.as_ref())?;
+    let shape = replay::memory::RunShape {
+        op_level: a.executor == "dynet",
+        check: !a.no_check,
+        roofline: a.roofline,
+    };
+    source.check_memory(&input, shape, "the replay", budget.as_ref())?;
     let model = input.model(a.seed)?;
     let mut ex = executor(&a, &model)?;
     let cpu = replay::cpu::CpuOptions {

@@ -25,11 +25,11 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly.
-    #[arg(long, default_value_t = 8)]
+    /// Batch size when recording on the fly. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 8, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size when recording on the fly.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size when recording on the fly. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// Forward batching policy: depth (VPPS' level order), agenda,
     /// agenda-updated, cavs, typewise, or a policy file from `search train`.
@@ -48,16 +48,16 @@ pub struct Args {
     /// GPU to plan for: h100, h200, a100, titan-v.
     #[arg(long, default_value = "h100")]
     target: String,
-    /// CTAs (virtual processors) per SM: 1 or 2 (default: automatic).
-    #[arg(long)]
+    /// CTAs (virtual processors) per SM: 1 or 2 (default: automatic). [range: 1 to 2]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::CTAS_PER_SM))]
     ctas_per_sm: Option<u32>,
-    /// Rows per warp chunk (the paper's rpw), 1 to 1024.
-    #[arg(long, default_value_t = 1, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::RPW))]
+    /// Rows per warp chunk (the paper's rpw). [range: 1 to 1024]
+    #[arg(long, default_value_t = 1, value_parser = engine::tool::int_in(engine::tool::ranges::RPW))]
     rpw: usize,
     /// Keep gradients in DRAM instead of on chip.
     #[arg(long)]
     grads_off_chip: bool,
-    /// Seed of the weights and per-node data (and of on-the-fly recording).
+    /// Seed of the weights and per-node data (and of on-the-fly recording). [range: any 64-bit number]
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Write the script's words (little-endian u32, docs/vpps.md) here.
@@ -76,6 +76,8 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    memory: super::MaxMemory,
 }
 
 /// `engine script --json` output.
@@ -131,17 +133,6 @@ fn policy(name: &str) -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Sen
     Ok(arg.instantiate()?)
 }
 
-/// `--ctas-per-sm`, where given, is 1 or 2 (`engine script` and `engine
-/// replay --executor vpps`).
-pub(super) fn checked_ctas_per_sm(c: Option<u32>) -> anyhow::Result<Option<u32>> {
-    if let Some(c) = c
-        && !(1..=2).contains(&c)
-    {
-        bail!("--ctas-per-sm must be 1 or 2 (VPPS §III-A1), got {c}");
-    }
-    Ok(c)
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     let folder = super::model_inputs(&a.model);
     let mut inputs: Vec<(&str, &std::path::Path)> =
@@ -161,17 +152,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             vpps::Target::PRESETS.join(", ")
         );
     };
-    checked_ctas_per_sm(a.ctas_per_sm)?;
-    if a.rpw == 0 {
-        bail!("--rpw must be at least 1");
-    }
-    let budget = engine::memory::Budget::detect(None);
-    let input = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed)
-        .open(budget.as_ref())?;
+    let budget = a.memory.budget();
+    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {
         bail!("engine script needs a cell-level trace (record without --level op)");
     }
+    // The model's weights and per-node state, as a replay of the trace
+    // would hold them: an upper bound of what compiling its script holds.
+    let shape = engine::replay::memory::RunShape {
+        op_level: false,
+        check: false,
+        roofline: false,
+    };
+    source.check_memory(&input, shape, "the script", budget.as_ref())?;
     let model = input.model(a.seed)?;
     let opts = vpps::VppsOptions {
         target,

@@ -35,17 +35,17 @@ pub struct Args {
     /// Evaluation split (default: the training split's dev split; `none`).
     #[arg(long)]
     dev: Option<String>,
-    /// Epochs to reach (a resumed run continues up to this many).
-    #[arg(long, default_value_t = 1)]
+    /// Epochs to reach (a resumed run continues up to this many). [range: 1 to 100000]
+    #[arg(long, default_value_t = 1, value_parser = engine::tool::int_in(engine::tool::ranges::EPOCHS))]
     epochs: u32,
-    /// Samples per mini-batch.
-    #[arg(long, default_value_t = 25)]
+    /// Samples per mini-batch. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 25, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
-    /// Hidden size.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
     /// At most this many mini-batches per epoch, at least 1 (default: the
-    /// whole split).
+    /// whole split). [range: 1 to 100000000]
     #[arg(long, value_parser = parse_max_batches)]
     max_batches: Option<usize>,
     /// Executor: reference, dynet, cavs, policy, edbatch, edbatch-nolayout
@@ -66,11 +66,11 @@ pub struct Args {
     /// `adam` or `sgd`.
     #[arg(long, default_value = "adam", value_parser = ["adam", "sgd"])]
     optimizer: String,
-    /// Learning rate: a finite number above 0.
+    /// Learning rate. [range: above 0 to 1e38]
     #[arg(long, default_value_t = 0.01, value_parser = parse_lr)]
     lr: f32,
-    /// Rescale gradients whose global L2 norm exceeds this (0: never); a
-    /// finite number, 0 or more.
+    /// Rescale gradients whose global L2 norm exceeds this (0: never).
+    /// [range: 0 to 1e38]
     #[arg(long, default_value_t = 5.0, value_parser = parse_clip)]
     clip: f32,
     /// Weight-gradient products per batch instead of once per parameter at
@@ -80,10 +80,10 @@ pub struct Args {
     /// Row passes per in-cell batch instead of fused per instance.
     #[arg(long)]
     no_fuse: bool,
-    /// CPU threads, 1 to 4096 (default: the machine's parallelism).
-    #[arg(long, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::THREADS))]
+    /// CPU threads (default: the machine's parallelism). [range: 1 to 4096]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::THREADS))]
     threads: Option<usize>,
-    /// Seed of the weights and of the shuffling.
+    /// Seed of the weights and of the shuffling. [range: any 64-bit number]
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Checkpoint file, written atomically after every epoch.
@@ -146,12 +146,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let Some(w) = workloads::workload(&name) else {
         bail!("--workload {name}: unknown workload (see `engine workloads`)");
     };
-    if a.batch == 0 || a.hidden == 0 || a.epochs == 0 {
-        bail!("--batch, --hidden and --epochs must be at least 1");
-    }
-    if a.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
     let data = match &a.data {
         Some(d) => dataset(d, "--data")?,
         None => match w.default_data {
@@ -277,12 +271,6 @@ fn bar(json: bool) -> anyhow::Result<indicatif::ProgressBar> {
 
 /// `engine train --model DIR`: the folder's model on its own samples.
 fn run_folder(a: Args, dir: &std::path::Path) -> anyhow::Result<()> {
-    if a.batch == 0 || a.epochs == 0 {
-        bail!("--batch and --epochs must be at least 1");
-    }
-    if a.threads == Some(0) {
-        bail!("--threads must be at least 1");
-    }
     let folder = engine::modeldir::ModelDir::open(dir)?;
     let cpu = CpuOptions {
         threads: a.threads,
@@ -390,33 +378,24 @@ fn print(report: &Report, json: bool) -> anyhow::Result<()> {
 /// `--lr`: finite and above 0 (NaN or inf would train to a non-finite
 /// checkpoint; 0 or less trains nothing or the wrong way).
 fn parse_lr(s: &str) -> Result<f32, String> {
-    let v: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!(
-            "{s} is not a learning rate: give a finite number above 0"
-        ));
-    }
-    Ok(v)
+    engine::tool::real_in(0.0, true, 1e38)(s)
+        .map(|v| v as f32)
+        .map_err(|e| format!("{e}: not a learning rate"))
 }
 
 /// `--clip`: finite and 0 or more (0: never clip).
 fn parse_clip(s: &str) -> Result<f32, String> {
-    let v: f32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!(
-            "{s} is not a gradient norm: give a finite number, 0 (never clip) or more"
-        ));
-    }
-    Ok(v)
+    engine::tool::real_in(0.0, false, 1e38)(s)
+        .map(|v| v as f32)
+        .map_err(|e| format!("{e}: not a gradient norm (0: never clip)"))
 }
 
 /// `--max-batches`: at least 1 (0 would train nothing and report a loss).
 fn parse_max_batches(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(0) => {
-            Err("0 trains nothing: give at least 1 (or leave it out for the whole split)".into())
-        }
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("{s:?} is not a count")),
+    if s.trim() == "0" {
+        return Err(
+            "0 trains nothing: give at least 1 (or leave it out for the whole split)".into(),
+        );
     }
+    engine::tool::int_in(engine::tool::ranges::MAX_BATCHES)(s)
 }

@@ -272,7 +272,14 @@ fn harness(env: &PeersEnv, args: &[&str]) -> Command {
 fn harness_in(python: &Path, env: &PeersEnv, args: &[&str]) -> Command {
     let mut cmd = Command::new(python);
     cmd.arg("-m").arg("batchlab_peers").args(args);
-    cmd.env("PYTHONPATH", &env.harness);
+    // The harness, and batchlab_torch from this checkout: the environment's
+    // editable install points at the checkout it was made from, which may
+    // have moved (a missing folder on the path is skipped by Python).
+    let torch_source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/torch");
+    match std::env::join_paths([env.harness.as_path(), torch_source.as_path()]) {
+        Ok(path) => cmd.env("PYTHONPATH", path),
+        Err(_) => cmd.env("PYTHONPATH", &env.harness),
+    };
     // The batched PyTorch peers ask batchlab's `engine` for their schedules
     // and `search` for torch-fsm's policy: the ones built beside this
     // executable, where they are (else batchlab_torch looks for them).

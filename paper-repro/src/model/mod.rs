@@ -36,15 +36,15 @@ pub struct ModelArgs {
     #[arg(long, value_name = "SETUP")]
     pub torch: Option<String>,
     /// Timed rounds; every round runs each system once, in an order rotated
-    /// every round [default: 5, 3 with --quick].
-    #[arg(long)]
+    /// every round [default: 5, 3 with --quick]. [range: 1 to 1000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::ROUNDS))]
     pub rounds: Option<usize>,
     /// Timed mini-batches per process (their median is the round's time)
-    /// [default: 3, 1 with --quick].
-    #[arg(long)]
+    /// [default: 3, 1 with --quick]. [range: 1 to 100000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     pub repeats: Option<usize>,
-    /// CPU threads of every system.
-    #[arg(long, default_value_t = 1)]
+    /// CPU threads of every system. [range: 1 to 4096]
+    #[arg(long, default_value_t = 1, value_parser = engine::tool::int_in(engine::tool::ranges::THREADS))]
     pub threads: usize,
     /// Inference only (no training steps).
     #[arg(long)]
@@ -634,6 +634,12 @@ pub fn run_command(
     std::fs::create_dir_all(&rows_dir).map_err(|e| ReproError::io(&rows_dir, e))?;
     let rows_file = rows_dir.join("model.jsonl");
     let analysis_file = rows_dir.join("model-analysis.json");
+    // One measuring run per rows folder (a redraw only reads).
+    let _lock = if a.redraw {
+        None
+    } else {
+        Some(experiments::output::RowsLock::acquire(&rows_file)?)
+    };
     let (analysis, rows) = if a.redraw {
         let text = std::fs::read_to_string(&analysis_file)
             .map_err(|e| ReproError::io(&analysis_file, e))?;

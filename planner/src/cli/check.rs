@@ -15,11 +15,11 @@ pub struct Args {
     /// Extra cell definition files (YAML), for layouts of user cells.
     #[arg(long = "cells")]
     cell_files: Vec<PathBuf>,
-    /// Fail unless the layout is for this hidden size.
-    #[arg(long)]
+    /// Fail unless the layout is for this hidden size. [range: 1 to 65536]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: Option<usize>,
-    /// Fail unless the layout is for this batch size.
-    #[arg(long)]
+    /// Fail unless the layout is for this batch size. [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: Option<usize>,
     /// Print JSON instead of text.
     #[arg(long)]

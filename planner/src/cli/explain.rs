@@ -16,11 +16,11 @@ pub struct Args {
     /// Cell to explain.
     #[arg(long)]
     cell: String,
-    /// Hidden size to instantiate at.
-    #[arg(long, default_value_t = 64)]
+    /// Hidden size to instantiate at. [range: 1 to 65536]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
-    /// Instances per batch.
-    #[arg(long, default_value_t = 8)]
+    /// Instances per batch. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 8, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
     /// Keep the cell's inputs first, in port order.
     #[arg(long)]

@@ -33,11 +33,11 @@ pub struct Args {
     /// --cell names one) at its hidden size.
     #[arg(long, conflicts_with = "cell_files")]
     model: Option<PathBuf>,
-    /// Hidden size to instantiate at (default with --model: the folder's).
-    #[arg(long, required_unless_present = "model")]
+    /// Hidden size to instantiate at (default with --model: the folder's). [range: 1 to 65536]
+    #[arg(long, required_unless_present = "model", value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: Option<usize>,
-    /// Instances per batch.
-    #[arg(long)]
+    /// Instances per batch. [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
     /// Baseline for the text output.
     #[arg(long, value_enum, default_value_t = Baseline::Dynet)]
@@ -60,8 +60,8 @@ pub struct Args {
     /// wrote them (the paper's setting, judging by its MVCell row).
     #[arg(long)]
     fixed_inputs: bool,
-    /// Most minimum-batch schedules to enumerate per cell.
-    #[arg(long, default_value_t = DEFAULT_SCHEDULE_CAP)]
+    /// Most minimum-batch schedules to enumerate per cell. [range: 1 to 1000000]
+    #[arg(long, default_value_t = DEFAULT_SCHEDULE_CAP, value_parser = engine::tool::int_in(engine::tool::ranges::SCHEDULE_CAP))]
     cap: usize,
     /// Print JSON instead of text.
     #[arg(long)]

@@ -24,12 +24,12 @@ pub struct Args {
     /// Workloads whose training time to measure (repeatable; default: all).
     #[arg(long = "workload")]
     workloads: Vec<String>,
-    /// Mini-batch size of every trace.
-    #[arg(long, default_value_t = 32)]
+    /// Mini-batch size of every trace. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 32, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
     batch: usize,
     /// Timed repetitions of each training run (interleaved, the order of
-    /// the schemes rotating each round); the median is reported.
-    #[arg(long, default_value_t = 5)]
+    /// the schemes rotating each round); the median is reported. [range: 1 to 100000]
+    #[arg(long, default_value_t = 5, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]

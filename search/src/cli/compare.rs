@@ -21,8 +21,8 @@ pub struct Args {
     /// Accept policy files trained on another workload.
     #[arg(long)]
     allow_other_workload: bool,
-    /// Timed runs per policy; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    /// Timed runs per policy; the median is reported. [range: 1 to 100000]
+    #[arg(long, default_value_t = 3, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]

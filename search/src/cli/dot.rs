@@ -26,8 +26,9 @@ pub(crate) fn state_label(file: &PolicyFile, tokens: &[String]) -> String {
     }
 }
 
-/// The dot text of `file` (read from `path`), written by `engine::dot`.
-pub(crate) fn render(file: &PolicyFile, path: &Path) -> String {
+/// The dot text of `file` (read from `path`), written by `engine::dot`; an
+/// error when its training trace reads but is another trace.
+pub(crate) fn render(file: &PolicyFile, path: &Path) -> anyhow::Result<String> {
     let mut fsm = Fsm::default();
     fsm.comments.push(format!(
         "FSM of {} (encoding {}, workload {}), ED-Batch Fig. 2(a) style",
@@ -45,7 +46,8 @@ pub(crate) fn render(file: &PolicyFile, path: &Path) -> String {
             ));
             Some(count_edges(&visits))
         }
-        Err(why) => {
+        Err(NoReplay::Mismatch(why)) => anyhow::bail!(why),
+        Err(NoReplay::Unreadable(why)) => {
             fsm.comments.push(format!(
                 "states only: no transitions drawn, the training trace is not readable ({why})"
             ));
@@ -77,7 +79,7 @@ pub(crate) fn render(file: &PolicyFile, path: &Path) -> String {
         }
     }
     // Every edge joins declared states (start, end, unseen, S_i).
-    fsm_to_dot(&fsm).unwrap_or_else(|e| format!("// {e}\n"))
+    Ok(fsm_to_dot(&fsm).unwrap_or_else(|e| format!("// {e}\n")))
 }
 
 const UNSEEN: &str = "unseen";
@@ -96,8 +98,18 @@ fn count_edges(visits: &[Option<usize>]) -> BTreeMap<(String, String), u64> {
     edges
 }
 
-/// The training trace: the path as recorded, else relative to the policy file.
-fn find_trace(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Trace), String> {
+/// Why no transitions can be drawn.
+enum NoReplay {
+    /// No candidate trace reads: draw the states only, and say so.
+    Unreadable(String),
+    /// A trace reads but is not the one the policy was trained on: drawing
+    /// its transitions would be wrong, so this is an error.
+    Mismatch(String),
+}
+
+/// The training trace: the path as recorded, else relative to the policy
+/// file; the first that reads and matches the policy's provenance.
+fn find_trace(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Trace), NoReplay> {
     let given = PathBuf::from(&file.provenance.trace);
     let mut tried = vec![given.clone()];
     if given.is_relative()
@@ -106,18 +118,34 @@ fn find_trace(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Trace), Stri
         tried.push(dir.join(&given));
     }
     let mut last = String::new();
+    let mut mismatch = None;
     for p in tried {
         match Trace::read(&p) {
-            Ok(t) => return Ok((p, t)),
+            Ok(t) => match file.provenance_mismatch(&t) {
+                None => return Ok((p, t)),
+                Some(why) => {
+                    mismatch.get_or_insert_with(|| {
+                        format!(
+                            "{}: field `provenance.trace` names {}, which is not the trace this policy was trained on: {why}; draw it with the training trace in place, or retrain on this one (`search train --trace {} --out P.yaml`)",
+                            policy.display(),
+                            p.display(),
+                            p.display()
+                        )
+                    });
+                }
+            },
             Err(e) => last = e.to_string(),
         }
     }
-    Err(last)
+    Err(mismatch.map_or(NoReplay::Unreadable(last), NoReplay::Mismatch))
 }
 
 /// Replays the policy on its training trace: the table state of every decision
 /// (`None` for a state not in the table) and the miss count.
-fn replay(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Vec<Option<usize>>, u64), String> {
+fn replay(
+    file: &PolicyFile,
+    policy: &Path,
+) -> Result<(PathBuf, Vec<Option<usize>>, u64), NoReplay> {
     let (path, trace) = find_trace(file, policy)?;
     let mut index = HashMap::new();
     for (i, s) in file.states.iter().enumerate() {
@@ -125,7 +153,7 @@ fn replay(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Vec<Option<usize
             index.insert(k, i);
         }
     }
-    let fsm = FsmPolicy::new(file.clone()).map_err(|e| e.to_string())?;
+    let fsm = FsmPolicy::new(file.clone()).map_err(|e| NoReplay::Unreadable(e.to_string()))?;
     let mut rec = Recorder {
         fsm,
         encoder: StateEncoder::new(file.encoding),
@@ -137,7 +165,8 @@ fn replay(file: &PolicyFile, policy: &Path) -> Result<(PathBuf, Vec<Option<usize
         last: None,
     };
     let st = SameTypeDag::new(&trace.graph);
-    let (_, stats) = run_policy(&trace.graph, &st, &mut rec).map_err(|e| e.to_string())?;
+    let (_, stats) =
+        run_policy(&trace.graph, &st, &mut rec).map_err(|e| NoReplay::Unreadable(e.to_string()))?;
     Ok((path, rec.visits, stats.misses))
 }
 

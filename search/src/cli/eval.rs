@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
 use engine::graph::lower_bound;
 use engine::sched::SameTypeDag;
 use serde::Serialize;
@@ -22,8 +21,8 @@ pub struct Args {
     /// make every affected decision a miss).
     #[arg(long)]
     allow_other_workload: bool,
-    /// Timed runs, 1 to 100000; the median is reported.
-    #[arg(long, default_value_t = 5, value_parser = |s: &str| engine::tool::count_in(s, engine::tool::ranges::REPEAT))]
+    /// Timed runs; the median is reported. [range: 1 to 100000]
+    #[arg(long, default_value_t = 5, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     repeat: usize,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -92,9 +91,6 @@ fn by_type(
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
     let spec = super::load::policy(&a.policy)?;
     let trace = super::load::trace(&a.trace)?;
     super::load::check_workload(&spec, &trace, &a.trace, a.allow_other_workload)?;

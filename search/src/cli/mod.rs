@@ -73,35 +73,21 @@ pub(crate) fn ratio(batches: u64, lower_bound: u64) -> f64 {
     }
 }
 
-/// Parses a duration: a number with unit `ms`, `s`, `m` or `h`, or a bare
-/// number of seconds.
-pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30s, 500ms, 2m"))?;
-    if !(v.is_finite() && v >= 0.0 && v * scale < 1e9) {
-        return Err(format!(
-            "invalid duration {s:?}: must be non-negative and finite"
-        ));
-    }
-    Ok(std::time::Duration::from_secs_f64(v * scale))
-}
-
 /// Median of a non-empty sample (upper median for even sizes).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod flag_ranges {
+    /// `--repeat 1000000000` allocated tens of GB, `--threads 4294967296`
+    /// aborted and `--rpw 4294967295` hung: every numeric flag states its
+    /// range in `--help`, and its parser enforces exactly that.
+    #[test]
+    fn every_numeric_flag_states_and_enforces_its_range() {
+        use clap::CommandFactory;
+        let problems = engine::tool::range_problems(&super::Cli::command());
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
 }

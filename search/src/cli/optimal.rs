@@ -15,12 +15,12 @@ pub struct Args {
     /// Trace to solve.
     #[arg(long)]
     trace: PathBuf,
-    /// Refuse traces with more nodes (at most 256).
-    #[arg(long, default_value_t = 64)]
+    /// Refuse traces with more nodes. [range: 1 to 256]
+    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in((1, search::optimal::NODE_LIMIT)))]
     max_nodes: usize,
     /// Node expansions before giving up the proof (the best schedule found is
-    /// still reported, with `proved: false`).
-    #[arg(long, default_value_t = 2_000_000)]
+    /// still reported, with `proved: false`). [range: 1 to 1000000000000]
+    #[arg(long, default_value_t = 2_000_000, value_parser = engine::tool::int_in(engine::tool::ranges::EXPANSIONS))]
     budget: u64,
     /// Print JSON instead of text.
     #[arg(long)]

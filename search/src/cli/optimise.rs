@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use engine::sched::SameTypeDag;
 use indicatif::{ProgressBar, ProgressStyle};
 use search::bound::{BoundConfig, BoundReport, certify};
@@ -21,18 +21,18 @@ pub struct Args {
     /// Trace to schedule.
     #[arg(long)]
     trace: PathBuf,
-    /// Total time budget (e.g. 30s, 500ms, 2m; a bare number is seconds).
-    #[arg(long, default_value = "30s", value_parser = super::parse_duration)]
+    /// Total time budget (e.g. 30s, 500ms, 2m; a bare number is seconds). [range: 0s to 168h]
+    #[arg(long, default_value = "30s", value_parser = engine::tool::duration_in(engine::tool::ranges::BUDGET_S))]
     budget: Duration,
     /// Share of the budget for the certified bound (the rest searches
-    /// schedules; the bound stops early when it is done).
-    #[arg(long, default_value_t = 0.25)]
+    /// schedules; the bound stops early when it is done). [range: 0 to 1]
+    #[arg(long, default_value_t = 0.25, value_parser = engine::tool::real_in(0.0, false, 1.0))]
     bound_share: f64,
-    /// Widest beam tried (widths double from 1).
-    #[arg(long, default_value_t = 4096)]
+    /// Widest beam tried (widths double from 1). [range: 1 to 1048576]
+    #[arg(long, default_value_t = 4096, value_parser = engine::tool::int_in(engine::tool::ranges::BEAM_WIDTH))]
     max_width: usize,
-    /// Memory for the beam's states, MiB (wider passes than fit are skipped).
-    #[arg(long, default_value_t = 2048)]
+    /// Memory for the beam's states, MiB (wider passes than fit are skipped). [range: 1 to 16777216]
+    #[arg(long, default_value_t = 2048, value_parser = engine::tool::int_in(engine::tool::ranges::MEMORY_MIB))]
     memory_mib: usize,
     /// Write the best schedule here (JSON schedule file, atomically).
     #[arg(long)]
@@ -70,12 +70,6 @@ struct Report {
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
         engine::io::distinct_outputs(&[("--trace", &a.trace)], &[("--out", out)])?;
-    }
-    if !(a.bound_share.is_finite() && (0.0..=1.0).contains(&a.bound_share)) {
-        bail!("--bound-share must be in [0, 1], got {}", a.bound_share);
-    }
-    if a.max_width == 0 {
-        bail!("--max-width must be at least 1");
     }
     let trace = super::load::trace(&a.trace)?;
     let g = &trace.graph;

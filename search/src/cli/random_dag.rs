@@ -12,22 +12,22 @@ use serde::Serialize;
 /// Arguments of `search random-dag`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Nodes.
-    #[arg(long, default_value_t = 3000)]
+    /// Nodes. [range: 1 to 10000000]
+    #[arg(long, default_value_t = 3000, value_parser = engine::tool::int_in(engine::tool::ranges::NODES))]
     nodes: usize,
-    /// Types (all batchable, named t0, t1, ...).
-    #[arg(long, default_value_t = 5)]
+    /// Types (all batchable, named t0, t1, ...). [range: 1 to 1000]
+    #[arg(long, default_value_t = 5, value_parser = engine::tool::int_in(engine::tool::ranges::TYPES))]
     types: usize,
-    /// Arguments are drawn among this many preceding nodes.
-    #[arg(long, default_value_t = 48)]
+    /// Arguments are drawn among this many preceding nodes. [range: 1 to 1000000]
+    #[arg(long, default_value_t = 48, value_parser = engine::tool::int_in(engine::tool::ranges::WINDOW))]
     window: usize,
-    /// Most arguments per node.
-    #[arg(long, default_value_t = 2)]
+    /// Most arguments per node. [range: 1 to 64]
+    #[arg(long, default_value_t = 2, value_parser = engine::tool::int_in(engine::tool::ranges::MAX_ARGS))]
     max_args: usize,
-    /// Independent DAGs (samples) the nodes are split into.
-    #[arg(long, default_value_t = 1)]
+    /// Independent DAGs (samples) the nodes are split into, at most --nodes. [range: 1 to 10000000]
+    #[arg(long, default_value_t = 1, value_parser = engine::tool::int_in(engine::tool::ranges::INSTANCES))]
     instances: usize,
-    /// Seed of the draws.
+    /// Seed of the draws. [range: any 64-bit number]
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Trace file to write (atomically).

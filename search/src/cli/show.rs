@@ -44,7 +44,7 @@ struct Report<'a> {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let file = PolicyFile::read(&a.policy)?;
     if a.dot {
-        print!("{}", super::dot::render(&file, &a.policy));
+        print!("{}", super::dot::render(&file, &a.policy)?);
         return Ok(());
     }
     let r = Report {

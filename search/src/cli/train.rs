@@ -37,35 +37,35 @@ pub struct Args {
     /// with fewest batches; ties go to the earlier in that list).
     #[arg(long, default_value = "sort", value_parser = parse_encodings)]
     encoding: Encodings,
-    /// Q update step size [default: 0.4].
-    #[arg(long)]
+    /// Q update step size [default: 0.4]. [range: above 0 to 1]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, true, 1.0))]
     learning_rate: Option<f64>,
-    /// Discount γ [default: 1.0].
-    #[arg(long)]
+    /// Discount γ [default: 1.0]. [range: 0 to 1]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1.0))]
     gamma: Option<f64>,
-    /// Exploration rate of the first episode [default: 0.5].
-    #[arg(long)]
+    /// Exploration rate of the first episode [default: 0.5]. [range: 0 to 1]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1.0))]
     epsilon: Option<f64>,
-    /// Factor applied to ε after every episode [default: 0.9].
-    #[arg(long)]
+    /// Factor applied to ε after every episode [default: 0.9]. [range: 0 to 1]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1.0))]
     epsilon_decay: Option<f64>,
-    /// Lowest ε [default: 0.05].
-    #[arg(long)]
+    /// Lowest ε [default: 0.05]. [range: 0 to 1]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1.0))]
     epsilon_floor: Option<f64>,
-    /// Bootstrapping horizon N of N-step Q-learning [default: 10].
-    #[arg(long)]
+    /// Bootstrapping horizon N of N-step Q-learning [default: 10]. [range: 1 to 10000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::N_STEP))]
     n_step: Option<u32>,
-    /// Episode budget [default: 1000].
-    #[arg(long)]
+    /// Episode budget [default: 1000]. [range: 1 to 100000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::EPISODES))]
     episodes: Option<u32>,
-    /// A greedy rollout (and early-stop check) every this many episodes [default: 50].
-    #[arg(long)]
+    /// A greedy rollout (and early-stop check) every this many episodes [default: 50]. [range: 1 to 100000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::ROLLOUT_EVERY))]
     rollout_every: Option<u32>,
-    /// Weight α of the sufficient-condition term of the reward, ED-Batch Eq. 1 [default: 0.5].
-    #[arg(long)]
+    /// Weight α of the sufficient-condition term of the reward, ED-Batch Eq. 1 [default: 0.5]. [range: 0 to 1000]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1000.0))]
     alpha: Option<f64>,
-    /// Stop once a rollout has at most stop-ratio × lower bound batches [default: 1.01].
-    #[arg(long)]
+    /// Stop once a rollout has at most stop-ratio × lower bound batches [default: 1.01]. [range: 0 to 1000]
+    #[arg(long, value_parser = engine::tool::real_in(0.0, false, 1000.0))]
     stop_ratio: Option<f64>,
     /// Reward: `bound` (−1 shaped by the remaining lower bound) or `eq1`
     /// (ED-Batch Eq. 1) [default: bound].
@@ -86,10 +86,10 @@ pub struct Args {
     /// the FSM reaches the schedule's certified bound.
     #[arg(long)]
     teacher: Option<String>,
-    /// Time for `--teacher optimise` (bound and search together).
-    #[arg(long, default_value = "10s", value_parser = super::parse_duration)]
+    /// Time for `--teacher optimise` (bound and search together). [range: 0s to 168h]
+    #[arg(long, default_value = "10s", value_parser = engine::tool::duration_in(engine::tool::ranges::BUDGET_S))]
     teacher_budget: std::time::Duration,
-    /// Seed of the exploration stream.
+    /// Seed of the exploration stream. [range: any 64-bit number]
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Policy file to write (YAML, atomically).
@@ -155,34 +155,7 @@ impl Args {
         h.rollout_every = self.rollout_every.unwrap_or(h.rollout_every);
         h.alpha = self.alpha.unwrap_or(h.alpha);
         h.stop_ratio = self.stop_ratio.unwrap_or(h.stop_ratio);
-        let unit = |name: &str, v: f64, lo_open: bool| -> anyhow::Result<()> {
-            let ok = v.is_finite() && v <= 1.0 && if lo_open { v > 0.0 } else { v >= 0.0 };
-            if !ok {
-                let lo = if lo_open { "(0" } else { "[0" };
-                bail!("--{name} must be in {lo}, 1], got {v}");
-            }
-            Ok(())
-        };
-        unit("learning-rate", h.learning_rate, true)?;
-        unit("gamma", h.gamma, false)?;
-        unit("epsilon", h.epsilon_start, false)?;
-        unit("epsilon-decay", h.epsilon_decay, false)?;
-        unit("epsilon-floor", h.epsilon_floor, false)?;
-        if h.n_step == 0 {
-            bail!("--n-step must be at least 1");
-        }
-        if h.rollout_every == 0 {
-            bail!("--rollout-every must be at least 1");
-        }
-        if !(h.alpha.is_finite() && h.alpha >= 0.0) {
-            bail!("--alpha must be a non-negative number, got {}", h.alpha);
-        }
-        if !(h.stop_ratio.is_finite() && h.stop_ratio >= 0.0) {
-            bail!(
-                "--stop-ratio must be a non-negative number, got {}",
-                h.stop_ratio
-            );
-        }
+        // Each value was checked in range by its flag's parser.
         Ok(h)
     }
 }

@@ -212,6 +212,50 @@ pub enum PolicyFileError {
 }
 
 impl PolicyFile {
+    /// Why `trace` cannot be the trace this policy was trained on: the first
+    /// of its `workload`, `provenance.nodes`, `provenance.batch_size`,
+    /// `provenance.hidden` and `provenance.dataset` that differs from the
+    /// trace's (the last three where both give one), or `None`.
+    pub fn provenance_mismatch(&self, trace: &crate::trace::Trace) -> Option<String> {
+        let p = &self.provenance;
+        let differ = |field: &str, mine: String, theirs: String| {
+            Some(format!(
+                "field `{field}` is {mine}, the trace's is {theirs}"
+            ))
+        };
+        if self.workload != trace.workload {
+            return differ(
+                "workload",
+                format!("{:?}", self.workload),
+                format!("{:?}", trace.workload),
+            );
+        }
+        if p.nodes != trace.graph.len() as u64 {
+            return differ(
+                "provenance.nodes",
+                p.nodes.to_string(),
+                trace.graph.len().to_string(),
+            );
+        }
+        let m = &trace.meta;
+        if let (Some(a), Some(b)) = (p.batch_size, m.batch_size)
+            && a != b
+        {
+            return differ("provenance.batch_size", a.to_string(), b.to_string());
+        }
+        if let (Some(a), Some(b)) = (p.hidden, m.hidden)
+            && a != b
+        {
+            return differ("provenance.hidden", a.to_string(), b.to_string());
+        }
+        if let (Some(a), Some(b)) = (&p.dataset, &m.dataset)
+            && a != b
+        {
+            return differ("provenance.dataset", format!("{a:?}"), format!("{b:?}"));
+        }
+        None
+    }
+
     /// Parses policy YAML; `file` names the source in errors.
     pub fn from_yaml(text: &str, file: &str) -> Result<PolicyFile, PolicyFileError> {
         let p: PolicyFile = serde_saphyr::from_str(text).map_err(|e| {

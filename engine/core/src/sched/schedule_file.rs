@@ -135,6 +135,15 @@ impl ScheduleFile {
                 s.batch_nodes.len()
             )));
         }
+        // A lower bound is at most any schedule's length, this one's too:
+        // a larger one would make `search train --teacher` stop early,
+        // claiming the optimum.
+        if s.certified_bound > s.batches {
+            return Err(invalid(format!(
+                "field `certified_bound`: {} exceeds the file's own schedule of {} batches (a lower bound is at most any schedule's length)",
+                s.certified_bound, s.batches
+            )));
+        }
         Ok(s)
     }
 
@@ -232,5 +241,30 @@ mod tests {
         short.nodes = 3;
         let e = short.to_schedule(&g, "s.json").unwrap_err().to_string();
         assert!(e.contains("trace of 3 nodes"), "{e}");
+    }
+
+    /// A teacher whose bound exceeded its own batch count made `search
+    /// train --teacher` stop early, claiming the optimum.
+    #[test]
+    fn certified_bound_above_its_own_batch_count_is_refused() {
+        let g = fig1();
+        let st = SameTypeDag::new(&g);
+        let (s, _) = run_policy(&g, &st, &mut TypewisePolicy).unwrap();
+        let mut f = ScheduleFile::new(&g, &s, "fig1.json", "fig1", 6, "test");
+        f.certified_bound = f.batches + 1;
+        let text = serde_json::to_string(&f).unwrap();
+        let e = ScheduleFile::from_json(&text, "s.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "s.json: field `certified_bound`: {} exceeds",
+                f.batches + 1
+            )),
+            "{e}"
+        );
+        f.certified_bound = f.batches;
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(ScheduleFile::from_json(&text, "s.json").is_ok());
     }
 }

@@ -278,17 +278,8 @@ pub fn header_lines(ds: Dataset, samples: usize) -> Vec<String> {
     lines
 }
 
-/// Writes `text` to `dest` via `<dest>.tmp` in the same folder and a rename,
-/// so readers never observe a partial file.
+/// Writes `text` to `dest` atomically ([`crate::io::write_atomic`]).
 fn write_atomic(dest: &Path, text: &str) -> Result<(), DataError> {
-    let mut tmp_name = dest.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = Path::new(&tmp_name);
-    let tmp_disp = tmp.display().to_string();
-    if let Err(e) = std::fs::write(tmp, text) {
-        // Best effort: a partial temp file is harmless but untidy.
-        let _ = std::fs::remove_file(tmp);
-        return Err(DataError::io(&tmp_disp, e));
-    }
-    std::fs::rename(tmp, dest).map_err(|e| DataError::io(&dest.display().to_string(), e))
+    crate::io::write_atomic(dest, text.as_bytes())
+        .map_err(|e| DataError::io(&dest.display().to_string(), e))
 }
