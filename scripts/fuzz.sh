@@ -2,7 +2,10 @@
 # Fuzzes the readers of user files (docs/fuzzing.md): runs one target or all
 # of them, one after the other, one fuzzer process at a time, for SECONDS
 # each (default 600), growing engine/fuzz/corpus/<target>/ from the committed
-# corpus and the seeds in engine/fuzz/seeds/<target>/. A crash, panic,
+# corpus and the seeds in engine/fuzz/seeds/<target>/. The corpora are
+# committed as one archive, engine/fuzz/corpus.tar.xz (the files themselves
+# are ignored): it is unpacked when corpus/ is missing, and `cmin` packs it
+# again after minimising. A crash, panic,
 # timeout (10 s) or out-of-memory (2 GiB) stops the run; libFuzzer writes
 # the input to engine/fuzz/artifacts/<target>/ and this script exits 1.
 #
@@ -19,6 +22,18 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz
 fi
 
+# The committed corpora, unpacked once.
+if [ ! -d corpus ] && [ -f corpus.tar.xz ]; then
+  tar -xJf corpus.tar.xz
+fi
+
+# Packs corpus/ into corpus.tar.xz, the same bytes for the same files.
+pack() {
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - corpus |
+    xz -9 -T1 > corpus.tar.xz.tmp
+  mv corpus.tar.xz.tmp corpus.tar.xz
+}
+
 pick() {
   case "${1:-all}" in
     all) echo "${targets[@]}" ;;
@@ -32,6 +47,7 @@ if [ "${1:-}" = cmin ]; then
     mkdir -p "corpus/$t"
     cargo +nightly fuzz cmin -O -a "$t" "corpus/$t" -- -rss_limit_mb=2048 -timeout=10
   done
+  pack
   exit 0
 fi
 

@@ -159,9 +159,10 @@ impl JsonlWriter {
     }
 }
 
-/// Writes `rows` as a pretty JSON array, atomically.
+/// Writes `rows` as a JSON array on one line (compact: committed runs keep
+/// this file as their rows), atomically.
 pub fn write_json(path: &Path, rows: &[Value]) -> Result<(), RunError> {
-    let mut text = serde_json::to_string_pretty(rows)?;
+    let mut text = serde_json::to_string(rows)?;
     text.push('\n');
     engine::io::write_atomic(path, text.as_bytes()).map_err(io_err(path))
 }
