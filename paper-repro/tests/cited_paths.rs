@@ -1,4 +1,4 @@
-//! Every path the README, `docs/` and `results/README.md` cite exists in
+//! Every path the README, ARCHITECTURE.md, `docs/` and `results/README.md` cite exists in
 //! the tree: a file or folder named alone in backticks (`results/NAME`,
 //! `docs/torch.md`, `search/src/trainer/`) or as a Markdown link target. A
 //! command in backticks (it has spaces) cites nothing; a path with a
