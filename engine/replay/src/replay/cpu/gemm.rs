@@ -94,7 +94,7 @@ impl AlignedBuf {
 /// sat 128 bytes apart, in every other L1 set: 16 KiB that filled all eight
 /// ways of half the sets, so every activation line evicted weights. Stored
 /// half after half, each is a contiguous 16 KiB stream over all sets.
-/// Measured on the AVX2 VM (docs/benchmarks.md, "Weight panels in
+/// Measured on the AVX2 VM (docs/journal.md, "Weight panels in
 /// halves"): 24- and 64-row products 1.1–1.25× faster, 256 rows level.
 pub struct PackedB {
     n: usize,
@@ -1294,7 +1294,7 @@ unsafe fn kernel_avx512<const R: usize>(
 /// sub-tiles (12 accumulators, two weight vectors and a broadcast: 15 of the
 /// 16 `ymm` registers). A whole `12 × 32` tile in registers would need 48
 /// accumulators; the portable body the compiler vectorises spills them to the
-/// stack on every K step (docs/benchmarks.md, "The AVX2 kernel").
+/// stack on every K step (docs/journal.md, "The AVX2 kernel").
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[allow(clippy::too_many_arguments)]

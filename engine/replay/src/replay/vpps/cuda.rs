@@ -1,4 +1,4 @@
-//! The VPPS executor on a GPU (not yet run on one: see `docs/vpps.md`).
+//! The VPPS executor on a GPU (run on an H200: `docs/vpps.md`, "On a GPU").
 //!
 //! Opening it reads the device's SM count, register file and shared-memory
 //! limits, plans the placement for them, generates the kernel for the model

@@ -23,7 +23,10 @@
 //! emulator is the kernel's specification: tests hold it to the reference
 //! executor's loss, outputs and gradients (1e-4) on every workload, and
 //! `engine/replay/tests/vpps_nvrtc.rs` compiles every workload's kernel with NVRTC.
-//! The GPU path has not yet run on a GPU; `docs/vpps.md` says what remains.
+//! On a GPU it agrees with the CPU reference (loss, outputs and gradients,
+//! 1e-4) on every workload (an H200, `results/2026-11-27-h200-vpps`); CI has
+//! no GPU, so the emulator and the NVRTC compile are what CI checks.
+//! `docs/vpps.md` says what remains (its speed end to end).
 //!
 //! Flow: [`Vpps::new`] (place, lower) → [`schedule`] → [`Vpps::compile`]
 //! (a [`Script`]) → [`Vpps::emulate`] or the kernel.
