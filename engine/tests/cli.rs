@@ -592,3 +592,50 @@ fn forward_argument_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// One executor grammar (`NAME[:POLICY]`, the specs'): `--executor
+/// policy:depth` runs what `--executor policy --policy depth` runs; a policy
+/// named twice differently, or given to an executor that takes none, is an
+/// error naming it.
+#[test]
+fn executor_names_take_their_policy_as_the_specs_write_it() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            "--workload",
+            "tree-lstm",
+            "--batch",
+            "4",
+            "--hidden",
+            "8",
+            "--repeat",
+            "1",
+            "--json",
+        ];
+        args.extend(extra);
+        engine(&args)
+    };
+    let batches = |o: &std::process::Output| -> serde_json::Value {
+        assert!(o.status.success(), "{}", stderr(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["counters"]["batches"].clone()
+    };
+    let a = batches(&run(&["--executor", "policy:depth"]));
+    let b = batches(&run(&["--executor", "policy", "--policy", "depth"]));
+    assert_eq!(a, b);
+    assert!(a.as_u64().is_some(), "{a}");
+    let o = run(&["--executor", "policy:depth", "--policy", "agenda"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("names the policy depth, --policy agenda"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["--executor", "cavs:depth"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("executor cavs batches by no policy"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -341,32 +341,34 @@ impl ExecutorChoice {
     }
 }
 
-/// Parses an executor name: `reference`, `dynet` (`dynet:agenda`,
-/// `dynet:depth`, `dynet:agenda-updated`), `cavs`, `policy:<heuristic>`,
-/// `policy:fsm`, `edbatch`, `edbatch-nolayout`, `vpps` (`vpps:<heuristic>`;
-/// CUDA only).
+/// Parses an executor name in the one executor grammar
+/// ([`engine::sched::ExecutorName`], `NAME[:POLICY]`) into what a spec can
+/// run: `reference`, `dynet` (`dynet:agenda`, `dynet:depth`,
+/// `dynet:agenda-updated`), `cavs`, `policy:<heuristic>`, `policy:fsm`,
+/// `edbatch`, `edbatch-nolayout` (both by the runner's FSM), `vpps`
+/// (`vpps:<heuristic>`; CUDA only). A spec names heuristics, not files: its
+/// FSM is the one the runner trains.
 pub fn parse_executor(name: &str) -> Option<ExecutorChoice> {
+    use engine::sched::{ExecutorKind, ExecutorName};
     let heuristic = |h: &str| HEURISTICS.iter().find(|x| **x == h).copied();
-    Some(match name {
-        "reference" => ExecutorChoice::Reference,
-        "dynet" => ExecutorChoice::Dynet("agenda-updated"),
-        "cavs" => ExecutorChoice::Cavs,
-        "edbatch" => ExecutorChoice::EdBatch { planned: true },
-        "edbatch-nolayout" => ExecutorChoice::EdBatch { planned: false },
-        "policy:fsm" => ExecutorChoice::Policy(None),
-        "vpps" => ExecutorChoice::Vpps("depth"),
-        other => {
-            if let Some(h) = other.strip_prefix("vpps:") {
-                ExecutorChoice::Vpps(heuristic(h)?)
-            } else if let Some(h) = other.strip_prefix("dynet:") {
-                match h {
-                    "agenda" | "agenda-updated" | "depth" => ExecutorChoice::Dynet(heuristic(h)?),
-                    _ => return None,
-                }
-            } else {
-                ExecutorChoice::Policy(Some(heuristic(other.strip_prefix("policy:")?)?))
-            }
+    let e = ExecutorName::parse(name).ok()?;
+    let policy = e.policy.as_deref();
+    Some(match (e.kind, policy) {
+        (ExecutorKind::Reference, _) => ExecutorChoice::Reference,
+        (ExecutorKind::Cavs, _) => ExecutorChoice::Cavs,
+        (ExecutorKind::Dynet, None) => ExecutorChoice::Dynet("agenda-updated"),
+        (ExecutorKind::Dynet, Some(h @ ("agenda" | "agenda-updated" | "depth"))) => {
+            ExecutorChoice::Dynet(heuristic(h)?)
         }
+        (ExecutorKind::Dynet, Some(_)) => return None,
+        (ExecutorKind::Policy, Some("fsm")) => ExecutorChoice::Policy(None),
+        (ExecutorKind::Policy, Some(h)) => ExecutorChoice::Policy(Some(heuristic(h)?)),
+        (ExecutorKind::Policy, None) => return None,
+        (ExecutorKind::EdBatch, None) => ExecutorChoice::EdBatch { planned: true },
+        (ExecutorKind::EdBatchNoLayout, None) => ExecutorChoice::EdBatch { planned: false },
+        (ExecutorKind::EdBatch | ExecutorKind::EdBatchNoLayout, Some(_)) => return None,
+        (ExecutorKind::Vpps, None) => ExecutorChoice::Vpps("depth"),
+        (ExecutorKind::Vpps, Some(h)) => ExecutorChoice::Vpps(heuristic(h)?),
     })
 }
 

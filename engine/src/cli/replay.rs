@@ -29,14 +29,15 @@ pub struct Args {
     /// Hidden size when recording on the fly. [range: 1 to 65536]
     #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
     hidden: usize,
-    /// Executor: `reference` (one node at a time), `dynet` (primitive ops batched
-    /// by --policy agenda|depth), `cavs` (all ready vertices), `policy` (cells
-    /// batched by --policy: a heuristic name or a policy file from `search
-    /// train`), `edbatch` (cells batched by --policy, each cell run by its
-    /// planned layout from --layouts), `edbatch-nolayout` (same, DyNet-order
-    /// layouts: the layout's own contribution), `vpps` (CUDA only: one
-    /// persistent kernel with the weights on chip, batches by --policy,
-    /// default depth; docs/vpps.md).
+    /// Executor, `NAME[:POLICY]` (the specs' grammar; `:POLICY` is the same
+    /// as --policy): `reference` (one node at a time), `dynet` (primitive ops
+    /// batched by the policy, agenda|agenda-updated|depth), `cavs` (all ready
+    /// vertices), `policy` (cells batched by the policy: a heuristic name or a
+    /// policy file from `search train`), `edbatch` (cells batched by the
+    /// policy, each cell run by its planned layout from --layouts),
+    /// `edbatch-nolayout` (same, DyNet-order layouts: the layout's own
+    /// contribution), `vpps` (CUDA only: one persistent kernel with the
+    /// weights on chip, batches by the policy, default depth; docs/vpps.md).
     #[arg(long)]
     executor: String,
     /// Batching policy for `dynet` (agenda, agenda-updated, depth), `policy` and
@@ -267,11 +268,23 @@ pub(super) fn layouts(
 }
 
 pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
-    if a.ctas_per_sm.is_some() && a.executor != "vpps" {
+    use engine::sched::{ExecutorKind, ExecutorName};
+    let name = ExecutorName::parse(&a.executor).map_err(|e| anyhow::anyhow!("--executor: {e}"))?;
+    if a.ctas_per_sm.is_some() && name.kind != ExecutorKind::Vpps {
         bail!("--ctas-per-sm is for --executor vpps (got {})", a.executor);
     }
+    // `--executor NAME:POLICY` (the grammar the specs use) and `--policy
+    // POLICY` name the same thing: either, or both alike.
+    let given = match (&name.policy, &a.policy) {
+        (Some(x), Some(y)) if x != y => bail!(
+            "--executor {} names the policy {x}, --policy {y}: give it once",
+            a.executor
+        ),
+        (Some(x), _) => Some(x.clone()),
+        (None, y) => y.clone(),
+    };
     let policy = |default: &str| -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Send>> {
-        let name = a.policy.as_deref().unwrap_or(default);
+        let name = given.as_deref().unwrap_or(default);
         let arg = PolicyArg::parse(name)?;
         if arg.trained_pass() == "backward" {
             bail!(
@@ -288,11 +301,12 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
         }
         Ok(arg.instantiate()?)
     };
-    Ok(match a.executor.as_str() {
-        "reference" => Executor::Reference,
-        "cavs" => Executor::Cavs,
-        "dynet" => Executor::Dynet(policy("agenda-updated")?),
-        "edbatch" | "edbatch-nolayout" => {
+    let kind = name.kind;
+    Ok(match kind {
+        ExecutorKind::Reference => Executor::Reference,
+        ExecutorKind::Cavs => Executor::Cavs,
+        ExecutorKind::Dynet => Executor::Dynet(policy("agenda-updated")?),
+        ExecutorKind::EdBatch | ExecutorKind::EdBatchNoLayout => {
             let Some(dir) = &a.layouts else {
                 bail!(
                     "--executor {} needs --layouts DIR (write them with `planner layout --all --hidden {} --batch 8 --out-dir DIR`)",
@@ -300,31 +314,29 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
                     model.hidden
                 );
             };
-            if a.policy.is_none() {
+            if given.is_none() {
                 bail!(
-                    "--executor {} needs --policy: a policy file (train one with `search train --trace T.json --out P.yaml`) or a heuristic name",
-                    a.executor
+                    "--executor {} needs a policy (`--executor {}:P` or --policy P): a policy file (train one with `search train --trace T.json --out P.yaml`) or a heuristic name",
+                    a.executor,
+                    kind.name()
                 );
             }
-            let files = layouts(model, dir, a.executor == "edbatch-nolayout")?;
+            let files = layouts(model, dir, kind == ExecutorKind::EdBatchNoLayout)?;
             Executor::EdBatch(policy("typewise")?, replay::compile_layouts(model, &files)?)
         }
-        "policy" => {
-            if a.policy.is_none() {
+        ExecutorKind::Policy => {
+            if given.is_none() {
                 bail!(
-                    "--executor policy needs --policy (a heuristic name, or a policy file: train one with `search train --trace T.json --out P.yaml`)"
+                    "--executor policy needs a policy (`--executor policy:P` or --policy P: a heuristic name, or a policy file: train one with `search train --trace T.json --out P.yaml`)"
                 );
             }
             Executor::Policy(policy("typewise")?)
         }
-        "vpps" => {
+        ExecutorKind::Vpps => {
             let mut opts = replay::vpps::VppsOptions::default();
             opts.place.ctas_per_sm = a.ctas_per_sm;
             Executor::Vpps(policy("depth")?, opts)
         }
-        other => bail!(
-            "unknown executor {other:?}: expected reference, dynet, cavs, policy, edbatch, edbatch-nolayout or vpps"
-        ),
     })
 }
 
@@ -342,7 +354,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     let shape = replay::memory::RunShape {
-        op_level: a.executor == "dynet",
+        op_level: engine::sched::ExecutorName::parse(&a.executor)
+            .is_ok_and(|e| e.kind == engine::sched::ExecutorKind::Dynet),
         check: !a.no_check,
         roofline: a.roofline,
     };

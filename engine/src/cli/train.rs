@@ -48,8 +48,8 @@ pub struct Args {
     /// whole split). [range: 1 to 100000000]
     #[arg(long, value_parser = parse_max_batches)]
     max_batches: Option<usize>,
-    /// Executor: reference, dynet, cavs, policy, edbatch, edbatch-nolayout
-    /// (as `engine replay`).
+    /// Executor, `NAME[:POLICY]` as `engine replay --executor` takes it:
+    /// reference, dynet, cavs, policy, edbatch, edbatch-nolayout.
     #[arg(long, default_value = "cavs")]
     executor: String,
     /// Forward batching policy (as `engine replay --policy`).

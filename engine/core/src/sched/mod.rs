@@ -34,6 +34,7 @@
 //! ```
 
 mod encoding;
+mod executor_name;
 mod frontier;
 mod fsm;
 mod heuristics;
@@ -49,6 +50,7 @@ pub use encoding::{
     COMPLETE, CRITICAL, Encoding, MAX_POLICY_TYPES, PHASE, PHASES, RATIO, RATIO_BUCKETS,
     RATIO_SHIFT, StateEncoder, TYPE_MASK, UNKNOWN,
 };
+pub use executor_name::{ExecutorKind, ExecutorName, ExecutorNameError};
 pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
