@@ -9,7 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/paper-repro-quick}
 
-cargo run --release -q -p paper-repro -- --quick --out "$out"
+# Every binary: the PyTorch-batched peers ask `engine` (schedules) and
+# `search` (the FSM) built beside paper-repro.
+cargo build --release -q
+target/release/paper-repro --quick --out "$out"
 
 # Items drawn on every machine; `vpps` and `vpps-train` need `--device cuda`, `peers` the
 # peers' environment (`paper-repro peers --install`), so they are checked for
