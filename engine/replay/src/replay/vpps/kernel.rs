@@ -59,26 +59,7 @@ pub(crate) fn source(plan: &Plan, mats: &[MatParams]) -> String {
         grad_shift,
         plan.ctas_per_sm
     ));
-    for (name, code) in [
-        ("END", op::END),
-        ("BAR", op::BAR),
-        ("BATCH", op::BATCH),
-        ("GATHER", op::GATHER),
-        ("MAP1", op::MAP1),
-        ("MAP2", op::MAP2),
-        ("SUMN", op::SUMN),
-        ("LOOKUP", op::LOOKUP),
-        ("SOFTMAX", op::SOFTMAX),
-        ("PICKLOSS", op::PICKLOSS),
-        ("RPROD", op::RPROD),
-        ("GPROD", op::GPROD),
-        ("DMAP", op::DMAP),
-        ("RPRODB", op::RPRODB),
-        ("REDUCE", op::REDUCE),
-        ("DLOOKUP", op::DLOOKUP),
-        ("DSOFTMAX", op::DSOFTMAX),
-        ("DPICKLOSS", op::DPICKLOSS),
-    ] {
+    for &(name, code) in op::ALL {
         s.push_str(&format!("#define OP_{name} {code}u\n"));
     }
     s.push_str(PRELUDE);

@@ -33,45 +33,59 @@ pub const HEADER: usize = 8;
 /// Largest offset an operand word holds.
 pub const MAX_OFFSET: u32 = (1 << 30) - 1;
 
-/// Opcodes.
-pub mod op {
+/// The instruction set, declared once: each opcode's doc, name and code.
+/// The constants of [`op`], the kernel's `OP_*` table (`op::ALL`, in
+/// `kernel.rs`) and the table of `docs/vpps.md` (checked by a test) derive
+/// from it.
+macro_rules! instruction_set {
+    ($( $(#[doc = $doc:expr])* $name:ident = $code:expr; )*) => {
+        /// Opcodes.
+        pub mod op {
+            $( $(#[doc = $doc])* pub const $name: u32 = $code; )*
+            /// Every opcode, name and code, in the order declared.
+            pub const ALL: &[(&str, u32)] = &[$((stringify!($name), $code)),*];
+        }
+    };
+}
+
+instruction_set! {
     /// End of a processor's stream.
-    pub const END: u32 = 0x01;
+    END = 0x01;
     /// Grid-wide barrier `n` (monotonic).
-    pub const BAR: u32 = 0x02;
+    BAR = 0x02;
     /// Select the row table of the batch.
-    pub const BATCH: u32 = 0x03;
+    BATCH = 0x03;
     /// Sum of per-row source lists into `dst` (cell entry; backward's
     /// output-gradient gather).
-    pub const GATHER: u32 = 0x04;
+    GATHER = 0x04;
     /// Elementwise map, one operand.
-    pub const MAP1: u32 = 0x05;
+    MAP1 = 0x05;
     /// Elementwise map, two operands.
-    pub const MAP2: u32 = 0x06;
+    MAP2 = 0x06;
     /// Scaled n-ary sum.
-    pub const SUMN: u32 = 0x07;
+    SUMN = 0x07;
     /// Embedding row by per-row id.
-    pub const LOOKUP: u32 = 0x08;
+    LOOKUP = 0x08;
     /// Softmax of each row.
-    pub const SOFTMAX: u32 = 0x09;
+    SOFTMAX = 0x09;
     /// `−log softmax(x)[label]` of each row.
-    pub const PICKLOSS: u32 = 0x0A;
+    PICKLOSS = 0x0A;
     /// Product against a resident matrix (every owner of its rows).
-    pub const RPROD: u32 = 0x0B;
+    RPROD = 0x0B;
     /// Per-row product of DRAM operands.
-    pub const GPROD: u32 = 0x0C;
+    GPROD = 0x0C;
     /// Vector–Jacobian map.
-    pub const DMAP: u32 = 0x10;
+    DMAP = 0x10;
     /// A resident product's backward: weight/bias gradients, partial `Wᵀdy`.
-    pub const RPRODB: u32 = 0x11;
+    RPRODB = 0x11;
     /// Sum of the partials into an input gradient.
-    pub const REDUCE: u32 = 0x12;
+    REDUCE = 0x12;
     /// Embedding-table gradient.
-    pub const DLOOKUP: u32 = 0x13;
+    DLOOKUP = 0x13;
     /// Softmax backward.
-    pub const DSOFTMAX: u32 = 0x14;
+    DSOFTMAX = 0x14;
     /// Pick-loss backward.
-    pub const DPICKLOSS: u32 = 0x15;
+    DPICKLOSS = 0x15;
 }
 
 /// An operand word's space.
@@ -969,5 +983,26 @@ mod tests {
             Ins::decode(&[op::BAR | 2 << 16], 0, 0),
             Err(ScriptError::Truncated(1))
         ));
+    }
+
+    /// The docs' opcode table was kept by hand beside the constants: it must
+    /// name every opcode with its code, and no other.
+    #[test]
+    fn the_docs_table_lists_the_instruction_set() {
+        let docs = include_str!("../../../../../docs/vpps.md");
+        let mut listed: Vec<(String, u32)> = docs
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+                let code = u32::from_str_radix(cells.get(2)?.strip_prefix("0x")?, 16).ok()?;
+                Some((name.to_string(), code))
+            })
+            .collect();
+        listed.sort_by_key(|x| x.1);
+        let mut all: Vec<(String, u32)> =
+            op::ALL.iter().map(|&(n, c)| (n.to_string(), c)).collect();
+        all.sort_by_key(|x| x.1);
+        assert_eq!(listed, all);
     }
 }
