@@ -146,7 +146,7 @@ class Execution:
         self.grad = grad
         dev = runner.device
         kinds = runner.kind_list
-        present = np.unique(plan.kid).tolist()
+        present = sorted(plan.present.tolist())
         width = max([len(kinds[q].out_tshapes) for q in present] + [1])
         out_store = np.full((len(kinds), width), -1, dtype=np.int64)
         self.out_row = np.zeros((plan.n, width), dtype=np.int64)
@@ -187,7 +187,8 @@ class Execution:
         ok = anode >= 0
         safe = np.where(ok, anode, 0)
         self.arg_row = np.ascontiguousarray(np.where(ok, self.out_row[safe, ak], 0).T)
-        self.arg_step = np.where(ok, self.step_of[safe], -1)
+        # Which step made each argument: what a backward orders by.
+        self.arg_step = np.where(ok, self.step_of[safe], -1) if grad else None
         # Per argument position and batch: whether the batch reads that
         # argument's rows as one block of produced rows (ascending by one,
         # not the zeros of row 0), for all batches at once.
@@ -248,7 +249,9 @@ class Execution:
         in_place = not self.grad and (kind.what == "mean" or (known is not None and known.mode is not None))
         if kind.what == "sum":
             starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
-            sel = np.concatenate([np.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist())])
+            lens = ends - starts
+            # Every producer slot of the batch's sums, in node order, at once.
+            sel = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
             rows, made = self._rows(plan.snode[sel], plan.sk[sel])
             reads.append((self._store_for(kind.leaves[0]), self._idx(rows)))
             blocks.append(_block(rows))
@@ -260,6 +263,7 @@ class Execution:
                 reads.append((st, None if in_place and blk is not None else self.arg_row_t[j, lo:hi]))
                 blocks.append(blk)
             if stores and self.grad:
+                assert self.arg_step is not None
                 producers.append(self.arg_step[lo:hi, : len(stores)].ravel())
         data = {p: self.ints_t[col, lo:hi].to(dt) for p, col, dt in data_cols}
         writes = tuple((self.stores[int(self.out_store[q, k])], a, b) for k, a in enumerate(self.first[bi]))
