@@ -60,7 +60,7 @@
 #![warn(missing_docs)]
 
 pub use engine_core::{
-    alloc, cells, data, dot, fieldpath, graph, io, layout, memory, modeldir, outln, sched, tool,
-    trace, workloads, yaml,
+    alloc, cells, data, dot, fieldpath, flag_range_test, graph, io, layout, memory, modeldir,
+    outln, sched, tool, trace, workloads, yaml,
 };
 pub use engine_replay::{device, export, replay, train};

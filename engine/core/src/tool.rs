@@ -103,6 +103,23 @@ pub fn count_in(s: &str, range: (usize, usize)) -> Result<usize, String> {
     int_in(range)(s)
 }
 
+/// The test every tool runs on its whole command (`Cli`, a clap `Parser`):
+/// every numeric flag states its range in `--help` and its parser enforces
+/// exactly that ([`range_problems`]). Regression: `--repeat 1000000000`
+/// allocated tens of GB, `--threads 4294967296` aborted and `--rpw
+/// 4294967295` hung.
+#[macro_export]
+macro_rules! flag_range_test {
+    ($cli:ty) => {
+        #[test]
+        fn every_numeric_flag_states_and_enforces_its_range() {
+            use clap::CommandFactory;
+            let problems = $crate::tool::range_problems(&<$cli>::command());
+            assert!(problems.is_empty(), "{}", problems.join("\n"));
+        }
+    };
+}
+
 /// A real-valued flag's value: finite, above `min` (or equal to it where
 /// `min_open` is false) and at most `max`.
 pub fn real_in(

@@ -80,14 +80,4 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[cfg(test)]
-mod flag_ranges {
-    /// `--repeat 1000000000` allocated tens of GB, `--threads 4294967296`
-    /// aborted and `--rpw 4294967295` hung: every numeric flag states its
-    /// range in `--help`, and its parser enforces exactly that.
-    #[test]
-    fn every_numeric_flag_states_and_enforces_its_range() {
-        use clap::CommandFactory;
-        let problems = engine::tool::range_problems(&super::Cli::command());
-        assert!(problems.is_empty(), "{}", problems.join("\n"));
-    }
-}
+engine::flag_range_test!(Cli);
