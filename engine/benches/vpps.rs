@@ -5,7 +5,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
-use engine::replay::cpu::BackwardSchedule;
+use engine::replay::BackwardSchedule;
 use engine::replay::{self, vpps};
 use engine::sched::DepthPolicy;
 use engine::trace::{Level, Trace};

@@ -413,7 +413,7 @@ fn train_one(
         cells,
         &mut ex,
         None,
-        &engine::replay::cpu::TrainOptions { lazy },
+        &engine::replay::TrainOptions { lazy },
         opts,
     )?;
     let max_rel_error = if how.check {

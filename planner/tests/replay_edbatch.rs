@@ -162,7 +162,7 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
 /// every workload the loss and the gradients equal the unbatched reference's.
 #[test]
 fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
-    use engine_replay::replay::cpu::{BackwardSchedule, TrainOptions};
+    use engine_replay::replay::{BackwardSchedule, TrainOptions};
     let cells = CellLibrary::builtin().unwrap();
     let (planned, _) = layouts(&cells);
     type Grads = Vec<Vec<Vec<f32>>>;

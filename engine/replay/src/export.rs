@@ -404,7 +404,7 @@ fn insert_gradients(
 ) -> Result<f64, ExportError> {
     use crate::device::DeviceKind;
     use crate::replay::Session;
-    use crate::replay::cpu::{BackwardSchedule, TrainOptions};
+    use crate::replay::{BackwardSchedule, TrainOptions};
     let mut ex = Executor::Reference;
     let mut session = Session::open(DeviceKind::Cpu, trace, model, cells, &ex)?;
     let run = session.train(

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use engine_core::modeldir::ModelDir;
 use engine_core::sched::{AgendaPolicy, heuristic};
-use engine_replay::replay::cpu::{BackwardSchedule, TrainOptions};
 use engine_replay::replay::{self, Executor, Session, expected};
+use engine_replay::replay::{BackwardSchedule, TrainOptions};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -672,7 +672,7 @@ fn run_train(
         Some(arg) => Some(arg.instantiate()?),
         None => None,
     };
-    let train = replay::cpu::TrainOptions { lazy: !a.eager };
+    let train = replay::TrainOptions { lazy: !a.eager };
     let back_ref: Option<&mut dyn engine::sched::BatchPolicy> = match back.as_mut() {
         Some(b) => Some(b.as_mut()),
         None => None,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use engine::device::DeviceKind;
-use engine::replay::cpu::BackwardSchedule;
+use engine::replay::BackwardSchedule;
 use engine::replay::{self, Executor, Session, vpps};
 use engine::sched::PolicyArg;
 use engine::trace::{Level, Trace};

@@ -301,7 +301,7 @@ fn train(
     ex: &mut Executor,
     policy: Option<String>,
 ) -> Result<(), String> {
-    use engine::replay::cpu::{BackwardSchedule, TrainOptions};
+    use engine::replay::{BackwardSchedule, TrainOptions};
     let topts = TrainOptions { lazy: true };
     let mut step = |session: &mut Session| {
         session
@@ -325,7 +325,7 @@ fn train(
         runs.push(r);
     }
     let first = runs.first().ok_or("no timed run")?;
-    let col = |k: &dyn Fn(&engine::replay::cpu::TrainRun) -> f64| {
+    let col = |k: &dyn Fn(&engine::replay::TrainRun) -> f64| {
         median(&runs.iter().map(k).collect::<Vec<_>>())
     };
     let samples: Vec<f64> = runs

@@ -251,14 +251,14 @@ pub fn measure_train(
     cells: &CellLibrary,
     executor: &mut Executor,
     mut backward: Option<&mut dyn crate::sched::BatchPolicy>,
-    train: &super::cpu::TrainOptions,
+    train: &super::TrainOptions,
     opts: &MeasureOptions,
 ) -> Result<MeasuredTrain, ReplayError> {
     macro_rules! order {
         () => {
             match backward.as_deref_mut() {
-                Some(p) => super::cpu::BackwardSchedule::Policy(p),
-                None => super::cpu::BackwardSchedule::ReverseForward,
+                Some(p) => super::BackwardSchedule::Policy(p),
+                None => super::BackwardSchedule::ReverseForward,
             }
         };
     }
@@ -275,7 +275,7 @@ pub fn measure_train(
         }
         runs.push(r);
     }
-    let split = |f: fn(&super::cpu::TrainRun) -> &TimeSplit| {
+    let split = |f: fn(&super::TrainRun) -> &TimeSplit| {
         let part =
             |g: fn(&TimeSplit) -> f64| median(&runs.iter().map(|r| g(f(r))).collect::<Vec<_>>());
         TimeSplit {

@@ -20,6 +20,7 @@ mod incell;
 pub mod measure;
 pub mod memory;
 mod model;
+pub mod run;
 mod session;
 mod store;
 pub mod usage;
@@ -30,6 +31,7 @@ use thiserror::Error;
 
 pub use incell::{CellProgram, InCellCounts, LayoutMismatch};
 pub use model::{Model, RoleModel};
+pub use run::{BackwardSchedule, PassRun, TrainOptions, TrainRun};
 pub use session::{Session, SessionOptions, device_present};
 pub use store::Store;
 
@@ -352,7 +354,7 @@ pub fn check_train(
         model,
         cells,
         &mut ex,
-        cpu::BackwardSchedule::ReverseForward,
+        BackwardSchedule::ReverseForward,
         &Default::default(),
     )?;
     let want = r

@@ -158,9 +158,9 @@ impl Session {
         model: &Model,
         cells: &CellLibrary,
         executor: &mut Executor,
-        backward: super::cpu::BackwardSchedule<'_>,
-        opts: &super::cpu::TrainOptions,
-    ) -> Result<super::cpu::TrainRun, ReplayError> {
+        backward: super::BackwardSchedule<'_>,
+        opts: &super::TrainOptions,
+    ) -> Result<super::TrainRun, ReplayError> {
         self.check_executor(executor)?;
         match &mut self.backend {
             Backend::Cpu(r) => r.train(trace, model, cells, executor, backward, opts),
@@ -183,7 +183,7 @@ impl Session {
                 *out = g.run.outputs;
                 *grads = g.run.gradients;
                 // One kernel runs both passes: its time is the forward's.
-                let pass = |batches, kernels, scheduling, execution| super::cpu::CpuRun {
+                let pass = |batches, kernels, scheduling, execution| super::PassRun {
                     counters: super::Counters {
                         batches,
                         kernels,
@@ -197,7 +197,7 @@ impl Session {
                     },
                     misses: 0,
                 };
-                Ok(super::cpu::TrainRun {
+                Ok(super::TrainRun {
                     loss: g.run.loss,
                     forward: pass(nf, 1, sched + g.script_s, g.exec_s),
                     backward: pass(nb, 0, 0.0, 0.0),

@@ -224,7 +224,8 @@ fn hidden_size_mismatch_is_a_clear_error() {
 mod training {
     use super::*;
     use crate::replay::check::finite_difference;
-    use crate::replay::cpu::{BackwardSchedule, CpuOptions, TrainOptions};
+    use crate::replay::cpu::CpuOptions;
+    use crate::replay::{BackwardSchedule, TrainOptions};
     use crate::sched::CavsPolicy;
 
     fn train(

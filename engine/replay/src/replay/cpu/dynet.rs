@@ -123,8 +123,8 @@ impl DynetCpu {
         &mut self,
         model: &Model,
         threads: &Threads,
-        opts: &super::train::TrainOptions,
-    ) -> Result<super::CpuRun, ReplayError> {
+        opts: &super::TrainOptions,
+    ) -> Result<super::PassRun, ReplayError> {
         let t0 = Instant::now();
         let Some((prog, schedule)) = self.last.take() else {
             return Err(ReplayError::NotForTraining("dynet (no forward run)"));
@@ -231,7 +231,7 @@ impl DynetCpu {
         let execution = t1.elapsed().as_secs_f64();
         self.back = Some(back);
         self.last = Some((prog, schedule));
-        Ok(super::CpuRun {
+        Ok(super::PassRun {
             counters: c,
             time: TimeSplit {
                 construction,
@@ -543,7 +543,7 @@ fn op_backward(
     n: usize,
     model: &Model,
     threads: &Threads,
-    opts: &super::train::TrainOptions,
+    opts: &super::TrainOptions,
     c: &mut Counters,
 ) {
     let plan = &back.plans[role];

@@ -28,7 +28,8 @@ pub mod team;
 pub mod threads;
 mod train;
 
-pub use train::{BackwardSchedule, TrainOptions, TrainRun};
+// The device-neutral run types (`replay::run`), for this backend's modules.
+use crate::replay::run::{BackwardSchedule, PassRun, TrainOptions, TrainRun};
 
 /// Rows of a batch run at a time, per thread, at least. A batch's rows are
 /// independent, and a large one (a tree batch's leaves: 4,800 rows at batch
@@ -116,16 +117,6 @@ impl CpuOptions {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .max(1)
     }
-}
-
-/// What one CPU run measured (the session keeps the outputs).
-pub struct CpuRun {
-    /// Work counters.
-    pub counters: Counters,
-    /// Time split.
-    pub time: TimeSplit,
-    /// Policy fallbacks (FSM misses).
-    pub misses: u64,
 }
 
 /// Which programs a session compiled.
@@ -282,7 +273,7 @@ impl CpuReplay {
         model: &Model,
         cells: &CellLibrary,
         executor: &mut Executor,
-    ) -> Result<CpuRun, ReplayError> {
+    ) -> Result<PassRun, ReplayError> {
         if compiled_for(executor) != self.compiled {
             return Err(ReplayError::WrongSession(match self.compiled {
                 Compiled::OpByOp => "reference, cavs or policy",
@@ -305,7 +296,7 @@ impl CpuReplay {
                 &self.threads,
                 &mut self.store,
             )?;
-            return Ok(CpuRun {
+            return Ok(PassRun {
                 counters,
                 time,
                 misses,
@@ -370,7 +361,7 @@ impl CpuReplay {
                 misses = stats.misses;
             }
         }
-        Ok(CpuRun {
+        Ok(PassRun {
             counters,
             time,
             misses,

@@ -23,55 +23,13 @@ use super::gemm::{
 use super::grad::{GDst, GKind, GRowOp, GStep, GradPlan, LazyGroup, ParamTerm};
 use super::plan::{Buf, View};
 use super::threads::{SharedMut, Threads};
-use super::{CpuReplay, CpuRun, ops};
+use super::{BackwardSchedule, CpuReplay, PassRun, TrainOptions, TrainRun, ops};
 use crate::graph::{Graph, NodeId};
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
 use crate::sched::{BatchPolicy, run_policy_ahead};
 use crate::trace::Trace;
-
-/// How the backward pass picks its batches.
-pub enum BackwardSchedule<'a> {
-    /// The forward pass's batches in reverse order: what Cavs (its task
-    /// stack, §3.3) and DyNet do. The reference runs node by node in reverse
-    /// topological order either way.
-    ReverseForward,
-    /// A batching policy on the reversed graph (a heuristic, or an FSM from
-    /// `search train --pass backward`).
-    Policy(&'a mut dyn BatchPolicy),
-}
-
-/// How to train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TrainOptions {
-    /// Defer every weight-gradient product to the end of the backward pass:
-    /// one product per parameter over all its rows (Cavs §3.5).
-    pub lazy: bool,
-}
-
-impl Default for TrainOptions {
-    fn default() -> Self {
-        TrainOptions { lazy: true }
-    }
-}
-
-/// What one training run (forward + backward) measured.
-pub struct TrainRun {
-    /// The mini-batch loss: the sum of the loss-sum nodes' outputs.
-    pub loss: f64,
-    /// The forward pass.
-    pub forward: CpuRun,
-    /// The backward pass (batches on the reversed graph; construction is
-    /// the reversed graph's same-type DAG, execution includes the parameter
-    /// gradients).
-    pub backward: CpuRun,
-    /// Bytes kept for and by the backward pass (forward records, gradient
-    /// records, output and parameter gradients).
-    pub kept_bytes: u64,
-    /// GPU seconds of the step, between CUDA events (`None` on the CPU).
-    pub device_s: Option<f64>,
-}
 
 /// The backward state of a session.
 pub(crate) struct Backward {
@@ -458,7 +416,7 @@ fn run_backward(
     threads: &Threads,
     order: Order<'_>,
     opts: &TrainOptions,
-) -> Result<CpuRun, ReplayError> {
+) -> Result<PassRun, ReplayError> {
     let t0 = Instant::now();
     // Output gradients start unset (zero) but for the loss sums' (d loss =
     // 1).
@@ -584,7 +542,7 @@ fn run_backward(
     }
     time.execution = exec;
     time.scheduling = t1.elapsed().as_secs_f64() - exec;
-    Ok(CpuRun {
+    Ok(PassRun {
         counters: c,
         time,
         misses,

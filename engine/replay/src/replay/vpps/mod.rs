@@ -34,7 +34,7 @@
 //! ```
 //! use engine_core::cells::CellLibrary;
 //! use engine_replay::replay::{self, vpps};
-//! use engine_replay::replay::cpu::BackwardSchedule;
+//! use engine_replay::replay::BackwardSchedule;
 //! use engine_core::sched::{CavsPolicy, TypewisePolicy};
 //! use engine_core::trace::Level;
 //! use engine_core::workloads::{self, DataChoice, RecordOptions};
@@ -89,7 +89,7 @@ pub use target::Target;
 
 use self::emulator::MatParams;
 use self::lower::{ParamLayout, RoleCode};
-use super::cpu::BackwardSchedule;
+use super::BackwardSchedule;
 use super::{Model, ReplayError, Store};
 use crate::graph::{Graph, NodeId};
 use crate::sched::{BatchPolicy, SameTypeDag, run_policy};

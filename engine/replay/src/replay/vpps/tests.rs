@@ -1,7 +1,7 @@
 use super::*;
 use crate::cells::CellLibrary;
 use crate::device::DeviceKind;
-use crate::replay::cpu::BackwardSchedule;
+use crate::replay::BackwardSchedule;
 use crate::replay::tests::record;
 use crate::replay::{Executor, Session, max_rel_error, model, worst_gradient};
 use crate::sched::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy};
