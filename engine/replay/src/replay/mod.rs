@@ -13,6 +13,12 @@
 
 pub mod check;
 pub mod cpu;
+// The session's CUDA side; without the feature, a stub that cannot be made.
+#[cfg(feature = "cuda")]
+mod cuda_backend;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_backend_off.rs"]
+mod cuda_backend;
 pub mod expected;
 #[cfg(feature = "cuda")]
 pub mod gpu;

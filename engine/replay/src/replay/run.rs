@@ -4,6 +4,10 @@
 //! The CPU, CUDA and VPPS backends all fill these.
 
 use super::{Counters, TimeSplit};
+
+/// A run's counters, host time, policy misses and GPU time, as a backend
+/// hands them to the session.
+pub(crate) type PassRunParts = (Counters, TimeSplit, u64, Option<f64>);
 use crate::sched::BatchPolicy;
 
 /// What one pass (forward or backward) measured, on any device (the

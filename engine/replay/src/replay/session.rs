@@ -6,6 +6,7 @@
 //! never a fall back.
 
 use super::cpu::{CpuOptions, CpuReplay};
+use super::cuda_backend::CudaBackend;
 use super::{Executor, Model, ReplayError, Replayed, Store, usage};
 use crate::cells::CellLibrary;
 use crate::device::{DeviceError, DeviceKind};
@@ -20,15 +21,7 @@ pub struct SessionOptions {
 
 enum Backend {
     Cpu(Box<CpuReplay>),
-    #[cfg(feature = "cuda")]
-    Cuda(Box<super::gpu::CudaReplay>, Store),
-    /// VPPS: the kernel, the last run's outputs and gradients.
-    #[cfg(feature = "cuda")]
-    Vpps(
-        Box<super::vpps::cuda::VppsCuda>,
-        Store,
-        Option<Vec<Vec<Vec<f32>>>>,
-    ),
+    Cuda(Box<CudaBackend>),
 }
 
 /// An executor prepared on a device.
@@ -69,26 +62,11 @@ impl Session {
                 return Err(super::vpps::VppsError::CudaOnly.into());
             }
             DeviceKind::Cpu => {
-                let _ = cells;
                 Backend::Cpu(Box::new(CpuReplay::new(trace, model, executor, &opts.cpu)?))
             }
-            #[cfg(feature = "cuda")]
-            DeviceKind::Cuda(n) if matches!(executor, Executor::Vpps(..)) => {
-                let Executor::Vpps(_, vopts) = executor else {
-                    unreachable!("matched above")
-                };
-                let dev = crate::device::CudaDevice::shared(n)?;
-                let r = super::vpps::cuda::VppsCuda::new(dev, model, vopts)?;
-                Backend::Vpps(Box::new(r), Store::new(&trace.graph, model), None)
-            }
-            #[cfg(feature = "cuda")]
-            DeviceKind::Cuda(n) => {
-                let dev = crate::device::CudaDevice::shared(n)?;
-                let r = super::gpu::CudaReplay::new(dev, trace, model, cells, executor)?;
-                Backend::Cuda(Box::new(r), Store::new(&trace.graph, model))
-            }
-            #[cfg(not(feature = "cuda"))]
-            DeviceKind::Cuda(_) => return Err(DeviceError::NotBuilt.into()),
+            DeviceKind::Cuda(n) => Backend::Cuda(Box::new(CudaBackend::open(
+                n, trace, model, cells, executor,
+            )?)),
         };
         Ok(Session { backend })
     }
@@ -108,36 +86,7 @@ impl Session {
                 let run = r.run(trace, model, cells, executor)?;
                 (run.counters, run.time, run.misses, None)
             }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(r, out) => {
-                let run = r.run(trace, model, executor)?;
-                *out = run.store;
-                (run.counters, run.time, run.misses, run.device_s)
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Vpps(r, out, grads) => {
-                let Executor::Vpps(policy, _) = executor else {
-                    return Err(ReplayError::WrongSession("vpps"));
-                };
-                let t = std::time::Instant::now();
-                let batches = super::vpps::schedule(trace, policy.as_mut(), None)?;
-                let sched = t.elapsed().as_secs_f64();
-                let g = r.run(trace, model, &batches)?;
-                *out = g.run.outputs;
-                *grads = None;
-                let counters = super::Counters {
-                    batches: batches.forward.len() as u64,
-                    kernels: 1,
-                    ..Default::default()
-                };
-                let time = super::TimeSplit {
-                    construction: 0.0,
-                    scheduling: sched + g.script_s,
-                    execution: g.exec_s,
-                    overlapped: 0.0,
-                };
-                (counters, time, 0, Some(g.device_s))
-            }
+            Backend::Cuda(r) => r.run(trace, model, executor)?,
         };
         Ok(Replayed {
             counters,
@@ -164,47 +113,8 @@ impl Session {
         self.check_executor(executor)?;
         match &mut self.backend {
             Backend::Cpu(r) => r.train(trace, model, cells, executor, backward, opts),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(..) => Err(ReplayError::NotForTraining("CUDA")),
-            #[cfg(feature = "cuda")]
-            Backend::Vpps(r, out, grads) => {
-                let _ = opts;
-                let Executor::Vpps(policy, _) = executor else {
-                    return Err(ReplayError::WrongSession("vpps"));
-                };
-                let t = std::time::Instant::now();
-                let batches = super::vpps::schedule(trace, policy.as_mut(), Some(backward))?;
-                let sched = t.elapsed().as_secs_f64();
-                let g = r.run(trace, model, &batches)?;
-                let (nf, nb) = (
-                    batches.forward.len() as u64,
-                    batches.backward.as_ref().map_or(0, |b| b.len() as u64),
-                );
-                *out = g.run.outputs;
-                *grads = g.run.gradients;
-                // One kernel runs both passes: its time is the forward's.
-                let pass = |batches, kernels, scheduling, execution| super::PassRun {
-                    counters: super::Counters {
-                        batches,
-                        kernels,
-                        ..Default::default()
-                    },
-                    time: super::TimeSplit {
-                        construction: 0.0,
-                        scheduling,
-                        execution,
-                        overlapped: 0.0,
-                    },
-                    misses: 0,
-                };
-                Ok(super::TrainRun {
-                    loss: g.run.loss,
-                    forward: pass(nf, 1, sched + g.script_s, g.exec_s),
-                    backward: pass(nb, 0, 0.0, 0.0),
-                    kept_bytes: 0,
-                    device_s: Some(g.device_s),
-                })
-            }
+            // VPPS' one kernel has no options to take.
+            Backend::Cuda(r) => r.train(trace, model, executor, backward),
         }
     }
 
@@ -213,10 +123,7 @@ impl Session {
     pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
         match &self.backend {
             Backend::Cpu(r) => r.gradients(model),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(..) => None,
-            #[cfg(feature = "cuda")]
-            Backend::Vpps(_, _, g) => g.clone(),
+            Backend::Cuda(r) => r.gradients(),
         }
     }
 
@@ -224,8 +131,7 @@ impl Session {
     pub fn outputs(&self) -> &Store {
         match &self.backend {
             Backend::Cpu(r) => r.outputs(),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_, s) | Backend::Vpps(_, s, _) => s,
+            Backend::Cuda(r) => r.outputs(),
         }
     }
 
@@ -233,8 +139,7 @@ impl Session {
     pub fn into_outputs(self) -> Store {
         match self.backend {
             Backend::Cpu(r) => r.into_outputs(),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(_, s) | Backend::Vpps(_, s, _) => s,
+            Backend::Cuda(r) => r.into_outputs(),
         }
     }
 
@@ -242,8 +147,7 @@ impl Session {
     pub fn cpu(&self) -> Option<&CpuReplay> {
         match &self.backend {
             Backend::Cpu(r) => Some(r),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(..) | Backend::Vpps(..) => None,
+            Backend::Cuda(..) => None,
         }
     }
 
@@ -251,8 +155,7 @@ impl Session {
     pub fn cpu_mut(&mut self) -> Option<&mut CpuReplay> {
         match &mut self.backend {
             Backend::Cpu(r) => Some(r),
-            #[cfg(feature = "cuda")]
-            Backend::Cuda(..) | Backend::Vpps(..) => None,
+            Backend::Cuda(..) => None,
         }
     }
 
@@ -260,9 +163,8 @@ impl Session {
     /// spills, NVRTC compile and load time).
     pub fn vpps_plan(&self) -> Option<(&super::vpps::Plan, &super::vpps::KernelInfo)> {
         match &self.backend {
-            #[cfg(feature = "cuda")]
-            Backend::Vpps(r, ..) => Some((r.vpps().plan(), &r.kernel)),
-            _ => None,
+            Backend::Cuda(r) => r.vpps_plan(),
+            Backend::Cpu(..) => None,
         }
     }
 
@@ -270,9 +172,8 @@ impl Session {
     /// only a VPPS session.
     fn check_executor(&self, executor: &Executor) -> Result<(), ReplayError> {
         let vpps_session = match &self.backend {
-            #[cfg(feature = "cuda")]
-            Backend::Vpps(..) => true,
-            _ => false,
+            Backend::Cuda(r) => r.is_vpps(),
+            Backend::Cpu(..) => false,
         };
         match (vpps_session, matches!(executor, Executor::Vpps(..))) {
             (true, false) => Err(ReplayError::WrongSession("vpps")),
