@@ -103,12 +103,7 @@ impl TimeSplit {
     }
 }
 
-/// Median of `v` (the upper one of an even count); 0 for an empty slice.
-pub fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
+pub use super::run::median;
 
 /// Replays `trace` with `executor` on the CPU (a session with default
 /// options): an optional warm-up run, then `opts.repeats` timed runs.

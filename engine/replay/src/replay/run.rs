@@ -62,3 +62,10 @@ pub struct TrainRun {
     /// GPU seconds of the step, between CUDA events (`None` on the CPU).
     pub device_s: Option<f64>,
 }
+
+/// Median of `v` (the upper one of an even count); 0 for an empty slice.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}

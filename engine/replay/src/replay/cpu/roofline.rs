@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use super::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
 use super::threads::Threads;
-use crate::replay::measure::median;
+use crate::replay::run::median;
 use crate::replay::usage;
 
 /// The shared-weight products of one run, in the order it ran them: each

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::CudaSlice;
 
 use super::exec::{RArg, RExtra, ROp, RView, launch_op};
-use super::run::{Staging, addr};
+use super::staging::{Staging, addr};
 use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError, TabView};
 use crate::graph::NodeId;
@@ -170,7 +170,7 @@ impl DynetRun<'_> {
         // Segments (dst, len, first, end) then sources, per gathered operand.
         let mut push = |st: &mut [i64], entries: &[i64]| -> Result<usize, DeviceError> {
             let at = w;
-            super::run::overflow(st, w + entries.len() - 1)?;
+            super::staging::overflow(st, w + entries.len() - 1)?;
             st[w..w + entries.len()].copy_from_slice(entries);
             w += entries.len();
             Ok(at)

@@ -5,8 +5,9 @@
 //! one batched op is launched from resolved views ([`ROp`]), which the
 //! op-level DyNet executor builds directly.
 
-use super::program::{Buf, Extra, GBatch, GView, GpuProgram};
-use super::run::addr;
+use super::batch::{Buf, Extra, GBatch, GView};
+use super::program::GpuProgram;
+use super::staging::addr;
 use crate::cells::PrimOp;
 use crate::device::{CudaDevice, DeviceError, EwOp, TabView};
 use crate::replay::incell::InCellCounts;

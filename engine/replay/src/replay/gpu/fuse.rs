@@ -7,7 +7,7 @@
 //! batch that would read another thread's result, or that needs more than
 //! `REGS` registers. Every result is still stored: later batches may read it.
 
-use super::program::{Buf, GBatch, GView};
+use super::batch::{Buf, GBatch, GView};
 use crate::cells::PrimOp;
 
 /// Registers of the kernel (`FUSED_REGS` in the CUDA source).

@@ -4,10 +4,12 @@
 //! device work buffer (`program`), launched per batch (`exec`) from the
 //! host's schedule loop with asynchronous uploads (`run`).
 
+mod batch;
 mod dynet;
 mod exec;
 mod fuse;
 mod program;
 mod run;
+mod staging;
 
 pub use run::{CudaReplay, GpuRun};
