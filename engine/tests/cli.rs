@@ -281,7 +281,8 @@ fn replay_bad_inputs_fail_clearly() {
     let o = engine(&["replay", "--workload", "rvnn", "--executor", "policy"]);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("--executor policy needs --policy"),
+        stderr(&o)
+            .contains("--executor policy needs a policy (`--executor policy:P` or --policy P"),
         "{}",
         stderr(&o)
     );
