@@ -27,7 +27,7 @@ class Fragment:
     output) and every node's producers in argument order (what a schedule
     request sends), the kinds present and the (producer, consumer) kind
     pairs, each made once per sample rather than per mini-batch, and what
-    ``model(sample)`` returned: its leaves, and which of them are node
+    ``model(sample)`` returned (``ret``): its leaves, and which of them are node
     outputs (``ret_at``, ``ret_node``, ``ret_k``) and one that is
     no node's (``ret_bad``)."""
 
@@ -37,7 +37,6 @@ class Fragment:
         "snode",
         "sk",
         "gnode",
-        "ret",
         "n",
         "kinds",
         "pairs",
@@ -84,7 +83,6 @@ class Fragment:
         self.kinds = frozenset(kid.tolist())
         consumer = np.repeat(kid, rec[:, 2])
         self.pairs = frozenset(zip(kid[self.gnode].tolist(), consumer.tolist()))
-        self.ret = ret
         self.ret_leaves, self.ret_spec = flatten(ret)
         at = [j for j, v in enumerate(self.ret_leaves) if isinstance(v, Value) and isinstance(v.src, Src)]
         self.ret_at = at
