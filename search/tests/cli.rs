@@ -320,22 +320,27 @@ fn optimal_solves_fig1_and_refuses_large_traces() {
     );
 }
 
+/// Trains a sort-phase policy on `trace` into `out`.
+fn train_sort_phase(trace: &str, out: &str) {
+    json(&search(&[
+        "train",
+        "--trace",
+        trace,
+        "--encoding",
+        "sort-phase",
+        "--out",
+        out,
+        "--json",
+    ]));
+}
+
 #[test]
 fn show_prints_states_and_dot_edges_from_the_training_trace() {
     // One synthetic tree of tree-lstm-2type where learning beats the typewise
     // start (an untrained table would be empty: nothing to show).
     let t = trace_of("tree-lstm-2type", DataChoice::Synthetic, 1, 22);
     let pol = path("show.yaml");
-    json(&search(&[
-        "train",
-        "--trace",
-        &t,
-        "--encoding",
-        "sort-phase",
-        "--out",
-        &pol,
-        "--json",
-    ]));
+    train_sort_phase(&t, &pol);
     let s = json(&search(&["show", "--policy", &pol, "--json"]));
     let states = s["states"].as_array().unwrap();
     assert!(!states.is_empty());
@@ -586,16 +591,7 @@ fn out_equal_to_the_trace_is_refused_and_the_trace_kept() {
 fn dot_of_a_policy_whose_training_trace_was_replaced_is_refused() {
     let t = trace_of("tree-lstm-2type", DataChoice::Synthetic, 1, 23);
     let pol = path("replaced.yaml");
-    json(&search(&[
-        "train",
-        "--trace",
-        &t,
-        "--encoding",
-        "sort-phase",
-        "--out",
-        &pol,
-        "--json",
-    ]));
+    train_sort_phase(&t, &pol);
     let other = trace_of("tree-lstm-2type", DataChoice::Synthetic, 2, 24);
     std::fs::copy(&other, &t).unwrap();
     let o = search(&["show", "--policy", &pol, "--dot"]);
