@@ -98,11 +98,6 @@ where
     }
 }
 
-/// [`int_in`] for `usize` counts, called directly.
-pub fn count_in(s: &str, range: (usize, usize)) -> Result<usize, String> {
-    int_in(range)(s)
-}
-
 /// The test every tool runs on its whole command (`Cli`, a clap `Parser`):
 /// every numeric flag states its range in `--help` and its parser enforces
 /// exactly that ([`range_problems`]). Regression: `--repeat 1000000000`
