@@ -155,6 +155,7 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
             schedule_s=median([s.schedule for s in stats]),
             execute_s=median([s.execute for s in stats]),
             direct_kinds=stats[-1].direct_kinds,
+            rows_kinds=stats[-1].rows_kinds,
             vmap_kinds=stats[-1].vmap_kinds,
             loop_kinds=stats[-1].loop_kinds,
         )

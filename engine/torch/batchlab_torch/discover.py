@@ -131,7 +131,7 @@ class Known:
     out_dtypes: tuple[torch.dtype, ...]
     out_spec: Any
     statics: dict[int, Any]
-    mode: str | None = None  # "direct", "vmap" or "loop"; None: not decided yet
+    mode: str | None = None  # "direct", "rows", "vmap" or "loop"; None: not decided yet
 
 
 class Discovery(Tracer):

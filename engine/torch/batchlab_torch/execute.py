@@ -3,10 +3,12 @@
 Every node output lives in a row of a store, one store per per-instance
 shape and dtype (row 0 stays zeros: an absent input reads it). Rows are
 handed out in schedule order, so a batch writes each output into one
-contiguous block. The schedule is compiled once into :class:`Step` s,
-each with the index tensors of the rows it reads, the blocks it writes and
-the earlier steps it depends on, so running a batch is: one gather of
-every argument (a view, without autograd, where the rows are one block),
+contiguous block. What is the same in every mini-batch (each kind's
+stores and integer columns) is worked out once per runner
+(:class:`KindTable`); per mini-batch every argument's rows are one array
+(a batch's index tensor is a slice of it), and which of them are one block
+of rows, so running a batch is: one gather of every argument (a view,
+without autograd, where the rows are one block),
 one call of the cell (:class:`Caller`), one block copy of every output.
 
 Under autograd the gather and the scatter are one custom function each
@@ -26,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from .discover import Known
 from .flat import flatten as tree_flatten
@@ -66,7 +70,7 @@ class _Store:
         return self.grad
 
 
-Rows = tuple[tuple[_Store, torch.Tensor | None], ...]  # None: read in place as a block (no autograd)
+Rows = tuple[tuple[_Store, torch.Tensor], ...]  # store, the rows read
 Blocks = tuple[tuple[_Store, int, int], ...]  # store, first row, row count
 
 
@@ -114,20 +118,6 @@ class _Scatter(torch.autograd.Function):
         return tuple(out)
 
 
-@dataclass
-class Step:
-    """One batch, compiled."""
-
-    kind: Kind
-    b: int
-    reads: Rows
-    blocks: list[tuple[int, int] | None]  # per read, its rows as one block (first, count), if they are
-    data: dict[int, torch.Tensor]
-    writes: Blocks
-    deps: list[int]
-    seg: torch.Tensor | None = None  # a sum's segment per read row
-
-
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name.replace("torch.", ""))
 
@@ -137,179 +127,213 @@ def base_key(key: tuple) -> tuple:
     return key[:-1] if key and key[-1] == "loss" else key
 
 
+@dataclass
+class KindPlan:
+    """What running a batch of one kind needs, worked out once per runner:
+    the store of each output and of each tensor input, and per integer
+    input its position, column and dtype."""
+
+    kind: Kind
+    outs: list[int]
+    ins: list[int]
+    data: list[tuple[int, int, torch.dtype]]
+
+
+class KindTable:
+    """A runner's stores by (per-instance shape, dtype), numbered once, and
+    each kind's :class:`KindPlan`: what is the same in every mini-batch is
+    not worked out again per mini-batch."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.keys: dict[tuple, int] = {}
+        self.plans: dict[int, KindPlan] = {}
+        self._out_store = np.full((0, 1), -1, dtype=np.int64)
+
+    def store(self, key: tuple) -> int:
+        return self.keys.setdefault(key, len(self.keys))
+
+    def plan(self, q: int) -> KindPlan:
+        p = self.plans.get(q)
+        if p is None:
+            runner = self.runner
+            kind = runner.kind_list[q]
+            outs = [self.store(key) for key in runner.out_keys(kind)]
+            ins = [self.store((tuple(kind.leaves[i][1]), _dtype(kind.leaves[i][2]))) for i in kind.tensor_positions]
+            data = [(i, kind.data_slot[i], _dtype(leaf[2])) for i, leaf in enumerate(kind.leaves) if leaf[0] == "data"]
+            p = KindPlan(kind, outs, ins, data)
+            if runner.known.get(base_key(kind.key)) is not None:  # its output dtypes are final
+                self.plans[q] = p
+        return p
+
+    def out_store(self) -> np.ndarray:
+        """Per kind and output, its store (-1: no such output)."""
+        kinds = self.runner.kind_list
+        if self._out_store.shape[0] != len(kinds):
+            plans = [self.plan(q) for q in range(len(kinds))]
+            width = max([len(p.outs) for p in plans] + [1])
+            table = np.full((len(kinds), width), -1, dtype=np.int64)
+            for q, p in enumerate(plans):
+                table[q, : len(p.outs)] = p.outs
+            self._out_store = table
+        return self._out_store
+
+
 class Execution:
-    """A mini-batch's stores and compiled steps, run in schedule order."""
+    """A mini-batch's stores and row assignment, run in schedule order."""
 
     def __init__(self, runner: Runner, plan: Plan, batches: list[np.ndarray], grad: bool) -> None:
         self.runner = runner
         self.plan = plan
         self.grad = grad
         dev = runner.device
-        kinds = runner.kind_list
-        present = sorted(plan.present.tolist())
-        width = max([len(kinds[q].out_tshapes) for q in present] + [1])
-        out_store = np.full((len(kinds), width), -1, dtype=np.int64)
-        self.out_row = np.zeros((plan.n, width), dtype=np.int64)
-        index: dict[tuple, int] = {}
-        for q in present:
-            for k, key in enumerate(runner.out_keys(kinds[q])):
-                out_store[q, k] = index.setdefault(key, len(index))
+        table = runner.table
+        out_store = self.out_store = table.out_store()
+        width = out_store.shape[1]
+        nb = len(batches)
         # Rows in schedule order: each batch's outputs are one block per
         # output (its first row in ``first``).
-        sizes = np.array([len(ids) for ids in batches], dtype=np.int64)
-        start = np.concatenate([[0], np.cumsum(sizes)])
+        sizes = np.fromiter(map(len, batches), dtype=np.int64, count=nb)
+        start = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(sizes, out=start[1:])
         order = np.concatenate(batches)
-        counts = [0] * len(index)
-        self.first: list[list[int]] = []
-        for q, b in zip(plan.kid[order[start[:-1]]].tolist(), sizes.tolist()):
-            firsts = []
-            for k in range(len(kinds[q].out_tshapes)):
-                st = int(out_store[q, k])
-                firsts.append(counts[st] + 1)
-                counts[st] += b
-            self.first.append(firsts)
+        self.bplans = bplans = [table.plan(q) for q in plan.kid[order[start[:-1]]].tolist()]
+        counts = [0] * len(table.keys)
+        first = np.zeros((width, nb), dtype=np.int64)
+        self.first = firsts = []
+        for bi, (kp, b) in enumerate(zip(bplans, sizes.tolist())):
+            fs = []
+            for s in kp.outs:
+                fs.append(counts[s] + 1)
+                counts[s] += b
+            first[: len(fs), bi] = fs
+            firsts.append(fs)
+        # A row per node, and one of zeros after them (what an absent
+        # producer's argument reads: row 0).
+        self.out_row = out_row = np.zeros((plan.n + 1, width), dtype=np.int64)
         rank = np.arange(plan.n) - np.repeat(start[:-1], sizes)
         for k in range(width):
-            first_k = np.array([f[k] if k < len(f) else 0 for f in self.first], dtype=np.int64)
-            has = np.repeat(first_k > 0, sizes)
-            self.out_row[order[has], k] = (np.repeat(first_k, sizes) + rank)[has]
-        keys = sorted(index, key=index.get)  # type: ignore[arg-type]
-        self.stores = [_Store(key[0], key[1], dev, counts[index[key]], runner.buffers) for key in keys]
-        self.index = index
-        self.out_store = out_store
-        self.step_of = np.full(plan.n, -1, dtype=np.int64)
-        self.step_of[order] = np.repeat(np.arange(len(batches)), sizes)
-        # Every argument's row and producing step at once, nodes in schedule
-        # order and one contiguous line per argument position: a step's
-        # index tensors are slices of these.
+            has = np.repeat(first[k] > 0, sizes)
+            out_row[order[has], k] = (np.repeat(first[k], sizes) + rank)[has]
+        # One store per shape a batch reads or writes (one that only
+        # absent inputs read is row 0's zeros alone).
+        used = sorted({s for kp in {id(kp): kp for kp in bplans}.values() for s in (*kp.outs, *kp.ins)})
+        keys = list(table.keys)
+        self.stores: list[_Store | None] = [None] * len(keys)
+        for s in used:
+            self.stores[s] = _Store(keys[s][0], keys[s][1], dev, counts[s], runner.buffers)
+        self.sizes = sizes.tolist()
         self.start = start.tolist()
-        anode, ak = plan.anode[order], plan.ak[order]
-        ok = anode >= 0
-        safe = np.where(ok, anode, 0)
-        self.arg_row = np.ascontiguousarray(np.where(ok, self.out_row[safe, ak], 0).T)
+        self.step_of = np.full(plan.n + 1, -1, dtype=np.int64)
+        self.step_of[order] = np.repeat(np.arange(nb), sizes)
+        self.order = order
+        # Every argument's row at once, nodes in schedule order and one
+        # contiguous line per argument position: a batch's index tensor is
+        # a slice of it.
+        if plan.flat_width != width:
+            plan.expand(width)
+        ar = np.ascontiguousarray(out_row.ravel()[plan.arg_flat[order]].T)
+        self.arg_row = ar
         # Which step made each argument: what a backward orders by.
-        self.arg_step = np.where(ok, self.step_of[safe], -1) if grad else None
-        # Per argument position and batch: whether the batch reads that
-        # argument's rows as one block of produced rows (ascending by one,
-        # not the zeros of row 0), for all batches at once.
+        self.arg_step = self.step_of[plan.arg_node[order]] if grad else None
+        # Per argument position and batch: the first row when the batch
+        # reads that argument's rows as one block of produced rows
+        # (ascending by one, not the zeros of row 0), else 0.
         lo, last = start[:-1], start[1:] - 1
-        ar = self.arg_row
-        runs = np.zeros((ar.shape[0], ar.shape[1]), dtype=np.int64)
+        runs = np.zeros(ar.shape, dtype=np.int64)
         np.cumsum(np.diff(ar, axis=1) == 1, axis=1, out=runs[:, 1:])
-        self.arg_block = (runs[:, last] - runs[:, lo] == last - lo) & (ar[:, lo] > 0)
-        # Index tensors made once per mini-batch: a batch's are views of a
-        # contiguous slice (per argument position; per integer column).
-        self.arg_row_t = torch.from_numpy(self.arg_row).to(dev)
-        self.ints_t = torch.from_numpy(np.ascontiguousarray(plan.ints[order].T)).to(dev)
-        self._per_kind: dict[int, tuple[list[_Store], list[tuple[int, int, torch.dtype]]]] = {}
-        self.steps = [self._compile(bi, ids) for bi, ids in enumerate(batches)]
+        block = (runs[:, last] - runs[:, lo] == last - lo) & (ar[:, lo] > 0)
+        self.block_first = np.where(block, ar[:, lo], 0).tolist()
+        self.arg_row_t = torch.from_numpy(ar).to(dev)
+        cols = max(len(kp.data) for kp in bplans) if bplans else 0
+        self.ints_t = torch.from_numpy(np.ascontiguousarray(plan.ints[order, :cols].T)).to(dev) if cols else None
+        self.tokens: list[torch.Tensor | None] = []
 
     def _idx(self, rows: np.ndarray) -> torch.Tensor:
         t = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
         return t if self.runner.device.type == "cpu" else t.to(self.runner.device)
 
-    def _store_for(self, leaf: tuple) -> _Store:
-        key = (tuple(leaf[1]), _dtype(leaf[2]))
-        s = self.index.get(key)
-        if s is None:  # only absent producers: a store of zeros
-            s = self.index[key] = len(self.stores)
-            self.stores.append(_Store(key[0], key[1], self.runner.device, 0))
-        return self.stores[s]
-
-    def _rows(self, nodes: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _sum_reads(self, bi: int) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
+        """A sum batch's producer rows (every slot, node by node), the
+        nodes that made them, and each row's segment (its node in the batch)."""
+        plan = self.plan
+        lo, b = self.start[bi], self.sizes[bi]
+        ids = self.order[lo : lo + b]
+        starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
+        lens = ends - starts
+        sel = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        nodes, ks = plan.snode[sel], plan.sk[sel]
         ok = nodes >= 0
         safe = np.where(ok, nodes, 0)
-        return np.where(ok, self.out_row[safe, ks], 0), nodes[ok]
+        rows = np.where(ok, self.out_row[safe, ks], 0)
+        return rows, nodes[ok], self._idx(np.repeat(np.arange(b), lens))
 
-    def _kind(self, q: int) -> tuple[list[_Store], list[tuple[int, int, torch.dtype]]]:
-        """Kind ``q``'s stores per tensor position and (position, column,
-        dtype) per integer input, looked up once per mini-batch."""
-        got = self._per_kind.get(q)
-        if got is None:
-            kind = self.runner.kind_list[q]
-            stores = [self._store_for(kind.leaves[p]) for p in kind.tensor_positions]
-            data = [(p, kind.data_slot[p], _dtype(leaf[2])) for p, leaf in enumerate(kind.leaves) if leaf[0] == "data"]
-            got = self._per_kind[q] = (stores, data)
-        return got
-
-    def _compile(self, bi: int, ids: np.ndarray) -> Step:
-        plan = self.plan
-        q = int(plan.kid[ids[0]])
-        kind = self.runner.kind_list[q]
-        b = len(ids)
-        lo, hi = self.start[bi], self.start[bi + 1]
-        reads = []
-        blocks: list[tuple[int, int] | None] = []
-        producers = []
-        seg = None
-        stores, data_cols = self._kind(q)
-        # Without autograd, a kind whose call mode is known reads a block in
-        # place (see run): its rows need no index tensor.
-        known = self.runner.known.get(base_key(kind.key))
-        in_place = not self.grad and (kind.what == "mean" or (known is not None and known.mode is not None))
-        if kind.what == "sum":
-            starts, ends = plan.sptr[ids], plan.sptr[ids + 1]
-            lens = ends - starts
-            # Every producer slot of the batch's sums, in node order, at once.
-            sel = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-            rows, made = self._rows(plan.snode[sel], plan.sk[sel])
-            reads.append((self._store_for(kind.leaves[0]), self._idx(rows)))
-            blocks.append(_block(rows))
-            producers.append(self.step_of[made])
-            seg = self._idx(np.repeat(np.arange(b), ends - starts))
+    def _deps(self, bi: int, n_in: int, made: np.ndarray | None) -> list[int]:
+        """The steps whose outputs batch ``bi`` reads (what its gather waits for)."""
+        if made is None:
+            assert self.arg_step is not None
+            lo = self.start[bi]
+            made = self.arg_step[lo : lo + self.sizes[bi], :n_in].ravel()
         else:
-            for j, st in enumerate(stores):
-                blk = (int(self.arg_row[j, lo]), b) if self.arg_block[j, bi] else None
-                reads.append((st, None if in_place and blk is not None else self.arg_row_t[j, lo:hi]))
-                blocks.append(blk)
-            if stores and self.grad:
-                assert self.arg_step is not None
-                producers.append(self.arg_step[lo:hi, : len(stores)].ravel())
-        data = {p: self.ints_t[col, lo:hi].to(dt) for p, col, dt in data_cols}
-        writes = tuple((self.stores[int(self.out_store[q, k])], a, b) for k, a in enumerate(self.first[bi]))
-        deps: list[int] = []
-        if self.grad and producers:
-            deps = [d for d in np.unique(np.concatenate(producers)).tolist() if d >= 0]
-        return Step(kind, b, tuple(reads), blocks, data, writes, deps, seg)
+            made = self.step_of[made]
+        return [d for d in np.unique(made).tolist() if d >= 0]
 
     def run(self) -> None:
-        tokens: list[torch.Tensor | None] = [None] * len(self.steps)
+        self.tokens = tokens = [None] * len(self.bplans)
         caller = self.runner.caller
-        for bi, st in enumerate(self.steps):
-            if self.grad:
-                toks = [t for t in (tokens[d] for d in st.deps) if t is not None]
-                ins = list(_Gather.apply(st.reads, *toks)) if st.reads else []
-            else:
-                # A block is read in place (nothing writes it again in this
-                # mini-batch) by a kind checked not to change its inputs.
-                kind = st.kind
-                views = kind.what in ("sum", "mean") or caller(kind).known.mode is not None
-                ins = [
-                    s.data.narrow(0, blk[0], blk[1]) if views and blk is not None else s.data.index_select(0, i)
-                    for (s, i), blk in zip(st.reads, st.blocks)
-                ]
-            kind = st.kind
-            if kind.what == "sum":
+        grad, stores, ar_t, ints_t = self.grad, self.stores, self.arg_row_t, self.ints_t
+        for bi, kp in enumerate(self.bplans):
+            kind, b, lo = kp.kind, self.sizes[bi], self.start[bi]
+            hi = lo + b
+            what = kind.what
+            if what == "sum":
+                rows, made, seg = self._sum_reads(bi)
+                s = stores[kp.ins[0]]
+                assert s is not None
+                if grad:
+                    toks = [t for t in (tokens[d] for d in self._deps(bi, 1, made)) if t is not None]
+                    ins = list(_Gather.apply(((s, self._idx(rows)),), *toks))
+                else:
+                    blk = _block(rows)
+                    ins = [
+                        s.data.narrow(0, blk[0], blk[1]) if blk is not None else s.data.index_select(0, self._idx(rows))
+                    ]
                 x = ins[0]
-                outs = [
-                    torch.zeros((st.b,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device).index_add(0, st.seg, x)
-                ]
-            elif kind.what == "mean":
-                acc = ins[0]
-                for x in ins[1:]:
-                    acc = acc + x
-                outs = [acc / len(ins)]
+                outs = [torch.zeros((b,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device).index_add(0, seg, x)]
             else:
-                outs = caller(kind)(ins, st.data, st.b)
-            vals = [
-                o if o.shape[1:] == s.shape else o.reshape((st.b,) + s.shape) for o, (s, _, _) in zip(outs, st.writes)
-            ]
-            if self.grad and any(v.requires_grad for v in vals):
-                tokens[bi] = _Scatter.apply(st.writes, *vals)
+                if grad:
+                    reads = tuple((stores[s], ar_t[j, lo:hi]) for j, s in enumerate(kp.ins))
+                    if reads:
+                        toks = [t for t in (tokens[d] for d in self._deps(bi, len(reads), None)) if t is not None]
+                        ins = list(_Gather.apply(reads, *toks))
+                    else:
+                        ins = []
+                else:
+                    # A block is read in place (nothing writes it again in
+                    # this mini-batch) by a kind checked not to change its
+                    # inputs.
+                    views = what == "mean" or caller(kind).known.mode is not None
+                    ins = []
+                    for j, s in enumerate(kp.ins):
+                        data = stores[s].data  # type: ignore[union-attr]
+                        f = self.block_first[j][bi]
+                        ins.append(data.narrow(0, f, b) if views and f else data.index_select(0, ar_t[j, lo:hi]))
+                if what == "mean":
+                    acc = ins[0]
+                    for x in ins[1:]:
+                        acc = acc + x
+                    outs = [acc / len(ins)]
+                else:
+                    assert ints_t is not None or not kp.data
+                    data_in = {p: ints_t[col, lo:hi].to(dt) for p, col, dt in kp.data}  # type: ignore[index]
+                    outs = caller(kind)(ins, data_in, b)
+            writes = tuple((stores[s], a, b) for s, a in zip(kp.outs, self.first[bi]))
+            vals = [o if o.shape[1:] == s.shape else o.reshape((b,) + s.shape) for o, (s, _, _) in zip(outs, writes)]
+            if grad and any(v.requires_grad for v in vals):
+                tokens[bi] = _Scatter.apply(writes, *vals)
             else:
-                for (s, a, n), v in zip(st.writes, vals):
+                for (s, a, n), v in zip(writes, vals):
                     s.data.narrow(0, a, n).copy_(v.detach())
-        self.tokens = tokens
 
     def values(self, nodes: np.ndarray, ks: np.ndarray) -> list[torch.Tensor]:
         """The values of node outputs (after :meth:`run`), one gather per store."""
@@ -317,13 +341,15 @@ class Execution:
         out: list[Any] = [None] * len(nodes)
         for s in np.unique(stores).tolist():
             js = np.nonzero(stores == s)[0]
-            read = ((self.stores[s], self._idx(self.out_row[nodes[js], ks[js]])),)
+            store = self.stores[s]
+            assert store is not None
+            read = ((store, self._idx(self.out_row[nodes[js], ks[js]])),)
             if self.grad:
                 deps = np.unique(self.step_of[nodes[js]]).tolist()
                 toks = [t for t in (self.tokens[d] for d in deps) if t is not None]
                 (g,) = _Gather.apply(read, *toks)
             else:
-                g = read[0][0].data.index_select(0, read[0][1])
+                g = store.data.index_select(0, read[0][1])
             for r, j in enumerate(js.tolist()):
                 out[j] = g[r]
         return out
@@ -342,6 +368,9 @@ def _block(rows: np.ndarray) -> tuple[int, int] | None:
 class Caller:
     """Runs ``b`` calls of one kind at once, with the user's module or torch
     function: directly on the batch when the kind computes row by row, else
+    directly with per-row losses when only a loss's reduction over the batch
+    stands in the way (``cross_entropy(logits, label)`` of one row each:
+    :class:`_RowLosses`), else
     under ``torch.func.vmap``, which batches any per-instance code, else
     (an op vmap has no batching rule for, such as ``aten::lstm_cell``) one
     call per row, concatenated. Which one is decided once per kind, on its
@@ -433,14 +462,23 @@ class Caller:
             known.mode = self._decide(ins, data, b)
         if known.mode == "direct":
             return self.direct(ins, data, b)
+        if known.mode == "rows":
+            return self.rows(ins, data, b)
         if known.mode == "vmap":
             return self.vmap(ins, data)
         return self.loop(ins, data, b)
 
+    def rows(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
+        """The direct call with each batch-reducing loss made per row
+        (:class:`_RowLosses`)."""
+        with _RowLosses():
+            return self.direct(ins, data, b)
+
     def _decide(self, ins: list, data: dict, b: int) -> str:
         """How the kind runs a batch: ``"direct"`` when its direct call on
-        the batch equals the reference (shapes and values), else ``"vmap"``,
-        or ``"loop"`` when vmap cannot run it."""
+        the batch equals the reference (shapes and values), else ``"rows"``
+        when the direct call with per-row losses does, else ``"vmap"``, or
+        ``"loop"`` when vmap cannot run it."""
         base = [x.detach() for x in ins]
         trials: list[list[torch.Tensor]] = []
 
@@ -450,6 +488,19 @@ class Caller:
             trials.append([x.clone() for x in base])
             return trials[-1]
 
+        def attempt(call: Callable[[list, dict, int], list[torch.Tensor]]) -> list[torch.Tensor] | None:
+            try:
+                return call(fresh(), data, b)
+            except Exception:
+                return None
+
+        def same(got: list[torch.Tensor] | None) -> bool:
+            return (
+                got is not None
+                and len(got) == len(ref)
+                and all(g.shape == r.shape and torch.allclose(g, r, rtol=1e-4, atol=1e-6) for g, r in zip(got, ref))
+            )
+
         with torch.no_grad(), warnings.catch_warnings():
             # vmap warns where it falls back to a loop (gru_cell): this call
             # only decides.
@@ -458,10 +509,8 @@ class Caller:
                 ref, fallback = self.vmap(fresh(), data), "vmap"
             except Exception:
                 ref, fallback = self.loop(fresh(), data, b), "loop"
-            try:
-                got = self.direct(fresh(), data, b)
-            except Exception:
-                got = None
+            direct = attempt(self.direct)
+            rows = None if same(direct) else attempt(self.rows)
         if any(not torch.equal(t, x) for trial in trials for t, x in zip(trial, base)):
             # The eager loop's later readers see the changed value, a batch's
             # see a copy: the two would differ, silently.
@@ -470,12 +519,34 @@ class Caller:
                 f"{self.kind.frame}: {what} changes one of its input tensors in place; bt.run cannot reproduce "
                 "that (write it out of place: x = x * 2, not x.mul_(2))"
             )
-        if got is None:
-            return fallback
-        same = len(got) == len(ref) and all(
-            g.shape == r.shape and torch.allclose(g, r, rtol=1e-4, atol=1e-6) for g, r in zip(got, ref)
-        )
-        return "direct" if same else fallback
+        if same(direct):
+            return "direct"
+        return "rows" if same(rows) else fallback
+
+
+# Losses whose ``reduction`` reduces over the batch dim only (the class dim
+# is reduced by the loss itself), so that per row they are ``"none"``.
+_ROW_LOSSES = (F.cross_entropy, F.nll_loss)
+
+
+class _RowLosses(TorchFunctionMode):
+    """Inside a direct call on a batch of instances, each of one row: a
+    ``cross_entropy`` or ``nll_loss`` that would reduce the batch (mean or
+    sum) gives one value per row instead, which is what each instance's own
+    call gives (the mean or sum of one value is that value; the mean of an
+    ignored target is 0/0, NaN, as there). A weighted mean divides by the
+    weights, so it is left alone (the kind then runs under vmap)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        red = kwargs.get("reduction", "mean")
+        if func not in _ROW_LOSSES or red not in ("mean", "sum") or len(args) > 2 or kwargs.get("weight") is not None:
+            return func(*args, **kwargs)
+        out = func(*args, **{**kwargs, "reduction": "none"})
+        target = args[1] if len(args) > 1 else kwargs.get("target")
+        if red == "mean" and isinstance(target, torch.Tensor) and not target.is_floating_point():
+            out = torch.where(target == kwargs.get("ignore_index", -100), torch.nan, out)
+        return out
 
 
 def callers(runner: Runner) -> Callable[[Kind], Caller]:

@@ -122,10 +122,23 @@ class Plan:
         index = np.full(max(kinds) + 1 if kinds else 1, -1, dtype=np.int64)
         index[self.present] = np.arange(len(self.present))
         self.type_of = index[self.kid]
+        self.flat_width = 0  # expand's width (0: not expanded yet)
 
-    def expand(self) -> None:
-        """Makes the per-argument arrays now (see the class docs)."""
-        self.anode  # noqa: B018
+    def expand(self, width: int = 1) -> None:
+        """Makes the per-argument arrays now (see the class docs), and for
+        an execution whose row table has ``width`` outputs per node, each
+        argument as an index into that table flattened (``arg_flat``; an
+        absent producer points past the last node, at a row of zeros) and
+        its producer (``arg_node``, ``n`` for none)."""
+        anode = self.anode
+        ok = anode >= 0
+        self.arg_node = np.where(ok, anode, self.n)
+        self.arg_flat = self.arg_node * width + np.where(ok, self.ak, 0)
+        self.flat_width = width
+        self.ints  # noqa: B018
+        self.snode  # noqa: B018
+        self.sk  # noqa: B018
+        self.sptr  # noqa: B018
 
     @cached_property
     def _rec(self) -> np.ndarray:
@@ -157,12 +170,12 @@ class Plan:
     @cached_property
     def ak(self) -> np.ndarray:
         width = (self._rec.shape[1] - 3) // 3
-        return self._rec[:, 3 + width : 3 + 2 * width]
+        return np.ascontiguousarray(self._rec[:, 3 + width : 3 + 2 * width])
 
     @cached_property
     def ints(self) -> np.ndarray:
         width = (self._rec.shape[1] - 3) // 3
-        return self._rec[:, 3 + 2 * width :]
+        return np.ascontiguousarray(self._rec[:, 3 + 2 * width :])
 
     @cached_property
     def sptr(self) -> np.ndarray:

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from .discover import Discovery, Known, _values
-from .execute import Execution, base_key, callers
+from .execute import Execution, KindTable, base_key, callers
 from .flat import unflatten as tree_unflatten
 from .graph import Kind, RecordError, Src
 from .plan import Fragment, Plan
@@ -63,6 +63,7 @@ class Stats:
     lower_bound: int | None = None
     misses: int = 0
     direct_kinds: int = 0
+    rows_kinds: int = 0  # direct, with per-row losses
     vmap_kinds: int = 0
     loop_kinds: int = 0
     per_type: dict[str, int] = field(default_factory=dict)
@@ -103,6 +104,7 @@ class Runner:
         self.stats = Stats()
         self._caller: Any = None
         self.buffers: dict = {}  # store buffers, reused from one mini-batch to the next
+        self.table = KindTable(self)  # stores and kind plans, the same in every mini-batch
         try:
             self.device = next(model.parameters()).device
         except StopIteration:
@@ -246,7 +248,7 @@ class Runner:
         pending = self.ask(plan, schedule)
         # While batchlab's policy runs: the rest of the plan, and which node
         # outputs the samples return.
-        plan.expand()
+        plan.expand(self.table.out_store().shape[1])
         offs = plan.offsets[:-1]
         gnode = np.concatenate([f.ret_node + o for f, o in zip(frags, offs.tolist())])
         gk = np.concatenate([f.ret_k for f in frags])
@@ -270,7 +272,9 @@ class Runner:
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
         st.nodes, st.batches = plan.n, len(batches)
         modes = [k.mode for k in self.known.values()]
-        st.direct_kinds, st.vmap_kinds, st.loop_kinds = (modes.count(m) for m in ("direct", "vmap", "loop"))
+        st.direct_kinds, st.rows_kinds, st.vmap_kinds, st.loop_kinds = (
+            modes.count(m) for m in ("direct", "rows", "vmap", "loop")
+        )
         return out
 
 
