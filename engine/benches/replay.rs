@@ -313,10 +313,8 @@ fn executors(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements(32));
     let mut run = |name: &str, mut ex: Executor| {
-        let mut s = Session::open(DeviceKind::Cpu, &trace, &model, &cells, &ex).expect("opens");
-        g.bench_function(name, |b| {
-            b.iter(|| s.run(&trace, &model, &cells, &mut ex).expect("runs"))
-        });
+        let mut s = Session::open(DeviceKind::Cpu, &trace, &model, &cells, &mut ex).expect("opens");
+        g.bench_function(name, |b| b.iter(|| s.run().expect("runs")));
     };
     run("cavs", Executor::Cavs);
     run(

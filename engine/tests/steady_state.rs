@@ -47,16 +47,11 @@ fn the_second_run_of_a_session_touches_no_new_pages() {
             };
             for name in ["reference", "cavs", "policy", "edbatch", "dynet"] {
                 let mut ex = executor(name, &model);
-                let mut s = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &ex, &opts)
-                    .unwrap();
+                let mut s =
+                    Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &mut ex, &opts)
+                        .unwrap();
                 let faults: Vec<u64> = (0..6)
-                    .map(|_| {
-                        s.run(&trace, &model, &cells, &mut ex)
-                            .unwrap()
-                            .usage
-                            .unwrap()
-                            .minor_faults
-                    })
+                    .map(|_| s.run().unwrap().usage.unwrap().minor_faults)
                     .collect();
                 // Runs 2.. are steady. With one thread the second run itself
                 // must be clean. DyNet builds its op graph every run (as the

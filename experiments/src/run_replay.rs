@@ -198,7 +198,7 @@ pub fn measure_on_device(
         },
     };
     let mut session = Session::open_with(kind, trace, model, cells, executor, &sopts)?;
-    let m = measure_on(&mut session, trace, model, cells, executor, opts)?;
+    let m = measure_on(&mut session, opts)?;
     Ok((m, session.cpu().map(|c| c.threads())))
 }
 
@@ -405,19 +405,15 @@ fn train_one(
         cpu: CpuOptions { threads, fuse },
     };
     let cells = &shared.cells;
-    let mut session = Session::open_with(how.kind, trace, model, cells, &ex, &sopts)?;
+    let mut session = Session::open_with(how.kind, trace, model, cells, &mut ex, &sopts)?;
     let m = engine::replay::measure::measure_train(
         &mut session,
-        trace,
-        model,
-        cells,
-        &mut ex,
         None,
         &engine::replay::TrainOptions { lazy },
         opts,
     )?;
     let max_rel_error = if how.check {
-        Some(replay::check_train(&session, m.loss, trace, model, cells)?.worst())
+        Some(replay::check_train(&session, m.loss)?.worst())
     } else {
         None
     };

@@ -65,8 +65,8 @@ fn edbatch_matches_the_reference_on(device: DeviceKind) {
                 w.name
             );
             let mut ex = Executor::EdBatch(Box::new(TypewisePolicy), progs);
-            let mut session = Session::open(device, &trace, &m, &cells, &ex).unwrap();
-            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+            let mut session = Session::open(device, &trace, &m, &cells, &mut ex).unwrap();
+            let run = session.run().unwrap();
             let err = replay::max_rel_error(&trace, session.outputs(), &reference);
             assert!(
                 err < 1e-4,
@@ -144,8 +144,8 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
             Executor::Cavs,
             Executor::EdBatch(Box::new(TypewisePolicy), progs),
         ] {
-            let mut session = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &ex).unwrap();
-            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+            let mut session = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &mut ex).unwrap();
+            let run = session.run().unwrap();
             gathered.push(run.counters.bytes_gathered);
         }
         assert_eq!(
@@ -172,18 +172,14 @@ fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
         cells: &CellLibrary,
         mut ex: Executor,
     ) -> (f64, Grads) {
-        let mut s = Session::open(DeviceKind::Cpu, trace, m, cells, &ex).unwrap();
+        let mut s = Session::open(DeviceKind::Cpu, trace, m, cells, &mut ex).unwrap();
         let run = s
             .train(
-                trace,
-                m,
-                cells,
-                &mut ex,
                 BackwardSchedule::ReverseForward,
                 &TrainOptions { lazy: true },
             )
             .unwrap();
-        (run.loss, s.gradients(m).unwrap())
+        (run.loss, s.gradients().unwrap())
     }
     for w in WORKLOADS {
         let trace = record(&cells, w.name, 5, 9);

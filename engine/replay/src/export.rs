@@ -406,17 +406,13 @@ fn insert_gradients(
     use crate::replay::Session;
     use crate::replay::{BackwardSchedule, TrainOptions};
     let mut ex = Executor::Reference;
-    let mut session = Session::open(DeviceKind::Cpu, trace, model, cells, &ex)?;
+    let mut session = Session::open(DeviceKind::Cpu, trace, model, cells, &mut ex)?;
     let run = session.train(
-        trace,
-        model,
-        cells,
-        &mut ex,
         BackwardSchedule::ReverseForward,
         &TrainOptions { lazy: true },
     )?;
     let grads = session
-        .gradients(model)
+        .gradients()
         .ok_or(ReplayError::NotForTraining("reference (no gradients)"))?;
     for ((spec, rm), role_grads) in roles.iter().zip(&model.roles).zip(&grads) {
         for (ps, &p) in spec.params.iter().zip(&rm.cell.params) {

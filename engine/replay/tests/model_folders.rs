@@ -57,21 +57,17 @@ fn model_folders_train_to_pytorchs_gradients() {
                 &dir.trace,
                 &model,
                 &dir.cells,
-                &ex,
+                &mut ex,
             )
             .unwrap();
             let run = s
                 .train(
-                    &dir.trace,
-                    &model,
-                    &dir.cells,
-                    &mut ex,
                     BackwardSchedule::ReverseForward,
                     &TrainOptions { lazy: true },
                 )
                 .unwrap();
             assert!(run.loss.is_finite());
-            let grads = s.gradients(&model).unwrap();
+            let grads = s.gradients().unwrap();
             let (err, param) = expected::check_gradients(&model, &grads, &exp)
                 .unwrap()
                 .unwrap();

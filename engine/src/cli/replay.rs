@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use engine::cells::CellLibrary;
 use engine::layout::LayoutFile;
 use engine::replay::{self, Counters, Executor, TimeSplit};
 use engine::sched::PolicyArg;
-use engine::trace::{Level, Trace};
+use engine::trace::Level;
 use serde::Serialize;
 
 /// Arguments of `engine replay`.
@@ -367,7 +366,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         fuse: !a.no_fuse,
     };
     let sopts = replay::SessionOptions { cpu };
-    let mut session = replay::Session::open_with(device, trace, &model, cells, &ex, &sopts)?;
+    let mut session = replay::Session::open_with(device, trace, &model, cells, &mut ex, &sopts)?;
     if a.roofline {
         match session.cpu_mut() {
             Some(c) => c.log_gemms(true),
@@ -393,26 +392,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     if a.train {
-        return run_train(
-            &a,
-            trace,
-            &model,
-            cells,
-            &mut session,
-            &mut ex,
-            &opts,
-            cpu,
-            expected.as_ref(),
-        );
+        return run_train(&a, &mut session, &opts, cpu, expected.as_ref());
     }
-    let m = replay::measure::measure_on(&mut session, trace, &model, cells, &mut ex, &opts)?;
+    let m = replay::measure::measure_on(&mut session, &opts)?;
     let gemm_flops = match session.cpu() {
         Some(c) => c.gemm_flops(trace, &model),
         None => replay::cpu::CpuReplay::new(trace, &model, &Executor::Cavs, &cpu)?
             .gemm_flops(trace, &model),
     };
     let roofline = if a.roofline {
-        replay::measure::roofline(&mut session, trace, &model, cells, &mut ex, a.repeat)?
+        replay::measure::roofline(&mut session, a.repeat)?
     } else {
         None
     };
@@ -655,18 +644,14 @@ struct TrainReport {
     vpps: Option<VppsReport>,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_train(
     a: &Args,
-    trace: &Trace,
-    model: &replay::Model,
-    cells: &CellLibrary,
-    session: &mut replay::Session,
-    ex: &mut Executor,
+    session: &mut replay::Session<'_>,
     opts: &replay::measure::MeasureOptions,
     cpu: replay::cpu::CpuOptions,
     expected: Option<&engine::modeldir::Tensors>,
 ) -> anyhow::Result<()> {
+    let (trace, model) = (session.trace(), session.model());
     let name = a.backward_policy.clone();
     let mut back = match backward_policy(&name)? {
         Some(arg) => Some(arg.instantiate()?),
@@ -677,17 +662,16 @@ fn run_train(
         Some(b) => Some(b.as_mut()),
         None => None,
     };
-    let m =
-        replay::measure::measure_train(session, trace, model, cells, ex, back_ref, &train, opts)?;
+    let m = replay::measure::measure_train(session, back_ref, &train, opts)?;
     let check = if a.no_check {
         None
     } else {
-        Some(replay::check_train(session, m.loss, trace, model, cells)?)
+        Some(replay::check_train(session, m.loss)?)
     };
     let (expected, expected_gradients) = match expected {
         Some(e) => {
             let out = replay::expected::check_outputs(trace, model, session.outputs(), e)?;
-            let grads = match session.gradients(model) {
+            let grads = match session.gradients() {
                 Some(g) => replay::expected::check_gradients(model, &g, e)?,
                 None => None,
             };

@@ -205,19 +205,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let emulation = if a.emulate {
         let run = v.emulate(trace, &model, &c, true)?;
         let mut ex = Executor::Reference;
-        let mut s = Session::open(DeviceKind::Cpu, trace, &model, cells, &ex)?;
+        let mut s = Session::open(DeviceKind::Cpu, trace, &model, cells, &mut ex)?;
         let (reference_loss, grads) = if c.training {
-            let r = s.train(
-                trace,
-                &model,
-                cells,
-                &mut ex,
-                BackwardSchedule::ReverseForward,
-                &Default::default(),
-            )?;
-            (r.loss, s.gradients(&model))
+            let r = s.train(BackwardSchedule::ReverseForward, &Default::default())?;
+            (r.loss, s.gradients())
         } else {
-            s.run(trace, &model, cells, &mut ex)?;
+            s.run()?;
             (loss_of(trace, &model, s.outputs()), None)
         };
         let max_rel_error_gradients = match (&run.gradients, &grads) {

@@ -137,6 +137,7 @@ class KindPlan:
     outs: list[int]
     ins: list[int]
     data: list[tuple[int, int, torch.dtype]]
+    caller: Caller | None = None  # made on the kind's first batch
 
 
 class KindTable:
@@ -312,7 +313,9 @@ class Execution:
                     # A block is read in place (nothing writes it again in
                     # this mini-batch) by a kind checked not to change its
                     # inputs.
-                    views = what == "mean" or caller(kind).known.mode is not None
+                    if kp.caller is None and what != "mean":
+                        kp.caller = caller(kind)
+                    views = what == "mean" or kp.caller.known.mode is not None  # type: ignore[union-attr]
                     ins = []
                     for j, s in enumerate(kp.ins):
                         data = stores[s].data  # type: ignore[union-attr]
@@ -326,7 +329,10 @@ class Execution:
                 else:
                     assert ints_t is not None or not kp.data
                     data_in = {p: ints_t[col, lo:hi].to(dt) for p, col, dt in kp.data}  # type: ignore[index]
-                    outs = caller(kind)(ins, data_in, b)
+                    call = kp.caller
+                    if call is None:
+                        call = kp.caller = caller(kind)
+                    outs = call(ins, data_in, b)
             writes = tuple((stores[s], a, b) for s, a in zip(kp.outs, self.first[bi]))
             vals = [o if o.shape[1:] == s.shape else o.reshape((b,) + s.shape) for o, (s, _, _) in zip(outs, writes)]
             if grad and any(v.requires_grad for v in vals):
@@ -350,8 +356,8 @@ class Execution:
                 (g,) = _Gather.apply(read, *toks)
             else:
                 g = store.data.index_select(0, read[0][1])
-            for r, j in enumerate(js.tolist()):
-                out[j] = g[r]
+            for j, v in zip(js.tolist(), g.unbind(0)):
+                out[j] = v
         return out
 
 

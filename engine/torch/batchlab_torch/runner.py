@@ -263,6 +263,10 @@ class Runner:
         out = []
         pos = 0
         for f in frags:
+            if f.ret_spec is None and f.ret_at:  # returned one node output: it is the value
+                out.append(got[pos])
+                pos += 1
+                continue
             leaves = list(f.ret_leaves)
             for j in f.ret_at:
                 leaves[j] = got[pos]

@@ -227,23 +227,19 @@ fn work(f: &Flags) -> Result<(), String> {
             ..CpuOptions::default()
         },
     };
-    let mut session = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &ex, &opts)
+    let mut session = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &mut ex, &opts)
         .map_err(|e| e.to_string())?;
     if f.train {
-        return train(f, &trace, &model, &cells, &mut session, &mut ex, policy);
+        return train(f, &mut session, policy);
     }
     // Warm-up, then each timed run on its own so its CPU time is its own.
-    session
-        .run(&trace, &model, &cells, &mut ex)
-        .map_err(|e| e.to_string())?;
+    session.run().map_err(|e| e.to_string())?;
     let mut splits = Vec::with_capacity(f.repeats);
     let mut cpu = Vec::with_capacity(f.repeats);
     let mut first = None;
     for _ in 0..f.repeats {
         let c0 = process_cpu_s();
-        let r = session
-            .run(&trace, &model, &cells, &mut ex)
-            .map_err(|e| e.to_string())?;
+        let r = session.run().map_err(|e| e.to_string())?;
         cpu.push(process_cpu_s() - c0);
         splits.push(r.time.clone());
         first.get_or_insert(r);
@@ -292,27 +288,13 @@ fn work(f: &Flags) -> Result<(), String> {
 /// Training steps: warm-up, then each timed step on its own (its CPU time
 /// its own). `scheduling_s` + `execution_s` are the forward's, `backward_s`
 /// the backward's, `samples` whole steps.
-fn train(
-    f: &Flags,
-    trace: &Trace,
-    model: &replay::Model,
-    cells: &CellLibrary,
-    session: &mut Session,
-    ex: &mut Executor,
-    policy: Option<String>,
-) -> Result<(), String> {
+fn train(f: &Flags, session: &mut Session<'_>, policy: Option<String>) -> Result<(), String> {
+    let trace = session.trace();
     use engine::replay::{BackwardSchedule, TrainOptions};
     let topts = TrainOptions { lazy: true };
-    let mut step = |session: &mut Session| {
+    let step = |session: &mut Session<'_>| {
         session
-            .train(
-                trace,
-                model,
-                cells,
-                ex,
-                BackwardSchedule::ReverseForward,
-                &topts,
-            )
+            .train(BackwardSchedule::ReverseForward, &topts)
             .map_err(|e| e.to_string())
     };
     step(session)?;

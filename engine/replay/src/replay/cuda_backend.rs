@@ -58,7 +58,9 @@ impl CudaBackend {
             }
             CudaBackend::Vpps(r, out, grads) => {
                 let Executor::Vpps(policy, _) = executor else {
-                    return Err(ReplayError::WrongSession("vpps"));
+                    return Err(ReplayError::Internal(
+                        "a VPPS backend run with another executor",
+                    ));
                 };
                 let t = std::time::Instant::now();
                 let batches = super::vpps::schedule(trace, policy.as_mut(), None)?;
@@ -95,7 +97,9 @@ impl CudaBackend {
             CudaBackend::Replay(..) => Err(ReplayError::NotForTraining("CUDA")),
             CudaBackend::Vpps(r, out, grads) => {
                 let Executor::Vpps(policy, _) = executor else {
-                    return Err(ReplayError::WrongSession("vpps"));
+                    return Err(ReplayError::Internal(
+                        "a VPPS backend run with another executor",
+                    ));
                 };
                 let t = std::time::Instant::now();
                 let batches = super::vpps::schedule(trace, policy.as_mut(), Some(backward))?;
@@ -161,10 +165,5 @@ impl CudaBackend {
             CudaBackend::Vpps(r, ..) => Some((r.vpps().plan(), &r.kernel)),
             CudaBackend::Replay(..) => None,
         }
-    }
-
-    /// Whether it runs the vpps executor.
-    pub(super) fn is_vpps(&self) -> bool {
-        matches!(self, CudaBackend::Vpps(..))
     }
 }

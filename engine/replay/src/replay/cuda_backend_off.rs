@@ -57,8 +57,4 @@ impl CudaBackend {
     pub(super) fn vpps_plan(&self) -> Option<(&super::vpps::Plan, &super::vpps::KernelInfo)> {
         match *self {}
     }
-
-    pub(super) fn is_vpps(&self) -> bool {
-        match *self {}
-    }
 }

@@ -121,23 +121,18 @@ pub fn measure(
         cells,
         executor,
     )?;
-    measure_on(&mut s, trace, model, cells, executor, opts)
+    measure_on(&mut s, opts)
 }
 
-/// [`measure`] on any device: `session` was opened for this trace, model and
-/// executor (see [`Session::open`]).
+/// [`measure`] on any device, in an open session.
 pub fn measure_on(
-    session: &mut Session,
-    trace: &Trace,
-    model: &Model,
-    cells: &CellLibrary,
-    executor: &mut Executor,
+    session: &mut Session<'_>,
     opts: &MeasureOptions,
 ) -> Result<Measured, ReplayError> {
     if opts.warmup {
-        session.run(trace, model, cells, executor)?;
+        session.run()?;
     }
-    let first = session.run(trace, model, cells, executor)?;
+    let first = session.run()?;
     let mut samples = Vec::with_capacity(opts.repeats.max(1));
     let mut usage = Vec::with_capacity(opts.repeats.max(1));
     let mut device = Vec::new();
@@ -145,7 +140,7 @@ pub fn measure_on(
     usage.push(first.usage);
     device.extend(first.device_s);
     for _ in 1..opts.repeats {
-        let r = session.run(trace, model, cells, executor)?;
+        let r = session.run()?;
         samples.push(r.time);
         usage.push(r.usage);
         device.extend(r.device_s);
@@ -175,26 +170,20 @@ pub fn measure_on(
 /// and one execution of its logged GEMMs alone, back to back, the run first
 /// in even rounds and second in odd ones, so that both halves of each ratio
 /// see the same load on the machine. The GEMM-only side is warmed once first.
-pub fn roofline(
-    session: &mut Session,
-    trace: &Trace,
-    model: &Model,
-    cells: &CellLibrary,
-    executor: &mut Executor,
-    rounds: usize,
-) -> Result<Option<Roofline>, ReplayError> {
+pub fn roofline(session: &mut Session<'_>, rounds: usize) -> Result<Option<Roofline>, ReplayError> {
     let Some(log) = session.cpu().and_then(|c| c.gemm_log()).cloned() else {
         return Ok(None);
     };
     let mut alone_gemms = GemmOnly::new(&log);
     // The log exists only on a CPU session, so `cpu()` is there throughout.
-    let gemms = |session: &Session, g: &mut GemmOnly| session.cpu().map(|c| g.run(c.thread_pool()));
+    let gemms =
+        |session: &Session<'_>, g: &mut GemmOnly| session.cpu().map(|c| g.run(c.thread_pool()));
     gemms(session, &mut alone_gemms);
     let (mut runs, mut alone) = (Vec::new(), Vec::new());
     for round in 0..rounds.max(1) {
         for run_now in [round % 2 == 0, round % 2 == 1] {
             if run_now {
-                let r = session.run(trace, model, cells, executor)?;
+                let r = session.run()?;
                 runs.push(Timed {
                     wall_s: r.time.total(),
                     cpu_s: r.usage.map(|u| u.cpu_s),
@@ -238,13 +227,8 @@ pub struct MeasuredTrain {
 /// a step do not change its cost) on `session`: an optional warm-up step,
 /// then `opts.repeats` timed ones. `backward`: a policy on the reversed
 /// graph, or `None` for the forward batches reversed.
-#[allow(clippy::too_many_arguments)]
 pub fn measure_train(
-    session: &mut Session,
-    trace: &Trace,
-    model: &Model,
-    cells: &CellLibrary,
-    executor: &mut Executor,
+    session: &mut Session<'_>,
     mut backward: Option<&mut dyn crate::sched::BatchPolicy>,
     train: &super::TrainOptions,
     opts: &MeasureOptions,
@@ -258,13 +242,13 @@ pub fn measure_train(
         };
     }
     if opts.warmup {
-        session.train(trace, model, cells, executor, order!(), train)?;
+        session.train(order!(), train)?;
     }
     let mut runs = Vec::with_capacity(opts.repeats.max(1));
     let mut cpu = Vec::new();
     for _ in 0..opts.repeats.max(1) {
         let u0 = super::usage::now();
-        let r = session.train(trace, model, cells, executor, order!(), train)?;
+        let r = session.train(order!(), train)?;
         if let Some(u) = super::usage::since(u0, super::usage::now()) {
             cpu.push(u.cpu_s);
         }

@@ -124,10 +124,11 @@ pub enum ReplayError {
     /// The VPPS executor failed.
     #[error(transparent)]
     Vpps(#[from] vpps::VppsError),
-    /// A session was run with an executor of another kind than it was
-    /// opened for.
-    #[error("this session was opened for another executor ({0}); open one per executor")]
-    WrongSession(&'static str),
+    /// A backend was handed an executor of another kind than it was
+    /// prepared for. [`Session`] borrows its executor at `open`, so this is
+    /// a bug, never a user's error.
+    #[error("internal error: {0} (a bug in batchlab: please report it)")]
+    Internal(&'static str),
 }
 
 /// Work counters of one run.
@@ -270,7 +271,7 @@ pub fn replay(
         cells,
         executor,
     )?;
-    let r = s.run(trace, model, cells, executor)?;
+    let r = s.run()?;
     Ok((r, s.into_outputs()))
 }
 
@@ -341,30 +342,18 @@ impl TrainCheck {
 }
 
 /// Checks the last training step of `session` (loss `loss`) against a
-/// reference step on the CPU. A session that keeps no gradients is
+/// reference step on the CPU of the same trace, model and cells. A session that keeps no gradients is
 /// [`ReplayError::NotForTraining`].
-pub fn check_train(
-    session: &Session,
-    loss: f64,
-    trace: &Trace,
-    model: &Model,
-    cells: &CellLibrary,
-) -> Result<TrainCheck, ReplayError> {
-    let got = session.gradients(model).ok_or(ReplayError::NotForTraining(
+pub fn check_train(session: &Session<'_>, loss: f64) -> Result<TrainCheck, ReplayError> {
+    let got = session.gradients().ok_or(ReplayError::NotForTraining(
         "this session (no gradients kept)",
     ))?;
+    let (trace, model, cells) = (session.trace(), session.model(), session.cells());
     let mut ex = Executor::Reference;
-    let mut r = Session::open(crate::device::DeviceKind::Cpu, trace, model, cells, &ex)?;
-    let run = r.train(
-        trace,
-        model,
-        cells,
-        &mut ex,
-        BackwardSchedule::ReverseForward,
-        &Default::default(),
-    )?;
+    let mut r = Session::open(crate::device::DeviceKind::Cpu, trace, model, cells, &mut ex)?;
+    let run = r.train(BackwardSchedule::ReverseForward, &Default::default())?;
     let want = r
-        .gradients(model)
+        .gradients()
         .ok_or(ReplayError::NotForTraining("the reference"))?;
     Ok(TrainCheck {
         loss_rel_error: ((loss - run.loss) / run.loss.abs().max(1e-30)).abs(),

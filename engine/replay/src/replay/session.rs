@@ -1,6 +1,6 @@
 //! One replay API over every device (candle's pattern): a [`Session`] is opened
-//! for a trace, its model and an executor on a [`DeviceKind`], then run as often
-//! as needed. It owns everything a run needs — compiled programs, packed
+//! for a trace, its model, cells and an executor on a [`DeviceKind`], which it
+//! borrows, then run as often as needed. It owns everything a run needs — compiled programs, packed
 //! weights, the node store, batch buffers — so repeated runs reuse them. Asking
 //! for CUDA on a machine (or build) without it is a typed [`DeviceError`],
 //! never a fall back.
@@ -24,20 +24,26 @@ enum Backend {
     Cuda(Box<CudaBackend>),
 }
 
-/// An executor prepared on a device.
-pub struct Session {
+/// An executor prepared on a device for one trace, its model and cells: it
+/// borrows them at [`Session::open`], so every run is of what it was
+/// prepared for.
+pub struct Session<'a> {
     backend: Backend,
+    trace: &'a Trace,
+    model: &'a Model,
+    cells: &'a CellLibrary,
+    executor: &'a mut Executor,
 }
 
-impl Session {
+impl<'a> Session<'a> {
     /// Prepares `executor` for `trace` on `device` with default options.
     pub fn open(
         device: DeviceKind,
-        trace: &Trace,
-        model: &Model,
-        cells: &CellLibrary,
-        executor: &Executor,
-    ) -> Result<Session, ReplayError> {
+        trace: &'a Trace,
+        model: &'a Model,
+        cells: &'a CellLibrary,
+        executor: &'a mut Executor,
+    ) -> Result<Session<'a>, ReplayError> {
         Session::open_with(
             device,
             trace,
@@ -51,12 +57,12 @@ impl Session {
     /// Prepares `executor` for `trace` on `device`.
     pub fn open_with(
         device: DeviceKind,
-        trace: &Trace,
-        model: &Model,
-        cells: &CellLibrary,
-        executor: &Executor,
+        trace: &'a Trace,
+        model: &'a Model,
+        cells: &'a CellLibrary,
+        executor: &'a mut Executor,
         opts: &SessionOptions,
-    ) -> Result<Session, ReplayError> {
+    ) -> Result<Session<'a>, ReplayError> {
         let backend = match device {
             DeviceKind::Cpu if matches!(executor, Executor::Vpps(..)) => {
                 return Err(super::vpps::VppsError::CudaOnly.into());
@@ -68,22 +74,22 @@ impl Session {
                 n, trace, model, cells, executor,
             )?)),
         };
-        Ok(Session { backend })
+        Ok(Session {
+            backend,
+            trace,
+            model,
+            cells,
+            executor,
+        })
     }
 
     /// Runs the trace once; the outputs are then in [`Session::outputs`].
-    pub fn run(
-        &mut self,
-        trace: &Trace,
-        model: &Model,
-        cells: &CellLibrary,
-        executor: &mut Executor,
-    ) -> Result<Replayed, ReplayError> {
+    pub fn run(&mut self) -> Result<Replayed, ReplayError> {
         let before = usage::now();
-        self.check_executor(executor)?;
+        let (trace, model, executor) = (self.trace, self.model, &mut *self.executor);
         let (counters, time, misses, device_s) = match &mut self.backend {
             Backend::Cpu(r) => {
-                let run = r.run(trace, model, cells, executor)?;
+                let run = r.run(trace, model, self.cells, executor)?;
                 (run.counters, run.time, run.misses, None)
             }
             Backend::Cuda(r) => r.run(trace, model, executor)?,
@@ -103,26 +109,42 @@ impl Session {
     /// error).
     pub fn train(
         &mut self,
-        trace: &Trace,
-        model: &Model,
-        cells: &CellLibrary,
-        executor: &mut Executor,
         backward: super::BackwardSchedule<'_>,
         opts: &super::TrainOptions,
     ) -> Result<super::TrainRun, ReplayError> {
-        self.check_executor(executor)?;
+        let (trace, model, executor) = (self.trace, self.model, &mut *self.executor);
         match &mut self.backend {
-            Backend::Cpu(r) => r.train(trace, model, cells, executor, backward, opts),
+            Backend::Cpu(r) => r.train(trace, model, self.cells, executor, backward, opts),
             // VPPS' one kernel has no options to take.
             Backend::Cuda(r) => r.train(trace, model, executor, backward),
         }
     }
 
+    /// The trace the session runs.
+    pub fn trace(&self) -> &'a Trace {
+        self.trace
+    }
+
+    /// The model the session runs.
+    pub fn model(&self) -> &'a Model {
+        self.model
+    }
+
+    /// The cells of the model.
+    pub fn cells(&self) -> &'a CellLibrary {
+        self.cells
+    }
+
+    /// The executor (its policy's state, such as an FSM's misses).
+    pub fn executor(&self) -> &Executor {
+        self.executor
+    }
+
     /// The gradients of the last training run (per role and value id, like
     /// the model's parameters).
-    pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+    pub fn gradients(&self) -> Option<Vec<Vec<Vec<f32>>>> {
         match &self.backend {
-            Backend::Cpu(r) => r.gradients(model),
+            Backend::Cpu(r) => r.gradients(self.model),
             Backend::Cuda(r) => r.gradients(),
         }
     }
@@ -165,20 +187,6 @@ impl Session {
         match &self.backend {
             Backend::Cuda(r) => r.vpps_plan(),
             Backend::Cpu(..) => None,
-        }
-    }
-
-    /// A VPPS session runs only the vpps executor, and the vpps executor
-    /// only a VPPS session.
-    fn check_executor(&self, executor: &Executor) -> Result<(), ReplayError> {
-        let vpps_session = match &self.backend {
-            Backend::Cuda(r) => r.is_vpps(),
-            Backend::Cpu(..) => false,
-        };
-        match (vpps_session, matches!(executor, Executor::Vpps(..))) {
-            (true, false) => Err(ReplayError::WrongSession("vpps")),
-            (false, true) => Err(ReplayError::WrongSession("another executor than vpps")),
-            _ => Ok(()),
         }
     }
 }

@@ -61,8 +61,8 @@ fn batched_executors_match_the_reference_on(device: DeviceKind) {
             executors.push(Executor::Reference);
         }
         for mut ex in executors {
-            let mut session = Session::open(device, &trace, &m, &cells, &ex).unwrap();
-            let run = session.run(&trace, &m, &cells, &mut ex).unwrap();
+            let mut session = Session::open(device, &trace, &m, &cells, &mut ex).unwrap();
+            let run = session.run().unwrap();
             let err = max_rel_error(&trace, session.outputs(), &ref_out);
             assert!(
                 err < 1e-4,
@@ -110,8 +110,8 @@ fn counters_and_outputs(
     threads: usize,
 ) -> (Counters, Vec<Vec<f32>>) {
     let opts = on_threads(threads);
-    let mut session = Session::open_with(DeviceKind::Cpu, trace, m, cells, &ex, &opts).unwrap();
-    let run = session.run(trace, m, cells, &mut ex).unwrap();
+    let mut session = Session::open_with(DeviceKind::Cpu, trace, m, cells, &mut ex, &opts).unwrap();
+    let run = session.run().unwrap();
     let out = trace
         .graph
         .nodes()
@@ -236,34 +236,18 @@ mod training {
         opts: SessionOptions,
         topts: TrainOptions,
     ) -> (f64, Vec<Vec<Vec<f32>>>) {
-        let mut s = Session::open_with(DeviceKind::Cpu, trace, m, cells, &ex, &opts).unwrap();
+        let mut s = Session::open_with(DeviceKind::Cpu, trace, m, cells, &mut ex, &opts).unwrap();
         let mut backward = TypewisePolicy;
         let run = s
-            .train(
-                trace,
-                m,
-                cells,
-                &mut ex,
-                BackwardSchedule::Policy(&mut backward),
-                &topts,
-            )
+            .train(BackwardSchedule::Policy(&mut backward), &topts)
             .unwrap();
-        let first = s.gradients(m).unwrap();
+        let first = s.gradients().unwrap();
         // A second step on the same session gives the same (its state is
         // reset), and so does the other backward order: the forward batches
         // reversed instead of a policy on the reversed graph.
-        let again = s
-            .train(
-                trace,
-                m,
-                cells,
-                &mut ex,
-                BackwardSchedule::ReverseForward,
-                &topts,
-            )
-            .unwrap();
+        let again = s.train(BackwardSchedule::ReverseForward, &topts).unwrap();
         assert_eq!(run.loss, again.loss);
-        let second = s.gradients(m).unwrap();
+        let second = s.gradients().unwrap();
         for (a, b) in first.iter().flatten().zip(second.iter().flatten()) {
             assert!(
                 rel_error(a, b) < 1e-5,
@@ -427,12 +411,8 @@ mod training {
         let trace = record("tree-lstm", 2, 8);
         let m = model(&trace, &cells, 5).unwrap();
         let kept = |mut ex: Executor| {
-            let mut s = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &ex).unwrap();
+            let mut s = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &mut ex).unwrap();
             s.train(
-                &trace,
-                &m,
-                &cells,
-                &mut ex,
                 BackwardSchedule::ReverseForward,
                 &TrainOptions { lazy: true },
             )
@@ -492,8 +472,8 @@ fn decisions_made_ahead_keep_the_policys_schedule() {
             let mut ex = Executor::Policy(Box::new(AgendaPolicy::updated()));
             let opts = on_threads(threads);
             let mut s =
-                Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
-            let r = s.run(&trace, &m, &cells, &mut ex).unwrap();
+                Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &mut ex, &opts).unwrap();
+            let r = s.run().unwrap();
             let t = &r.time;
             assert!(
                 t.overlapped >= 0.0 && t.execution >= 0.0 && t.scheduling >= 0.0,
@@ -519,8 +499,9 @@ fn a_stuck_policy_is_the_runs_error_on_one_thread_and_two() {
     for threads in [1, 2] {
         let mut ex = Executor::Policy(Box::new(StuckAfter { good: 20 }));
         let opts = on_threads(threads);
-        let mut s = Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &ex, &opts).unwrap();
-        let Err(err) = s.run(&trace, &m, &cells, &mut ex) else {
+        let mut s =
+            Session::open_with(DeviceKind::Cpu, &trace, &m, &cells, &mut ex, &opts).unwrap();
+        let Err(err) = s.run() else {
             panic!("{threads} threads: a stuck policy's run succeeded");
         };
         assert!(

@@ -214,8 +214,8 @@ pub fn evaluate(
         let model = model_with(&trace, cells, cfg.seed, params)?;
         let opts = SessionOptions { cpu: cfg.cpu };
         let mut ex = Executor::Cavs;
-        let mut s = Session::open_with(DeviceKind::Cpu, &trace, &model, cells, &ex, &opts)?;
-        s.run(&trace, &model, cells, &mut ex)?;
+        let mut s = Session::open_with(DeviceKind::Cpu, &trace, &model, cells, &mut ex, &opts)?;
+        s.run()?;
         for (pred, label, is_root) in predictions(&trace, &model, s.outputs()) {
             let ok = usize::from(pred == label);
             all += ok;
@@ -337,16 +337,16 @@ fn step(
     let model = model_with(trace, cells, seed, params)?;
     let (mut ex, mut back) = make(&model).map_err(TrainError::Executor)?;
     let opts = SessionOptions { cpu: *cpu };
-    let mut s = Session::open_with(DeviceKind::Cpu, trace, &model, cells, &ex, &opts)?;
+    let mut s = Session::open_with(DeviceKind::Cpu, trace, &model, cells, &mut ex, &opts)?;
     let order = match back.as_mut() {
         Some(p) => BackwardSchedule::Policy(p.as_mut()),
         None => BackwardSchedule::ReverseForward,
     };
-    let run = s.train(trace, &model, cells, &mut ex, order, train)?;
+    let run = s.train(order, train)?;
     if !run.loss.is_finite() {
         return Err(StepError::NonFinite(run.loss));
     }
-    let mut grads = s.gradients(&model).expect("a training run");
+    let mut grads = s.gradients().expect("a training run");
     let ties = model.tied_params();
     for group in &ties {
         let (r0, v0) = group[0];

@@ -267,7 +267,7 @@ impl CpuReplay {
     }
 
     /// Runs the trace once.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         trace: &Trace,
         model: &Model,
@@ -275,11 +275,9 @@ impl CpuReplay {
         executor: &mut Executor,
     ) -> Result<PassRun, ReplayError> {
         if compiled_for(executor) != self.compiled {
-            return Err(ReplayError::WrongSession(match self.compiled {
-                Compiled::OpByOp => "reference, cavs or policy",
-                Compiled::Layouts => "edbatch",
-                Compiled::Dynet => "dynet",
-            }));
+            return Err(ReplayError::Internal(
+                "a CPU replay run with another executor than it was compiled for",
+            ));
         }
         if let Some(log) = &mut self.bufs.log {
             log.clear();
@@ -330,7 +328,9 @@ impl CpuReplay {
                 let t0 = Instant::now();
                 let mut cavs = CavsPolicy::default();
                 let (Some(policy), _) = instance_policy(executor, &mut cavs) else {
-                    return Err(ReplayError::WrongSession("dynet"));
+                    return Err(ReplayError::Internal(
+                        "the dynet executor without its op-level plan",
+                    ));
                 };
                 let setup = t0.elapsed().as_secs_f64();
                 // The same-type DAG the policy reads is per-run construction,

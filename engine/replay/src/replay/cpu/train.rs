@@ -248,7 +248,7 @@ impl CpuReplay {
     /// gradient in [`CpuReplay::gradients`]. `backward` batches the reversed
     /// graph (the reference runs it node by node in reverse topological
     /// order and ignores it).
-    pub fn train(
+    pub(crate) fn train(
         &mut self,
         trace: &Trace,
         model: &Model,

@@ -10,18 +10,11 @@ use crate::workloads::WORKLOADS;
 /// The reference's loss, outputs and gradients (CPU, one node at a time).
 fn reference(trace: &Trace, m: &Model, cells: &CellLibrary) -> (f64, Store, Vec<Vec<Vec<f32>>>) {
     let mut ex = Executor::Reference;
-    let mut s = Session::open(DeviceKind::Cpu, trace, m, cells, &ex).unwrap();
+    let mut s = Session::open(DeviceKind::Cpu, trace, m, cells, &mut ex).unwrap();
     let run = s
-        .train(
-            trace,
-            m,
-            cells,
-            &mut ex,
-            BackwardSchedule::ReverseForward,
-            &Default::default(),
-        )
+        .train(BackwardSchedule::ReverseForward, &Default::default())
         .unwrap();
-    let grads = s.gradients(m).unwrap();
+    let grads = s.gradients().unwrap();
     (run.loss, s.into_outputs(), grads)
 }
 
@@ -149,7 +142,7 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
         let m = model(&trace, &cells, 9).unwrap();
         let want = reference(&trace, &m, &cells);
         let mut ex = Executor::Vpps(Box::new(CavsPolicy::default()), opts);
-        let mut s = Session::open(gpu, &trace, &m, &cells, &ex)
+        let mut s = Session::open(gpu, &trace, &m, &cells, &mut ex)
             .unwrap_or_else(|e| panic!("{name} h{hidden}: {e}"));
         let (plan, kernel) = s.vpps_plan().unwrap();
         if falls_back {
@@ -163,7 +156,7 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
             "{name} h{hidden}: {} processors, {} registers/thread, {} B local/thread",
             plan.vps, kernel.regs_per_thread, kernel.local_bytes_per_thread
         );
-        s.run(&trace, &m, &cells, &mut ex).unwrap();
+        s.run().unwrap();
         let err = max_rel_error(&trace, s.outputs(), &want.1);
         assert!(
             err < 1e-4,
@@ -174,11 +167,9 @@ fn kernel_matches_the_reference_on_every_workload_on_cuda() {
             BackwardSchedule::ReverseForward,
             BackwardSchedule::Policy(&mut typewise),
         ] {
-            let run = s
-                .train(&trace, &m, &cells, &mut ex, bwd, &Default::default())
-                .unwrap();
+            let run = s.train(bwd, &Default::default()).unwrap();
             assert!(run.device_s.is_some_and(|d| d > 0.0), "{name}: no GPU time");
-            let got = s.gradients(&m).unwrap();
+            let got = s.gradients().unwrap();
             let label = format!("{name} h{hidden}");
             assert_matches(&label, &trace, &m, (run.loss, s.outputs(), &got), &want);
         }
@@ -351,15 +342,15 @@ fn the_vpps_executor_never_runs_on_the_cpu() {
     let cells = CellLibrary::builtin().unwrap();
     let trace = record("rvnn", 2, 8);
     let m = model(&trace, &cells, 1).unwrap();
-    let ex = Executor::Vpps(Box::new(CavsPolicy::default()), VppsOptions::default());
-    let e = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &ex)
+    let mut ex = Executor::Vpps(Box::new(CavsPolicy::default()), VppsOptions::default());
+    let e = Session::open(DeviceKind::Cpu, &trace, &m, &cells, &mut ex)
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("runs on CUDA only"), "{e}");
     // On a machine without CUDA (CI), asking for it is the typed error.
     if !crate::replay::device_present(DeviceKind::Cuda(0)).unwrap() {
-        let e = Session::open(DeviceKind::Cuda(0), &trace, &m, &cells, &ex)
+        let e = Session::open(DeviceKind::Cuda(0), &trace, &m, &cells, &mut ex)
             .err()
             .unwrap()
             .to_string();
