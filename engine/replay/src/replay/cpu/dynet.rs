@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
+use super::backward::{GradRows, grad_row_op, param_term};
 use super::exec::{RowBuffers, run_gemm, run_row_op};
 use super::gemm::{ASeg, COut, GemmScratch, Init, MAX_SEGS, OuterScratch, gemm};
 use super::grad::{GStep, GradPlan};
@@ -18,7 +19,6 @@ use super::ops;
 use super::plan::{Buf, CpuPlan, PlanOptions, RowKind, Step, View};
 use super::roofline::GemmLog;
 use super::threads::{SharedMut, Threads};
-use super::train::{GradRows, grad_row_op, param_term};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
 use crate::replay::incell::CellProgram;
@@ -102,7 +102,9 @@ impl DynetCpu {
     /// The gradients of the last training run, per role and value id.
     pub(crate) fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
         let b = self.back.as_ref()?;
-        Some(super::train::unpack_gradients(model, &b.plans, &b.pgrads))
+        Some(super::backward::unpack_gradients(
+            model, &b.plans, &b.pgrads,
+        ))
     }
 
     /// Bytes a training step keeps for its backward pass: every op result
@@ -689,7 +691,7 @@ impl OpRows<'_> {
     }
 }
 
-impl super::train::GradRows for OpRows<'_> {
+impl super::backward::GradRows for OpRows<'_> {
     fn val(&self, v: View, r: usize) -> *mut f32 {
         if v.buf == Buf::Par {
             // SAFETY: parameter offsets come from the plan.

@@ -16,6 +16,7 @@
 //! on the first run and reused, so repeated runs allocate nothing and touch no
 //! new pages (`page_faults` in the run record shows it).
 
+mod backward;
 pub mod dynet;
 pub mod exec;
 pub mod gemm;
@@ -26,7 +27,6 @@ pub mod roofline;
 pub mod simd;
 pub mod team;
 pub mod threads;
-mod train;
 
 // The device-neutral run types (`replay::run`), for this backend's modules.
 use crate::replay::run::{BackwardSchedule, PassRun, TrainOptions, TrainRun};
@@ -148,7 +148,7 @@ pub struct CpuReplay {
     store: Store,
     bufs: BatchBuffers,
     /// Training: the backward pass's state (made by the first `train`).
-    backward: Option<Box<train::Backward>>,
+    backward: Option<Box<backward::Backward>>,
     /// The last run's batches (a backward pass may replay them reversed).
     last_schedule: Option<crate::sched::Schedule>,
 }

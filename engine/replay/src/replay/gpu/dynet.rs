@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaSlice;
 
-use super::exec::{RArg, RExtra, ROp, RView, launch_op};
+use super::exec::{LaunchArg, LaunchExtra, LaunchOp, LaunchView, launch_op};
 use super::staging::{Staging, addr};
 use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError, TabView};
@@ -154,7 +154,7 @@ impl DynetRun<'_> {
         let n = gpu.numel[batch[0].index()];
         let arena = addr(&gpu.arena, dev);
         let zero = addr(&gpu.zero_tab, dev);
-        let flat = |ptr: u64, rs: usize, shift: usize| RView {
+        let flat = |ptr: u64, rs: usize, shift: usize| LaunchView {
             tv: TabView {
                 ptr,
                 tab: zero,
@@ -270,7 +270,7 @@ impl DynetRun<'_> {
                 let extra = match cop.kind {
                     crate::cells::PrimOp::Concat => {
                         let mut off = 0;
-                        RExtra::Concat(
+                        LaunchExtra::Concat(
                             (0..args.len())
                                 .map(|i| {
                                     let v = flat(arena, n, self.bump + off);
@@ -287,11 +287,11 @@ impl DynetRun<'_> {
                         let d = (cop.slice.map_or(0, |s| s.0) * inner) as i64;
                         x.tv.shift += d;
                         x.addr += 4 * d as u64;
-                        RExtra::Slice(x)
+                        LaunchExtra::Slice(x)
                     }
-                    _ => RExtra::None,
+                    _ => LaunchExtra::None,
                 };
-                let rop = ROp {
+                let rop = LaunchOp {
                     kind: cop.kind,
                     k,
                     m: 1,
@@ -301,7 +301,7 @@ impl DynetRun<'_> {
                         .enumerate()
                         .map(|(i, v)| {
                             let info = &cell.values[cop.args[i].0 as usize];
-                            RArg {
+                            LaunchArg {
                                 v: *v,
                                 per_row: info.kind != crate::cells::ValueKind::Param,
                                 numel: info.numel(),

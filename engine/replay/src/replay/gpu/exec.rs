@@ -2,7 +2,7 @@
 //! buffer: per in-cell batch, the gathers of its non-consecutive operands, the
 //! batched kernel (cuBLAS for products, table-view kernels for the rest), and
 //! the copy of a result that is not consecutive in the records. The kernel of
-//! one batched op is launched from resolved views ([`ROp`]), which the
+//! one batched op is launched from resolved views ([`LaunchOp`]), which the
 //! op-level DyNet executor builds directly.
 
 use super::batch::{Buf, Extra, GBatch, GView};
@@ -15,42 +15,42 @@ use crate::replay::incell::InCellCounts;
 /// A view resolved for one launch: the kernels' table view, and for GEMM
 /// operands the address of op 0's instance 0 with the op stride (floats).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct RView {
+pub(super) struct LaunchView {
     pub tv: TabView,
     pub addr: u64,
     pub os: i64,
 }
 
-impl RView {
+impl LaunchView {
     fn at(&self, j: usize) -> u64 {
         self.addr + 4 * (j as i64 * self.os) as u64
     }
 }
 
 /// One operand of a resolved op.
-pub(super) struct RArg<'a> {
-    pub v: RView,
+pub(super) struct LaunchArg<'a> {
+    pub v: LaunchView,
     pub per_row: bool,
     pub numel: usize,
     pub shape: &'a [usize],
 }
 
 /// Kind-specific resolved views (see `program::Extra`).
-pub(super) enum RExtra {
+pub(super) enum LaunchExtra {
     None,
-    Concat(Vec<RView>),
-    Slice(RView),
+    Concat(Vec<LaunchView>),
+    Slice(LaunchView),
 }
 
 /// A batched op ready to launch: `m` ops of one kind over `k` instances.
-pub(super) struct ROp<'a> {
+pub(super) struct LaunchOp<'a> {
     pub kind: PrimOp,
     pub k: usize,
     pub m: usize,
     pub out: usize,
-    pub args: Vec<RArg<'a>>,
-    pub y: RView,
-    pub extra: RExtra,
+    pub args: Vec<LaunchArg<'a>>,
+    pub y: LaunchView,
+    pub extra: LaunchExtra,
     pub rows0: usize,
 }
 
@@ -78,9 +78,9 @@ impl Ptrs {
         }
     }
 
-    fn resolve(&self, v: &GView) -> RView {
+    fn resolve(&self, v: &GView) -> LaunchView {
         let floats = v.shift_k * self.k + v.base;
-        RView {
+        LaunchView {
             tv: self.view(v),
             addr: self.buf(v.buf) + 4 * floats as u64,
             os: v.os,
@@ -156,7 +156,7 @@ unsafe fn run_batch(
                 c.copy_bytes += (rows * m * a.numel * 4) as u64;
             }
         }
-        let op = ROp {
+        let op = LaunchOp {
             kind: b.kind,
             k,
             m,
@@ -164,7 +164,7 @@ unsafe fn run_batch(
             args: b
                 .args
                 .iter()
-                .map(|a| RArg {
+                .map(|a| LaunchArg {
                     v: p.resolve(&a.view),
                     per_row: a.per_row,
                     numel: a.numel,
@@ -173,11 +173,11 @@ unsafe fn run_batch(
                 .collect(),
             y: p.resolve(&b.y),
             extra: match &b.extra {
-                Extra::None => RExtra::None,
+                Extra::None => LaunchExtra::None,
                 Extra::Concat(places) => {
-                    RExtra::Concat(places.iter().map(|v| p.resolve(v)).collect())
+                    LaunchExtra::Concat(places.iter().map(|v| p.resolve(v)).collect())
                 }
-                Extra::Slice(x) => RExtra::Slice(p.resolve(x)),
+                Extra::Slice(x) => LaunchExtra::Slice(p.resolve(x)),
             },
             rows0: b.rows0,
         };
@@ -197,7 +197,7 @@ unsafe fn run_batch(
 /// Every view must address `k × m` blocks of its operand inside live buffers.
 pub(super) unsafe fn launch_op(
     dev: &CudaDevice,
-    op: &ROp,
+    op: &LaunchOp,
     idx: u64,
     labels: u64,
 ) -> Result<u64, DeviceError> {
@@ -239,7 +239,7 @@ pub(super) unsafe fn launch_op(
                 op.args.len() as u64 + u64::from(op.kind == PrimOp::Mean)
             }
             PrimOp::Concat => {
-                let RExtra::Concat(places) = &op.extra else {
+                let LaunchExtra::Concat(places) = &op.extra else {
                     unreachable!("concat ops are resolved with their places")
                 };
                 for (i, place) in places.iter().enumerate() {
@@ -248,7 +248,7 @@ pub(super) unsafe fn launch_op(
                 places.len() as u64
             }
             PrimOp::Slice => {
-                let RExtra::Slice(x) = &op.extra else {
+                let LaunchExtra::Slice(x) = &op.extra else {
                     unreachable!("slice ops are resolved with their source")
                 };
                 dev.copy(x.tv, y, k, m, out, false)?;
@@ -270,7 +270,7 @@ pub(super) unsafe fn launch_op(
 /// `y (beta=1: +)= w · x` for operands `wi`, `xi`; returns the GEMM calls made.
 unsafe fn product(
     dev: &CudaDevice,
-    op: &ROp,
+    op: &LaunchOp,
     wi: usize,
     xi: usize,
     beta: f32,

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use super::lower::{Opd, RoleCode, Split, T};
+use super::lower::{Opd, RoleCode, Split, Template};
 use super::placement::Plan;
 use super::script::{Ins, MAX_OFFSET, Script, operand, space};
 use crate::graph::{Graph, NodeId};
@@ -471,7 +471,7 @@ impl<'a> Compiler<'a> {
             .flatten()
             .map(|i| i.1 as usize)
             .sum::<usize>()
-            + code.fwd.iter().map(T::work).sum::<usize>();
+            + code.fwd.iter().map(Template::work).sum::<usize>();
         let part = self.partition(batch.len(), work);
         for p in 0..code.inputs.len() {
             for j in 0..code.inputs[p].len() {
@@ -506,7 +506,7 @@ impl<'a> Compiler<'a> {
         let ids = code.needs_ids.then(|| self.node_data(batch, false));
         let labels = code.needs_labels.then(|| self.node_data(batch, true));
         let work: usize = code.outputs.iter().map(|o| o.1 as usize).sum::<usize>()
-            + code.bwd.iter().map(T::work).sum::<usize>();
+            + code.bwd.iter().map(Template::work).sum::<usize>();
         let part = self.partition(batch.len(), work);
         let shift = self.pool.grad_shift as u32;
         for j in 0..code.outputs.len() {
@@ -537,7 +537,7 @@ impl<'a> Compiler<'a> {
 
     fn template(
         &mut self,
-        t: &T,
+        t: &Template,
         batch: &[NodeId],
         part: &[(u32, u32, u32)],
         ids: Option<u32>,
@@ -578,10 +578,17 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn row_ins(&self, t: &T, r0: u32, r1: u32, ids: Option<u32>, labels: Option<u32>) -> Ins {
+    fn row_ins(
+        &self,
+        t: &Template,
+        r0: u32,
+        r1: u32,
+        ids: Option<u32>,
+        labels: Option<u32>,
+    ) -> Ins {
         let w = |o: Opd| self.word(o);
         match t {
-            T::Map1 { f, len, dst, a } => Ins::Map1 {
+            Template::Map1 { f, len, dst, a } => Ins::Map1 {
                 f: u32::from(*f),
                 r0,
                 r1,
@@ -589,7 +596,7 @@ impl<'a> Compiler<'a> {
                 dst: w(*dst),
                 a: w(*a),
             },
-            T::Map2 { f, len, dst, a, b } => Ins::Map2 {
+            Template::Map2 { f, len, dst, a, b } => Ins::Map2 {
                 f: u32::from(*f),
                 r0,
                 r1,
@@ -598,7 +605,7 @@ impl<'a> Compiler<'a> {
                 a: w(*a),
                 b: w(*b),
             },
-            T::SumN {
+            Template::SumN {
                 len,
                 dst,
                 scale,
@@ -611,7 +618,7 @@ impl<'a> Compiler<'a> {
                 scale: *scale,
                 args: args.iter().map(|&a| w(a)).collect(),
             },
-            T::Lookup {
+            Template::Lookup {
                 len,
                 dst,
                 table,
@@ -625,14 +632,14 @@ impl<'a> Compiler<'a> {
                 rows: *rows,
                 ids: ids.expect("a lookup role has ids"),
             },
-            T::Softmax { len, dst, a } => Ins::Softmax {
+            Template::Softmax { len, dst, a } => Ins::Softmax {
                 r0,
                 r1,
                 len: *len,
                 dst: w(*dst),
                 a: w(*a),
             },
-            T::PickLoss { width, dst, a } => Ins::PickLoss {
+            Template::PickLoss { width, dst, a } => Ins::PickLoss {
                 r0,
                 r1,
                 width: *width,
@@ -640,7 +647,7 @@ impl<'a> Compiler<'a> {
                 a: w(*a),
                 labels: labels.expect("a loss role has labels"),
             },
-            T::GProd {
+            Template::GProd {
                 m,
                 n,
                 p,
@@ -663,7 +670,7 @@ impl<'a> Compiler<'a> {
                 a: w(*a),
                 b: w(*b),
             },
-            T::DMap {
+            Template::DMap {
                 kind,
                 len,
                 dx,
@@ -680,7 +687,7 @@ impl<'a> Compiler<'a> {
                 aux: w(*aux),
                 scale: *scale,
             },
-            T::DLookup {
+            Template::DLookup {
                 len,
                 dy,
                 dtable,
@@ -694,7 +701,7 @@ impl<'a> Compiler<'a> {
                 rows: *rows,
                 ids: ids.expect("a lookup role has ids"),
             },
-            T::DSoftmax { len, dx, dy, y } => Ins::DSoftmax {
+            Template::DSoftmax { len, dx, dy, y } => Ins::DSoftmax {
                 r0,
                 r1,
                 len: *len,
@@ -702,7 +709,7 @@ impl<'a> Compiler<'a> {
                 dy: w(*dy),
                 y: w(*y),
             },
-            T::DPickLoss { width, dx, dy, x } => Ins::DPickLoss {
+            Template::DPickLoss { width, dx, dy, x } => Ins::DPickLoss {
                 r0,
                 r1,
                 width: *width,
@@ -711,11 +718,13 @@ impl<'a> Compiler<'a> {
                 x: w(*x),
                 labels: labels.expect("a loss role has labels"),
             },
-            T::RProd { .. } | T::RProdB { .. } => unreachable!("resident products split by owner"),
+            Template::RProd { .. } | Template::RProdB { .. } => {
+                unreachable!("resident products split by owner")
+            }
         }
     }
 
-    fn resident(&mut self, t: &T, mi: u32, batch: &[NodeId]) {
+    fn resident(&mut self, t: &Template, mi: u32, batch: &[NodeId]) {
         let k = batch.len() as u32;
         let p = &self.plan.mats[mi as usize];
         let parts = p.participants.clone();
@@ -747,7 +756,7 @@ impl<'a> Compiler<'a> {
             self.load[vp as usize] += (rows * l * pcols * k as usize) as u64;
         }
         match t {
-            T::RProd { acc, dst, xs, .. } => {
+            Template::RProd { acc, dst, xs, .. } => {
                 let mut a = Vec::new();
                 for &x in xs {
                     for key in self.keys(x, batch, 0, k) {
@@ -775,7 +784,7 @@ impl<'a> Compiler<'a> {
                     self.push_encoded(vp, &words);
                 }
             }
-            T::RProdB { dy, xs, dxs, .. } => {
+            Template::RProdB { dy, xs, dxs, .. } => {
                 let width = l * pcols;
                 let per_row = parts.len() * width;
                 let kc = (self.pool.ring_len / 2 / per_row).clamp(1, k as usize) as u32;

@@ -80,7 +80,7 @@ pub(crate) mod dmap {
 /// One instruction template (per batch it becomes one instruction per
 /// executing processor, with its rows).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum T {
+pub(crate) enum Template {
     Map1 {
         f: u8,
         len: u32,
@@ -185,11 +185,11 @@ pub(crate) enum Split {
     Owner(u32),
 }
 
-impl T {
+impl Template {
     /// Who runs it.
     pub(crate) fn split(&self) -> Split {
         match self {
-            T::RProd { mat, .. } | T::RProdB { mat, .. } => Split::Resident(*mat),
+            Template::RProd { mat, .. } | Template::RProdB { mat, .. } => Split::Resident(*mat),
             _ => match self.writes().first() {
                 Some(Opd::Abs { region, .. }) => Split::Owner(region / 2),
                 _ => Split::Rows,
@@ -200,61 +200,65 @@ impl T {
     /// Operands it reads.
     pub(crate) fn reads(&self) -> Vec<Opd> {
         match self {
-            T::Map1 { a, .. } | T::Softmax { a, .. } | T::PickLoss { a, .. } => vec![*a],
-            T::Map2 { a, b, .. } => vec![*a, *b],
-            T::SumN { args, .. } => args.clone(),
-            T::Lookup { table, .. } => vec![*table],
-            T::RProd { xs, .. } => xs.clone(),
-            T::GProd { a, b, c, acc, .. } => {
+            Template::Map1 { a, .. }
+            | Template::Softmax { a, .. }
+            | Template::PickLoss { a, .. } => vec![*a],
+            Template::Map2 { a, b, .. } => vec![*a, *b],
+            Template::SumN { args, .. } => args.clone(),
+            Template::Lookup { table, .. } => vec![*table],
+            Template::RProd { xs, .. } => xs.clone(),
+            Template::GProd { a, b, c, acc, .. } => {
                 let mut r = vec![*a, *b];
                 if *acc {
                     r.push(*c);
                 }
                 r
             }
-            T::DMap { dy, aux, dx, .. } => vec![*dy, *aux, *dx],
-            T::RProdB { dy, xs, .. } => {
+            Template::DMap { dy, aux, dx, .. } => vec![*dy, *aux, *dx],
+            Template::RProdB { dy, xs, .. } => {
                 let mut r = vec![*dy];
                 r.extend(xs);
                 r
             }
-            T::DLookup { dy, dtable, .. } => vec![*dy, *dtable],
-            T::DSoftmax { dx, dy, y, .. } => vec![*dx, *dy, *y],
-            T::DPickLoss { dx, dy, x, .. } => vec![*dx, *dy, *x],
+            Template::DLookup { dy, dtable, .. } => vec![*dy, *dtable],
+            Template::DSoftmax { dx, dy, y, .. } => vec![*dx, *dy, *y],
+            Template::DPickLoss { dx, dy, x, .. } => vec![*dx, *dy, *x],
         }
     }
 
     /// Operands it writes (for `RProdB`, the reductions' destinations).
     pub(crate) fn writes(&self) -> Vec<Opd> {
         match self {
-            T::Map1 { dst, .. }
-            | T::Map2 { dst, .. }
-            | T::SumN { dst, .. }
-            | T::Lookup { dst, .. }
-            | T::Softmax { dst, .. }
-            | T::PickLoss { dst, .. }
-            | T::RProd { dst, .. } => vec![*dst],
-            T::GProd { c, .. } => vec![*c],
-            T::DMap { dx, .. } | T::DSoftmax { dx, .. } | T::DPickLoss { dx, .. } => vec![*dx],
-            T::RProdB { dxs, .. } => dxs.clone(),
-            T::DLookup { dtable, .. } => vec![*dtable],
+            Template::Map1 { dst, .. }
+            | Template::Map2 { dst, .. }
+            | Template::SumN { dst, .. }
+            | Template::Lookup { dst, .. }
+            | Template::Softmax { dst, .. }
+            | Template::PickLoss { dst, .. }
+            | Template::RProd { dst, .. } => vec![*dst],
+            Template::GProd { c, .. } => vec![*c],
+            Template::DMap { dx, .. }
+            | Template::DSoftmax { dx, .. }
+            | Template::DPickLoss { dx, .. } => vec![*dx],
+            Template::RProdB { dxs, .. } => dxs.clone(),
+            Template::DLookup { dtable, .. } => vec![*dtable],
         }
     }
 
     /// Floats of row work (for load balancing).
     pub(crate) fn work(&self) -> usize {
         match self {
-            T::Map1 { len, .. }
-            | T::Map2 { len, .. }
-            | T::Lookup { len, .. }
-            | T::Softmax { len, .. }
-            | T::DMap { len, .. }
-            | T::DLookup { len, .. }
-            | T::DSoftmax { len, .. } => *len as usize,
-            T::SumN { len, args, .. } => *len as usize * args.len(),
-            T::PickLoss { width, .. } | T::DPickLoss { width, .. } => *width as usize,
-            T::GProd { m, n, p, .. } => (*m * *n * *p) as usize,
-            T::RProd { .. } | T::RProdB { .. } => 0,
+            Template::Map1 { len, .. }
+            | Template::Map2 { len, .. }
+            | Template::Lookup { len, .. }
+            | Template::Softmax { len, .. }
+            | Template::DMap { len, .. }
+            | Template::DLookup { len, .. }
+            | Template::DSoftmax { len, .. } => *len as usize,
+            Template::SumN { len, args, .. } => *len as usize * args.len(),
+            Template::PickLoss { width, .. } | Template::DPickLoss { width, .. } => *width as usize,
+            Template::GProd { m, n, p, .. } => (*m * *n * *p) as usize,
+            Template::RProd { .. } | Template::RProdB { .. } => 0,
         }
     }
 }
@@ -302,9 +306,9 @@ pub(crate) struct RoleCode {
     /// Per cell output: `(record offset, floats, value id)`.
     pub outputs: Vec<(u32, u32, u32)>,
     /// Forward templates, in cell op order.
-    pub fwd: Vec<T>,
+    pub fwd: Vec<Template>,
     /// Backward templates, ops in reverse.
-    pub bwd: Vec<T>,
+    pub bwd: Vec<Template>,
     /// Whether nodes of the role read their lookup row / label.
     pub needs_ids: bool,
     /// Whether they read their label.
@@ -348,14 +352,14 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
             };
             let numel = |v: usize| cell.values[v].numel() as u32;
             let mut fwd = Vec::new();
-            let mut bwd_per_op: Vec<Vec<T>> = Vec::new();
+            let mut bwd_per_op: Vec<Vec<Template>> = Vec::new();
             let (mut needs_ids, mut needs_labels) = (false, false);
             for (oi, op) in cell.ops.iter().enumerate() {
                 let a: Vec<usize> = op.args.iter().map(|x| x.index()).collect();
                 let out = op.out.index();
                 let (y, dy, len) = (val(out), grad(out), numel(out));
                 let mut b = Vec::new();
-                let axpy = |dx: Opd, dy: Opd, len: u32, scale: f32| T::DMap {
+                let axpy = |dx: Opd, dy: Opd, len: u32, scale: f32| Template::DMap {
                     kind: dmap::AXPY,
                     len,
                     dx,
@@ -380,7 +384,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         if let Some(bv) = bias {
                             // A bias that is not kept with the rows: copied
                             // first, the product adds onto it.
-                            f.push(T::Map1 {
+                            f.push(Template::Map1 {
                                 f: map1::COPY,
                                 len,
                                 dst: y,
@@ -388,7 +392,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             });
                             b.push(axpy(grad(bv), dy, len, 1.0));
                         }
-                        f.push(T::RProd {
+                        f.push(Template::RProd {
                             mat: mi,
                             acc: bias.is_some(),
                             dst: y,
@@ -397,7 +401,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         fwd.extend(f);
                         b.insert(
                             0,
-                            T::RProdB {
+                            Template::RProdB {
                                 mat: mi,
                                 dy,
                                 xs,
@@ -425,7 +429,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         );
                     }
                     PrimOp::Affine => {
-                        fwd.push(T::Map1 {
+                        fwd.push(Template::Map1 {
                             f: map1::COPY,
                             len,
                             dst: y,
@@ -456,7 +460,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             PrimOp::Sub => map2::SUB,
                             _ => map2::MUL,
                         };
-                        fwd.push(T::Map2 {
+                        fwd.push(Template::Map2 {
                             f,
                             len,
                             dst: y,
@@ -465,7 +469,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         });
                         if op.kind == PrimOp::Mul {
                             for i in 0..2 {
-                                b.push(T::DMap {
+                                b.push(Template::DMap {
                                     kind: dmap::FMA,
                                     len,
                                     dx: grad(a[i]),
@@ -487,14 +491,14 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             1.0
                         };
                         if a.len() == 1 {
-                            fwd.push(T::Map1 {
+                            fwd.push(Template::Map1 {
                                 f: map1::COPY,
                                 len,
                                 dst: y,
                                 a: val(a[0]),
                             });
                         } else {
-                            fwd.push(T::SumN {
+                            fwd.push(Template::SumN {
                                 len,
                                 dst: y,
                                 scale,
@@ -512,7 +516,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             PrimOp::Relu => (map1::RELU, dmap::RELU, val(a[0])),
                             _ => (map1::ONE_MINUS, dmap::AXPY, dy),
                         };
-                        fwd.push(T::Map1 {
+                        fwd.push(Template::Map1 {
                             f,
                             len,
                             dst: y,
@@ -523,7 +527,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         } else {
                             1.0
                         };
-                        b.push(T::DMap {
+                        b.push(Template::DMap {
                             kind,
                             len,
                             dx: grad(a[0]),
@@ -536,7 +540,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         let mut at = 0usize;
                         for &v in &a {
                             let n = numel(v);
-                            fwd.push(T::Map1 {
+                            fwd.push(Template::Map1 {
                                 f: map1::COPY,
                                 len: n,
                                 dst: y.at(at),
@@ -550,7 +554,7 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         let (start, _) = op.slice.expect("a slice has its range");
                         let inner: usize = cell.values[a[0]].shape[1..].iter().product();
                         let from = start * inner;
-                        fwd.push(T::Map1 {
+                        fwd.push(Template::Map1 {
                             f: map1::COPY,
                             len,
                             dst: y,
@@ -561,13 +565,13 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                     PrimOp::Lookup => {
                         needs_ids = true;
                         let rows = cell.values[a[0]].shape[0] as u32;
-                        fwd.push(T::Lookup {
+                        fwd.push(Template::Lookup {
                             len,
                             dst: y,
                             table: val(a[0]),
                             rows,
                         });
-                        b.push(T::DLookup {
+                        b.push(Template::DLookup {
                             len,
                             dy,
                             dtable: grad(a[0]),
@@ -575,12 +579,12 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                         });
                     }
                     PrimOp::Softmax => {
-                        fwd.push(T::Softmax {
+                        fwd.push(Template::Softmax {
                             len,
                             dst: y,
                             a: val(a[0]),
                         });
-                        b.push(T::DSoftmax {
+                        b.push(Template::DSoftmax {
                             len,
                             dx: grad(a[0]),
                             dy,
@@ -590,12 +594,12 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                     PrimOp::PickLoss => {
                         needs_labels = true;
                         let width = numel(a[0]);
-                        fwd.push(T::PickLoss {
+                        fwd.push(Template::PickLoss {
                             width,
                             dst: y,
                             a: val(a[0]),
                         });
-                        b.push(T::DPickLoss {
+                        b.push(Template::DPickLoss {
                             width,
                             dx: grad(a[0]),
                             dy,
@@ -626,8 +630,8 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
 /// `C[m×p] (+)= A[m×n]·B[n×p]` and its backward: `dA += dC·Bᵀ`, `dB += Aᵀ·dC`.
 #[allow(clippy::too_many_arguments)]
 fn gprod(
-    fwd: &mut Vec<T>,
-    bwd: &mut Vec<T>,
+    fwd: &mut Vec<Template>,
+    bwd: &mut Vec<Template>,
     m: u32,
     n: u32,
     p: u32,
@@ -639,7 +643,7 @@ fn gprod(
     b: Opd,
     db: Opd,
 ) {
-    fwd.push(T::GProd {
+    fwd.push(Template::GProd {
         m,
         n,
         p,
@@ -650,7 +654,7 @@ fn gprod(
         a,
         b,
     });
-    bwd.push(T::GProd {
+    bwd.push(Template::GProd {
         m,
         n: p,
         p: n,
@@ -661,7 +665,7 @@ fn gprod(
         a: dc,
         b,
     });
-    bwd.push(T::GProd {
+    bwd.push(Template::GProd {
         m: n,
         n: m,
         p,
