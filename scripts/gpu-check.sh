@@ -2,7 +2,7 @@
 # The one prepared GPU check (docs/gpu.md). It runs on the GPU machine, from
 # the repository root, with the binaries scripts/gpu-kit.sh built and packed
 # on the CPU machine (the GPU machine has no Rust toolchain and no network).
-# Its steps, each under its own time limit, 8.5 minutes at most in all:
+# Its steps, each under its own time limit, 9.5 minutes at most in all:
 #
 #   devices          engine devices --check
 #   twin-tests       the CUDA twins of the replay's device tests (engine-replay)
@@ -10,6 +10,9 @@
 #   measure          paper-repro measure --device cuda: vpps, vpps-train (the
 #                    embedded specs), fig6, table6, cavs-fig8 (training) from
 #                    scripts/gpu-check/specs (short grids)
+#   peers            paper-repro measure --device cuda of the peers grid in
+#                    scripts/gpu-check/specs: PyTorch (the machine's python3)
+#                    eager and batched by bt.run beside cavs, edbatch, vpps
 #   report           paper-repro report of those rows
 #
 # A step that fails or runs out of time is recorded and the next one runs.
@@ -68,12 +71,20 @@ step twin-planner 45 "$bin/tests/replay_edbatch" on_cuda --include-ignored --tes
 items=vpps,vpps-train,fig6,table6,cavs-fig8
 step measure 240 "$bin/paper-repro" measure --device cuda --specs scripts/gpu-check/specs \
   --only "$items" --out "$dir"
-step report 30 "$bin/paper-repro" report --rows "$dir/rows" --out "$dir" --only "$items"
+# The peers' environment is the machine's own python3 (it has PyTorch; the
+# harness and batchlab_torch come from this tree), the one paper-repro
+# opens as DIR/venv/bin/python.
+penv=$(mktemp -d)
+mkdir -p "$penv/venv/bin"
+ln -s "$(command -v python3)" "$penv/venv/bin/python"
+step peers 75 "$bin/paper-repro" measure --device cuda --specs scripts/gpu-check/specs \
+  --only peers --peers-env "$penv" --out "$dir"
+step report 30 "$bin/paper-repro" report --rows "$dir/rows" --out "$dir" --only "$items,peers"
 echo "total: $(($(date +%s) - started)) s" | tee -a "$summary"
 
 if [ -n "${OUT:-}" ]; then
   tar -C target -czf "$OUT/$name.tar.gz" "$name"
   cp "$summary" "$OUT/SUMMARY.txt"
 fi
-rm -rf "$bin"
+rm -rf "$bin" "$penv"
 exit "$failed"

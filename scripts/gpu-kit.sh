@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh runs on a GPU machine that has no Rust
-# toolchain and no network (docs/gpu.md): the release binaries `engine` and
-# `paper-repro` (CUDA loaded at run time by cudarc) and the test binaries
+# toolchain and no network (docs/gpu.md): the release binaries `engine`,
+# `search` (torch-fsm's policy) and `paper-repro` (CUDA loaded at run time by
+# cudarc) and the test binaries
 # that hold the CUDA twin tests (engine-replay's unit tests, planner's
 # replay_edbatch), stripped and packed into target/gpu-kit/kit.tar.xz
 # (ignored by git; the device tool carries the folder: `carry:
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=target/gpu-kit
 jobs=(${JOBS:+-j "$JOBS"})
-cargo build --release "${jobs[@]}" -p engine --bin engine -p paper-repro --bin paper-repro
+cargo build --release "${jobs[@]}" -p engine --bin engine -p search --bin search -p paper-repro --bin paper-repro
 # The test binaries' paths, from cargo's own report of what it built.
 tests=$(cargo test --release "${jobs[@]}" --no-run --message-format=json \
   -p engine-replay --lib -p planner --test replay_edbatch |
@@ -27,7 +28,7 @@ for line in sys.stdin:
 stage=target/gpu-kit-stage
 rm -rf "$kit" "$stage"
 mkdir -p "$kit" "$stage/tests"
-for b in engine paper-repro; do
+for b in engine search paper-repro; do
   strip -o "$stage/$b" "target/release/$b"
 done
 while read -r name exe; do

@@ -259,7 +259,15 @@ pub enum RunConfig {
         /// the reference's; absent: inference).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         train: bool,
+        /// Device of every system (`cpu`, `cuda`, `cuda:N`); absent: `cpu`
+        /// (so a CPU row's config, and its hash, are what they were).
+        #[serde(skip_serializing_if = "is_cpu")]
+        device: String,
     },
+}
+
+fn is_cpu(device: &String) -> bool {
+    device == "cpu"
 }
 
 /// A policy of kind `policies`.

@@ -7,7 +7,7 @@
 //! | `training` | workloads × batches × hiddens × seeds × encodings |
 //! | `planner-memory`, `planner-compile` | cells × hiddens × batches × fixed_inputs |
 //! | `replay` | workloads × hiddens × batches × seeds × devices × executors |
-//! | `peers` | workloads × hiddens × batches × seeds × threads × systems |
+//! | `peers` | workloads × hiddens × batches × seeds × devices × threads × systems |
 //!
 //! Each axis keeps the order written in the spec; `exclude` entries then
 //! remove points, and the remaining runs are numbered. Runs on the same trace are
@@ -87,9 +87,15 @@ impl Run {
                 seed,
                 threads,
                 system,
+                device,
                 ..
             } => {
-                format!("{workload} b{batch} h{hidden} s{seed} t{threads} {system}")
+                let on = if device == "cpu" {
+                    String::new()
+                } else {
+                    format!(" {device}")
+                };
+                format!("{workload} b{batch} h{hidden} s{seed} t{threads} {system}{on}")
             }
         }
     }
@@ -219,24 +225,27 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
             for &h in &g.hiddens {
                 for &b in &g.batches {
                     for &s in &g.seeds {
-                        for &t in g.threads.as_deref().unwrap_or(&[1]) {
-                            for sys in &g.systems {
-                                let choice = crate::peers::parse_system(sys);
-                                let fsm = choice.is_some_and(|c| c.needs_fsm());
-                                let layouts = choice.is_some_and(|c| c.needs_layouts());
-                                configs.push(RunConfig::Peers {
-                                    workload: w.clone(),
-                                    batch: b,
-                                    hidden: h,
-                                    seed: s,
-                                    threads: t,
-                                    system: sys.clone(),
-                                    repeats: g.repeats,
-                                    rounds: g.rounds,
-                                    fsm: fsm.then(|| g.fsm.clone()),
-                                    layout_batch: layouts.then_some(g.layout_batch),
-                                    train: g.train,
-                                });
+                        for d in &g.devices {
+                            for &t in g.threads.as_deref().unwrap_or(&[1]) {
+                                for sys in &g.systems {
+                                    let choice = crate::peers::parse_system(sys);
+                                    let fsm = choice.is_some_and(|c| c.needs_fsm());
+                                    let layouts = choice.is_some_and(|c| c.needs_layouts());
+                                    configs.push(RunConfig::Peers {
+                                        workload: w.clone(),
+                                        batch: b,
+                                        hidden: h,
+                                        seed: s,
+                                        threads: t,
+                                        system: sys.clone(),
+                                        repeats: g.repeats,
+                                        rounds: g.rounds,
+                                        fsm: fsm.then(|| g.fsm.clone()),
+                                        layout_batch: layouts.then_some(g.layout_batch),
+                                        train: g.train,
+                                        device: d.clone(),
+                                    });
+                                }
                             }
                         }
                     }

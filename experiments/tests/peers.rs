@@ -112,3 +112,49 @@ fn without_environment_or_worker_every_row_says_why() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_device_axis_adds_cuda_points_and_leaves_cpu_configs_as_they_were() {
+    let cpu = parse_spec(GOOD, "p.yaml", false).unwrap();
+    let both = parse_spec(&format!("{GOOD}devices: [cpu, cuda]\n"), "p.yaml", false).unwrap();
+    let (a, b) = (expand(&cpu), expand(&both));
+    assert_eq!(b.len(), 2 * a.len());
+    // A CPU point's config (and so its hash, what resuming reads) carries no
+    // device: rows measured before the axis existed still match.
+    let cpu_hashes: Vec<&str> = a.iter().map(|r| r.hash.as_str()).collect();
+    for r in &b {
+        let RunConfig::Peers { device, .. } = &r.config else {
+            panic!("not a peers run")
+        };
+        let json = serde_json::to_value(&r.config).unwrap();
+        if device == "cpu" {
+            assert!(json.get("device").is_none(), "{json}");
+            assert!(cpu_hashes.contains(&r.hash.as_str()));
+        } else {
+            assert_eq!(json["device"], "cuda");
+            assert!(!cpu_hashes.contains(&r.hash.as_str()));
+        }
+    }
+    let e = err(&format!("{GOOD}devices: [tpu]\n"));
+    assert!(e.contains("devices[0]"), "{e}");
+}
+
+#[test]
+fn on_cuda_the_cpu_only_peers_are_refused_by_name() {
+    let yaml = "kind: peers\nname: p\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\nsystems: [dynet-none, dgl]\ndevices: [cuda]\nrepeats: 1\nrounds: 1\n";
+    let s = parse_spec(yaml, "p.yaml", false).unwrap();
+    let dir = std::env::temp_dir().join(format!("batchlab-peers-cuda-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut opts = RunOptions::new(&dir);
+    opts.quiet = true;
+    let r = run_spec(&s, &opts).unwrap();
+    assert_eq!((r.ran, r.failed), (2, 2));
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&r.json).unwrap()).unwrap();
+    for row in rows.as_array().unwrap() {
+        let e = row["error"].as_str().unwrap();
+        assert!(e.contains("runs on the CPU only"), "{e}");
+        assert_eq!(row["provenance"]["device"], "cuda");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -43,7 +43,8 @@ pub struct Cli {
     /// Folder of spec files replacing the embedded ones of the same name.
     #[arg(long, global = true, value_name = "DIR")]
     pub specs: Option<PathBuf>,
-    /// Device of the replay specs: cpu, cuda or cuda:N (the vpps item needs cuda).
+    /// Device of the replay and peers specs: cpu, cuda or cuda:N (the vpps item needs cuda;
+    /// on cuda the peers are PyTorch's, DyNet and DGL run on the CPU only).
     #[arg(long, global = true, default_value = "cpu", value_name = "DEVICE")]
     pub device: String,
     /// Re-measure every run instead of reusing the rows already in the rows

@@ -236,7 +236,10 @@ pub fn measure(
             item: item.name.into(),
             spec: spec.name.clone(),
             origin: loaded.origin.clone(),
-            device: if spec.kind == experiments::Kind::Replay {
+            device: if matches!(
+                spec.kind,
+                experiments::Kind::Replay | experiments::Kind::Peers
+            ) {
                 opts.device.clone()
             } else {
                 "cpu".into()

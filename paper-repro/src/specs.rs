@@ -131,9 +131,9 @@ pub fn is_cuda(device: &str) -> bool {
     device.starts_with("cuda")
 }
 
-/// Runs a replay spec on `device` (other kinds do not use a device).
+/// Runs a replay or peers spec on `device` (other kinds do not use a device).
 pub fn set_device(spec: &mut Spec, device: &str) {
-    if spec.kind == Kind::Replay {
+    if matches!(spec.kind, Kind::Replay | Kind::Peers) {
         spec.grid.devices = vec![device.to_string()];
     }
 }

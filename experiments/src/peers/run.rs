@@ -18,8 +18,8 @@ use crate::rows::{Metrics, PeerMetrics};
 use crate::runner::{RunOptions, Sink, guarded};
 
 /// The grid point of a run: everything but the system (workload, batch,
-/// hidden, seed, threads, training).
-type Point = (String, usize, usize, u64, usize, bool);
+/// hidden, seed, threads, training, device).
+type Point = (String, usize, usize, u64, usize, bool, String);
 
 fn point(c: &RunConfig) -> Option<Point> {
     match c {
@@ -30,8 +30,17 @@ fn point(c: &RunConfig) -> Option<Point> {
             seed,
             threads,
             train,
+            device,
             ..
-        } => Some((workload.clone(), *batch, *hidden, *seed, *threads, *train)),
+        } => Some((
+            workload.clone(),
+            *batch,
+            *hidden,
+            *seed,
+            *threads,
+            *train,
+            device.clone(),
+        )),
         _ => None,
     }
 }
@@ -69,10 +78,15 @@ fn prepare(
     cells: &CellLibrary,
     caches: &mut Caches,
 ) -> Result<Prepared, RunFailure> {
-    let (w, b, h, s, _, train) = p;
+    let (w, b, h, s, _, train, device) = p;
     let dir = work.join(format!(
-        "{w}-b{b}-h{h}-s{s}{}",
-        if *train { "-train" } else { "" }
+        "{w}-b{b}-h{h}-s{s}{}{}",
+        if *train { "-train" } else { "" },
+        if device == "cpu" {
+            String::new()
+        } else {
+            format!("-{}", device.replace(':', ""))
+        }
     ));
     std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
     let trace = record(w, *b, *h, *s, cells)?;
@@ -274,9 +288,18 @@ fn harness_in(python: &Path, env: &PeersEnv, args: &[&str]) -> Command {
     cmd.arg("-m").arg("batchlab_peers").args(args);
     // The harness, and batchlab_torch from this checkout: the environment's
     // editable install points at the checkout it was made from, which may
-    // have moved (a missing folder on the path is skipped by Python).
+    // have moved, and binaries built elsewhere (a GPU machine's kit) run
+    // from the checkout's root (a missing folder on the path is skipped by
+    // Python).
     let torch_source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/torch");
-    match std::env::join_paths([env.harness.as_path(), torch_source.as_path()]) {
+    let here = std::env::current_dir()
+        .map(|d| d.join("engine/torch"))
+        .unwrap_or_default();
+    match std::env::join_paths([
+        env.harness.as_path(),
+        torch_source.as_path(),
+        here.as_path(),
+    ]) {
         Ok(path) => cmd.env("PYTHONPATH", path),
         Err(_) => cmd.env("PYTHONPATH", &env.harness),
     };
@@ -432,14 +455,19 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
         for r in &group {
             sink.started(r);
         }
-        let seed = p.3;
+        let (seed, device) = (p.3, p.6.clone());
         let prepared = guarded(|| prepare(&work, &p, &group, &cells, &mut caches));
         let prep = match prepared {
             Ok(prep) => prep,
             Err(e) => {
                 let msg = chain(&e);
                 for r in &group {
-                    sink.finish(r, "cpu", Some(seed), Err(RunFailure::Message(msg.clone())))?;
+                    sink.finish(
+                        r,
+                        &device,
+                        Some(seed),
+                        Err(RunFailure::Message(msg.clone())),
+                    )?;
                 }
                 continue;
             }
@@ -460,6 +488,10 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
             .iter()
             .map(|(_, name, sys)| match sys {
                 None => Some(format!("unknown system {name:?}")),
+                Some(System::Peer(peer)) if device != "cpu" && peer.framework() != "torch" => Some(format!(
+                    "{name} runs on the CPU only ({} from PyPI has no CUDA build); give it `devices: [cpu]`",
+                    peer.framework()
+                )),
                 Some(System::Peer(peer)) => unavailable(env, *peer),
                 Some(System::Batchlab(_)) if opts.worker.is_none() => Some(
                     "no batchlab worker command (run through `paper-repro`, which provides one)"
@@ -535,6 +567,8 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                                 "1",
                                 "--repeats",
                                 &repeats.to_string(),
+                                "--device",
+                                &device,
                                 "--result",
                                 &res.display().to_string(),
                             ],
@@ -574,6 +608,8 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                             .arg(repeats.to_string())
                             .arg("--threads")
                             .arg(threads.to_string())
+                            .arg("--device")
+                            .arg(&device)
                             .arg("--result")
                             .arg(&res);
                         if let Some(pol) = &prep.policy {
@@ -621,7 +657,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                     .collect();
                 Ok((Metrics::Peers(Box::new(m)), samples))
             };
-            sink.finish(run, "cpu", Some(seed), outcome)?;
+            sink.finish(run, &device, Some(seed), outcome)?;
         }
         // The point's inputs are large at big sizes; the results stay.
         let _ = std::fs::remove_file(&prep.export);

@@ -60,6 +60,7 @@ struct Flags {
     policy: Option<PathBuf>,
     layouts: Option<PathBuf>,
     train: bool,
+    device: DeviceKind,
 }
 
 fn parse(args: &[String]) -> Result<Flags, String> {
@@ -71,7 +72,7 @@ fn parse(args: &[String]) -> Result<Flags, String> {
             .ok_or_else(|| format!("unexpected argument {flag:?}"))?;
         if ![
             "trace", "model", "seed", "system", "repeats", "threads", "result", "policy",
-            "layouts", "train",
+            "layouts", "train", "device",
         ]
         .contains(&name)
         {
@@ -104,6 +105,10 @@ fn parse(args: &[String]) -> Result<Flags, String> {
             None | Some("0") => false,
             Some("1") => true,
             Some(v) => return Err(format!("--train {v}: expected 0 or 1")),
+        },
+        device: match get.get("device") {
+            None => DeviceKind::Cpu,
+            Some(d) => DeviceKind::parse(d).map_err(|e| format!("--device {d}: {e}"))?,
         },
     })
 }
@@ -177,7 +182,7 @@ fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String
             let (p, label) = fsm()?;
             (Executor::EdBatch(p, programs), Some(label))
         }
-        // Peers run on the CPU, where the session refuses it by name.
+        // A CUDA session runs it; a CPU session refuses it by name.
         ExecutorChoice::Vpps(h) => {
             let p = heuristic(h).ok_or_else(|| format!("unknown heuristic {h}"))?;
             (
@@ -227,7 +232,8 @@ fn work(f: &Flags) -> Result<(), String> {
             ..CpuOptions::default()
         },
     };
-    let mut session = Session::open_with(DeviceKind::Cpu, &trace, &model, &cells, &mut ex, &opts)
+    engine::device::check_available(f.device).map_err(|e| e.to_string())?;
+    let mut session = Session::open_with(f.device, &trace, &model, &cells, &mut ex, &opts)
         .map_err(|e| e.to_string())?;
     if f.train {
         return train(f, &mut session, policy);

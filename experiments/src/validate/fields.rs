@@ -24,7 +24,8 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
             &[Po]
         }
         "encodings" => &[Tr],
-        "executors" | "devices" | "check" => &[Re],
+        "executors" | "check" => &[Re],
+        "devices" => &[Re, Pe],
         "layout_batch" | "fsm.encodings" => &[Re, Pe],
         "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re, Pe],
         "threads" => &[Re, Pe],

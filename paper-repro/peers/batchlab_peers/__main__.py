@@ -69,7 +69,7 @@ def cmd_run(a):
                 raise ExportError("torch-fsm needs --fsm-trace and --fsm-export (the trace its FSM is learned on)")
             fsm = peers.learn_fsm(Export.read(a.fsm_export), a.fsm_trace, os.path.join(work, "fsm.yaml"),
                                   a.fsm_episodes, a.fsm_seed, a.fsm_encoding)
-        p = peers.open_peer(a.peer, e, a.threads, train=a.train, trace=a.trace, fsm=fsm)
+        p = peers.open_peer(a.peer, e, a.threads, train=a.train, trace=a.trace, fsm=fsm, device=a.device)
         m = peers.measure(p, a.warmup, a.repeats, e if a.train else None)
     out = {
         "peer": p.name,
@@ -80,6 +80,7 @@ def cmd_run(a):
         "hidden": e.header["hidden"],
         "instances": e.header["instances"],
         "threads": a.threads,
+        "device": a.device,
         "warmup": a.warmup,
         "repeats": a.repeats,
         "program_ops": p.program.ops,
@@ -145,6 +146,7 @@ def main(argv=None):
     ru.add_argument("--export", required=True)
     ru.add_argument("--peer", required=True, choices=peers.PEERS)
     ru.add_argument("--threads", type=int, default=1, help="threads (PyTorch set_num_threads)")
+    ru.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (the PyTorch peers; DyNet and DGL: cpu)")
     ru.add_argument("--warmup", type=int, default=1)
     ru.add_argument("--repeats", type=int, default=3)
     ru.add_argument("--train", action="store_true",

@@ -156,7 +156,7 @@ class TorchPeer:
 
     framework = "torch"
 
-    def __init__(self, export, threads, train=False):
+    def __init__(self, export, threads, train=False, device="cpu"):
         try:
             import torch
         except Exception as e:
@@ -164,11 +164,12 @@ class TorchPeer:
         self.torch = torch
         self.train = train
         torch.set_num_threads(threads)
+        self.device, self.sync = torch_device(torch, device)
         self.name = "torch"
         self.version = torch.__version__
         self.program = Program(export, "torch")
         self.makers = self.program.factories({"torch": torch})
-        self.params = torch_params(torch, export, train)
+        self.params = torch_params(torch, export, train, self.device)
 
     def run_once(self):
         if self.train:
@@ -181,12 +182,14 @@ class TorchPeer:
             def zeros(shape):
                 z = zs.get(shape)
                 if z is None:
-                    z = zs[shape] = torch.zeros(shape)
+                    z = zs[shape] = torch.zeros(shape, device=self.device)
                 return z
 
             fns = [make(ps) for make, ps in zip(self.makers, self.params)]
             losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
-            loss = sum(float(l.sum()) for l in losses)
+            # One read of the device (it waits for it), summed in double as
+            # Python's sum of the losses' floats is.
+            loss = float(torch.stack([l.sum() for l in losses]).double().sum())
         t2, c2 = time.perf_counter(), time.process_time()
         return {"construction_s": None, "forward_s": t2 - t0, "backward_s": None,
                 "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": loss}
@@ -202,14 +205,16 @@ class TorchPeer:
         def zeros(shape):
             z = zs.get(shape)
             if z is None:
-                z = zs[shape] = torch.zeros(shape)
+                z = zs[shape] = torch.zeros(shape, device=self.device)
             return z
 
         fns = [make(ps) for make, ps in zip(self.makers, self.params)]
         losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
         total = torch.stack([l.sum() for l in losses]).sum()
+        self.sync()
         t1 = time.perf_counter()
         total.backward()
+        self.sync()
         t2, c2 = time.perf_counter(), time.process_time()
         return {"construction_s": None, "forward_s": t1 - t0, "backward_s": t2 - t1,
                 "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(total.detach())}
@@ -227,7 +232,7 @@ class TorchBatchedPeer:
 
     framework = "torch"
 
-    def __init__(self, peer, export, trace, threads, train=False, fsm=None):
+    def __init__(self, peer, export, trace, threads, train=False, fsm=None, device="cpu"):
         try:
             import torch
 
@@ -242,12 +247,14 @@ class TorchBatchedPeer:
         self.torch = torch
         self.train = train
         torch.set_num_threads(threads)
+        self.device, self.sync = torch_device(torch, device)
         self.name = peer
         self.version = torch.__version__
         self.schedule = fsm if BATCHED[peer] == "fsm" else BATCHED[peer]
         if self.schedule is None:
             raise ValueError("torch-fsm needs its policy (--fsm-trace and --fsm-export to learn it)")
         self.made = ModelFromExport(export, trace, train)
+        self.made.model.to(self.device)  # bt.run runs where the model's parameters are
         self.program = Program(export, "torch-rows")
         self.params = self.made.params
         self.runner = Runner(self.made.model, self.made.cells, name=export.header["workload"], engine=self.engine)
@@ -262,11 +269,14 @@ class TorchBatchedPeer:
         t0, c0 = time.perf_counter(), time.process_time()
         if self.train:
             total = torch.stack(self.runner.run(samples, self.schedule)).sum()
+            self.sync()
             t1 = time.perf_counter()
             total.backward()
+            self.sync()
         else:
             with torch.inference_mode():
                 total = torch.stack(self.runner.run(samples, self.schedule)).sum()
+            self.sync()
             t1 = time.perf_counter()
         t2, c2 = time.perf_counter(), time.process_time()
         st = self.runner.stats
@@ -309,13 +319,27 @@ def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
     return out
 
 
-def torch_params(torch, export, train):
-    """Per role, its parameters as PyTorch tensors by name (leaves that
-    collect gradients when ``train``)."""
+def torch_params(torch, export, train, device="cpu"):
+    """Per role, its parameters as PyTorch tensors by name on ``device``
+    (leaves that collect gradients when ``train``)."""
     return [
-        {p["name"]: torch.from_numpy(export.param(p)).contiguous().requires_grad_(train) for p in role["params"]}
+        {p["name"]: torch.from_numpy(export.param(p)).contiguous().to(device).requires_grad_(train)
+         for p in role["params"]}
         for role in export.roles
     ]
+
+
+def torch_device(torch, device):
+    """``device`` as a ``torch.device``, refused where PyTorch cannot use it,
+    and the function that waits for it (a CUDA step is timed to its end)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise PeerUnavailable(f"--device {device}: PyTorch {torch.__version__} sees no CUDA device here")
+        return dev, lambda: torch.cuda.synchronize(dev)
+    if dev.type != "cpu":
+        raise ValueError(f"--device {device}: expected cpu, cuda or cuda:N")
+    return dev, lambda: None
 
 
 def torch_gradients(roles, params):
@@ -327,13 +351,15 @@ def torch_gradients(roles, params):
     for role, ps in zip(roles, params):
         for spec in role["params"]:
             g = ps[spec["name"]].grad
-            g = np.zeros(spec["shape"], np.float32) if g is None else g.numpy()
+            g = np.zeros(spec["shape"], np.float32) if g is None else g.detach().cpu().numpy()
             out.append((role["role"], spec, g))
     return out
 
 
-def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=None):
+def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=None, device="cpu"):
     fw = framework_of(peer)
+    if device != "cpu" and fw != "torch":
+        raise ValueError(f"{peer} runs on the CPU only ({fw} from PyPI has no CUDA build): run it with --device cpu")
     if fw == "dynet":
         return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling, train)
     if fw == "dgl":
@@ -343,8 +369,8 @@ def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=N
     if peer in BATCHED:
         if trace is None:
             raise ValueError(f"{peer} needs --trace (the export's trace: its samples)")
-        return TorchBatchedPeer(peer, export, trace, threads, train, fsm)
-    return TorchPeer(export, threads, train)
+        return TorchBatchedPeer(peer, export, trace, threads, train, fsm, device)
+    return TorchPeer(export, threads, train, device)
 
 
 def grad_check(p, export):

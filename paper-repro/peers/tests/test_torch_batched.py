@@ -76,3 +76,33 @@ class TorchBatchedTest(unittest.TestCase):
                                    os.path.join(t, "r.json")], capture_output=True, text=True)
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("--fsm-trace", done.stderr)
+
+    def test_device_cuda_runs_pytorch_there_and_refuses_what_cannot(self):
+        import torch
+
+        f = self.exports()[0]
+        trace = f[: -len(".safetensors")] + ".json"
+
+        def run(peer, device):
+            with tempfile.TemporaryDirectory() as t:
+                return subprocess.run([sys.executable, "-m", "batchlab_peers", "run", "--export", f, "--trace", trace,
+                                       "--peer", peer, "--repeats", "1", "--device", device, "--result",
+                                       os.path.join(t, "r.json")], capture_output=True, text=True)
+
+        # DyNet from PyPI has no CUDA build: refused by name, whatever the machine.
+        done = run("dynet-none", "cuda")
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("runs on the CPU only", done.stderr)
+        if not torch.cuda.is_available():
+            # No GPU: the PyTorch peers say so (exit 3: unavailable), never a CPU fall back.
+            for peer in ("torch", "torch-depth"):
+                done = run(peer, "cuda")
+                self.assertEqual(done.returncode, 3, done.stderr)
+                self.assertIn("sees no CUDA device", done.stderr)
+            return
+        for peer in ("torch", "torch-depth"):
+            r = self.harness("run", "--export", f, "--trace", trace, "--peer", peer, "--repeats", "1", "--device",
+                             "cuda", "--train")
+            self.assertEqual(r["device"], "cuda")
+            self.assertLessEqual(r["loss_rel_err"], 1e-4, peer)
+            self.assertLessEqual(r["grad_rel_err"], 1e-4, f"{peer}: {r['grad_worst']}")

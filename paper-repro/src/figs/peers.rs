@@ -17,7 +17,7 @@ use crate::report::fmt::{ms, ratio, sig, span};
 use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, at, field_string, num, uint};
+use crate::rows::{RowSet, at, field_string, num, text, uint};
 
 use super::{list, quick_note};
 
@@ -157,12 +157,19 @@ pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
     Ok(Vec::new())
 }
 
-/// A grid point: workload, batch, hidden, threads.
+/// A grid point: workload, batch, hidden, threads. A point measured on a
+/// GPU names its device after the workload (`tree-lstm on cuda`), so the
+/// rows of one spec run on two devices stay two points.
 pub(super) type Point = (String, u64, u64, u64);
 
 fn point(r: &Value) -> Option<Point> {
+    let workload = field_string(r, "config.workload")?;
+    let workload = match text(r, "config.device") {
+        Some(d) if d != "cpu" => format!("{workload} on {d}"),
+        _ => workload,
+    };
     Some((
-        field_string(r, "config.workload")?,
+        workload,
         uint(r, "config.batch")?,
         uint(r, "config.hidden")?,
         uint(r, "config.threads")?,
@@ -601,7 +608,14 @@ pub(super) fn figure(
             .and_then(|r| num(r, "metrics.instances_per_s"))
     };
     let mut panels = Vec::new();
-    for w in &rows.distinct("config.workload") {
+    // The points' workloads (a GPU point's names its device), first seen first.
+    let mut workloads: Vec<&String> = Vec::new();
+    for (p, _) in pts {
+        if !workloads.contains(&&p.0) {
+            workloads.push(&p.0);
+        }
+    }
+    for w in workloads {
         for th in &rows.distinct_u64("config.threads") {
             let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
                 .iter()
