@@ -1,6 +1,6 @@
-//! Compiles the VPPS persistent kernel of every workload (and the paper's
-//! Tree-LSTM at h = 256) to PTX with NVIDIA's NVRTC, without a GPU: the
-//! library comes from the `nvidia-cuda-nvrtc` wheel that
+//! Compiles the replay kernels and the VPPS persistent kernel of every
+//! workload (and the paper's Tree-LSTM at h = 256) to PTX with NVIDIA's
+//! NVRTC, without a GPU: the library comes from the `nvidia-cuda-nvrtc` wheel that
 //! `scripts/nvrtc-venv.sh` installs under `target/nvrtc-venv` (or the
 //! folder named by `BATCHLAB_NVRTC_DIR`). cudarc loads it by name, so the
 //! test re-runs itself with `LD_LIBRARY_PATH` pointing there. A compile
@@ -135,6 +135,12 @@ fn compile_all() {
         unsafe { cudarc::nvrtc::sys::is_culib_present() },
         "libnvrtc not loadable from LD_LIBRARY_PATH"
     );
+    // The replay's own kernels (every executor's gathers, elementwise ops and
+    // fused chains), as `CudaDevice` compiles them.
+    let ptx = cudarc::nvrtc::compile_ptx(engine_replay::device::KERNELS_CU)
+        .unwrap_or_else(|e| panic!("the replay kernels: NVRTC failed: {e:?}"));
+    assert!(ptx.to_src().contains(".entry ew_f32"), "no ew_f32 entry");
+    println!("compiled the replay kernels (KERNELS_CU)");
     let cells = CellLibrary::builtin().unwrap();
     let mut cases: Vec<(&str, usize)> = WORKLOADS.iter().map(|w| (w.name, 64)).collect();
     cases.push(("tree-lstm", 256));

@@ -330,6 +330,15 @@ rule("torch.tanh", "torch.Tensor.tanh", "torch.nn.functional.tanh")(_unary("tanh
 rule("torch.relu", "torch.Tensor.relu", "torch.nn.functional.relu")(_unary("relu"))
 
 
+@rule("torch.nn.functional.gelu")
+def _gelu(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    approximate = a[1] if len(a) > 1 else k.get("approximate", "none")
+    if approximate != "none":
+        raise lw.fail(f"gelu with approximate={approximate!r}; batchlab's gelu is the exact (erf) form")
+    v = lw.val(a[0])
+    return lw.emit("gelu", [v], v.shape)
+
+
 @rule("torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax")
 def _softmax(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     v = lw.val(a[0])
@@ -731,6 +740,7 @@ ROWWISE = frozenset(
         "torch.relu",
         "torch.Tensor.relu",
         "torch.nn.functional.relu",
+        "torch.nn.functional.gelu",
         "torch.Tensor.add",
         "torch.add",
         "torch.Tensor.__add__",

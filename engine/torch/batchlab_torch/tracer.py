@@ -73,6 +73,7 @@ ROWWISE = frozenset(
         "torch.relu",
         "torch.Tensor.relu",
         "torch.nn.functional.relu",
+        "torch.nn.functional.gelu",
         "torch.nn.functional.softmax",
         "torch.Tensor.add",
         "torch.Tensor.sub",

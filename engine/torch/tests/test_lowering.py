@@ -63,6 +63,7 @@ BODIES: dict[str, Callable] = {
     "gru-cell": lambda s, x, h: s.gru(x, h),
     "gru-cell-from-zeros": lambda s, x, h: s.gru(x) + h,
     "rnn-cell": lambda s, x, h: s.rnn(x, h) + s.rnn(h),
+    "gelu": lambda s, x, h: F.gelu(s.a(x)[:, :H]) + nn.GELU()(h) * torch.sigmoid(x),
     "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
     "softmax-dropout-view": lambda s, x, h: F.dropout(F.softmax(s.a(x)[:, :H], dim=-1), 0.5, False).view(1, H) + h,
@@ -162,3 +163,31 @@ def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:
     assert "pick_loss" in cell
     r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "cavs", "--train", "--check")
     assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4
+
+
+def test_gelu_runs_on_every_executor_and_the_vpps_emulator(engine: str, planner: str, tmp_path: Path) -> None:
+    torch.manual_seed(4)
+    m = Chain(BODIES["gelu"])
+    rec = bt.Recorder(m, cells={"cell": m.cell})
+    with rec:
+        sum(m(s) for s in [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    folder, layouts = str(tmp_path / "m"), str(tmp_path / "layouts")
+    rec.save(folder)
+    assert "op: gelu" in (tmp_path / "m" / "cells" / "cell.yaml").read_text()
+    run(planner, "layout", "--model", folder, "--batch", "8", "--out-dir", layouts)
+    for ex in ("reference", "dynet", "cavs", "policy:agenda", "edbatch:agenda"):
+        r = run_json(engine, "replay", "--model", folder, "--executor", ex, "--layouts", layouts, "--train", "--check")
+        assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4, (ex, r["expected"])
+    # The VPPS instruction set has it too: the emulated kernel's loss and gradients.
+    r = run_json(engine, "script", "--model", folder, "--emulate")
+    assert r["emulation"]["max_rel_error_gradients"] <= 1e-4, r["emulation"]
+
+
+def test_gelu_in_its_tanh_approximation_names_the_line() -> None:
+    torch.manual_seed(0)
+    m = Chain(lambda s, x, h: F.gelu(s.a(x)[:, :H], approximate="tanh") + h)
+    with pytest.raises(bt.RecordError) as e:
+        rec = bt.Recorder(m, cells={"cell": m.cell})
+        with rec:
+            m([1, 2])
+    assert "approximate='tanh'" in str(e.value) and "test_lowering.py:" in str(e.value)

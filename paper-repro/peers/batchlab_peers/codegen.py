@@ -25,7 +25,7 @@ BACKENDS = ("dynet", "torch", "torch-rows")
 #: right-hand side from (args, op, shapes of the args).
 OPS = (
     "matmul", "affine", "add", "sub", "mul", "sum", "mean", "sigmoid", "tanh",
-    "relu", "one_minus", "concat", "slice", "lookup", "softmax", "pick_loss",
+    "relu", "gelu", "one_minus", "concat", "slice", "lookup", "softmax", "pick_loss",
 )
 
 
@@ -59,6 +59,8 @@ def _dynet(op, a, shapes, spec):
         return f"dy.tanh({a[0]})"
     if op == "relu":
         return f"dy.rectify({a[0]})"
+    if op == "gelu":
+        raise CodegenError("DyNet has no GELU (x Φ(x)); the cell runs in PyTorch and batchlab only")
     if op == "one_minus":
         # dynet38's Cython bindings drop reflected operators (`1 - x` raises
         # TypeError), so 1 - x is Negate then ConstantPlusX: two DyNet nodes.
@@ -103,6 +105,8 @@ def _torch(op, a, shapes, spec):
         return f"torch.tanh({a[0]})"
     if op == "relu":
         return f"torch.relu({a[0]})"
+    if op == "gelu":
+        return f"torch.nn.functional.gelu({a[0]})"
     if op == "one_minus":
         return f"torch.rsub({a[0]}, 1.0)"
     if op == "concat":
@@ -147,7 +151,7 @@ def _torch_rows(op, a, shapes, spec, params=()):
                 return f"torch.matmul({a[0]}, {a[1]})"
             return f"torch.matmul({a[0]}.unsqueeze(-2), {a[1]}).squeeze(-2)"
         raise CodegenError(f"matmul of shapes {shapes[0]} and {shapes[1]} is not expressed for torch-rows")
-    if op in ("add", "sub", "mul", "sigmoid", "tanh", "relu", "one_minus", "sum", "mean"):
+    if op in ("add", "sub", "mul", "sigmoid", "tanh", "relu", "gelu", "one_minus", "sum", "mean"):
         return _torch(op, a, shapes, spec)
     if op == "concat":
         return f"torch.cat([{', '.join(a)}], 1)"

@@ -35,6 +35,9 @@ pub enum PrimOp {
     Tanh,
     /// `max(x, 0)`.
     Relu,
+    /// GELU, `x Φ(x)` with `Φ` the standard normal CDF (PyTorch's
+    /// `F.gelu`, exact form).
+    Gelu,
     /// `1 - x` (the GRU's complementary update gate).
     OneMinus,
     /// Concatenation along dim 0.
@@ -99,7 +102,7 @@ pub enum ShapeError {
 
 impl PrimOp {
     /// Every op, in declaration order (used to list the known ops in errors).
-    pub const ALL: [PrimOp; 16] = [
+    pub const ALL: [PrimOp; 17] = [
         PrimOp::Matmul,
         PrimOp::Affine,
         PrimOp::Add,
@@ -110,6 +113,7 @@ impl PrimOp {
         PrimOp::Sigmoid,
         PrimOp::Tanh,
         PrimOp::Relu,
+        PrimOp::Gelu,
         PrimOp::OneMinus,
         PrimOp::Concat,
         PrimOp::Slice,
@@ -131,6 +135,7 @@ impl PrimOp {
             PrimOp::Sigmoid => "sigmoid",
             PrimOp::Tanh => "tanh",
             PrimOp::Relu => "relu",
+            PrimOp::Gelu => "gelu",
             PrimOp::OneMinus => "one_minus",
             PrimOp::Concat => "concat",
             PrimOp::Slice => "slice",
@@ -158,6 +163,7 @@ impl PrimOp {
                 | PrimOp::Sigmoid
                 | PrimOp::Tanh
                 | PrimOp::Relu
+                | PrimOp::Gelu
                 | PrimOp::OneMinus
         )
     }
@@ -172,6 +178,7 @@ impl PrimOp {
             PrimOp::Sigmoid
             | PrimOp::Tanh
             | PrimOp::Relu
+            | PrimOp::Gelu
             | PrimOp::OneMinus
             | PrimOp::Slice
             | PrimOp::Lookup
@@ -210,6 +217,7 @@ impl PrimOp {
             | PrimOp::Sigmoid
             | PrimOp::Tanh
             | PrimOp::Relu
+            | PrimOp::Gelu
             | PrimOp::OneMinus => all_equal(args)?,
             PrimOp::Concat => concat(args)?,
             PrimOp::Slice => slice_rows(args[0], slice)?,

@@ -36,6 +36,8 @@ pub enum EwOp {
     Relu = 2,
     /// 1 - a
     OneMinus = 3,
+    /// gelu a = a (1 + erf(a / √2)) / 2
+    Gelu = 5,
     /// alpha · a
     Scale = 4,
     /// a + b

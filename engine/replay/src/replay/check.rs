@@ -178,6 +178,7 @@ pub(crate) fn eval(
         PrimOp::Sigmoid => map(&|x| 1.0 / (1.0 + (-x).exp())),
         PrimOp::Tanh => map(&|x| x.tanh()),
         PrimOp::Relu => map(&|x| x.max(0.0)),
+        PrimOp::Gelu => map(&|x| 0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))),
         PrimOp::OneMinus => map(&|x| 1.0 - x),
         PrimOp::Concat => (0..op.args.len()).flat_map(|i| arg(i).clone()).collect(),
         PrimOp::Slice => {
@@ -276,4 +277,23 @@ pub fn finite_difference(
         out.push(per_value);
     }
     out
+}
+
+/// `erf(z)` in f64 by its Maclaurin series (the reference's own, not the
+/// executors' approximation): |z| < 4 takes at most 90 terms; beyond, erf
+/// is ±1 to within 2e-8.
+fn erf(z: f64) -> f64 {
+    if z.abs() >= 4.0 {
+        return z.signum();
+    }
+    let (mut term, mut sum) = (z, z);
+    for n in 1..90 {
+        term *= -z * z / n as f64;
+        let add = term / (2 * n + 1) as f64;
+        sum += add;
+        if add.abs() < 1e-17 * sum.abs() {
+            break;
+        }
+    }
+    sum * std::f64::consts::FRAC_2_SQRT_PI
 }

@@ -42,6 +42,8 @@ pub(crate) enum GKind {
     Tanh,
     /// `dx += dy · [x > 0]`.
     Relu,
+    /// `dx += dy · (Φ(x) + x φ(x))`.
+    Gelu,
     /// `dx −= dy`.
     OneMinus,
     /// `da += dy`, `db += dy`.
@@ -500,6 +502,7 @@ impl Gc<'_> {
             PrimOp::Sigmoid => GKind::Sigmoid,
             PrimOp::Tanh => GKind::Tanh,
             PrimOp::Relu => GKind::Relu,
+            PrimOp::Gelu => GKind::Gelu,
             PrimOp::OneMinus => GKind::OneMinus,
             PrimOp::Add => GKind::Add,
             PrimOp::Sub => GKind::Sub,

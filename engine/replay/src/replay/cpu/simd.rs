@@ -262,6 +262,40 @@ multiversion! {
     }
 }
 
+/// `erf(x)` in f32 (Abramowitz & Stegun 7.1.26: |error| < 1.5e-7).
+#[inline]
+pub fn erf1(x: f32) -> f32 {
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
+    let e = 1.0 - poly * (-x * x).exp();
+    if x < 0.0 { -e } else { e }
+}
+
+/// GELU, `x Φ(x) = x (1 + erf(x / √2)) / 2`.
+#[inline]
+pub fn gelu1(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf1(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// GELU's derivative, `Φ(x) + x φ(x)`.
+#[inline]
+pub fn gelu_grad1(x: f32) -> f32 {
+    const INV_SQRT_2PI: f32 = 0.398_942_3;
+    0.5 * (1.0 + erf1(x * std::f32::consts::FRAC_1_SQRT_2))
+        + x * INV_SQRT_2PI * (-0.5 * x * x).exp()
+}
+
+multiversion! {
+    /// `y = gelu(x)` elementwise ([`gelu1`]).
+    pub fn gelu(x: &[f32], y: &mut [f32]) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = gelu1(x);
+        }
+    }
+}
+
 multiversion! {
     /// `y = 1 − x` elementwise.
     pub fn one_minus(x: &[f32], y: &mut [f32]) {
@@ -343,6 +377,11 @@ vjp! {
 vjp! {
     /// ReLU's: `dx (+)= dy · [x > 0]` (`v` = `x`).
     pub fn relu_vjp(dy, v: &[f32], dx) => |g, x| if x > 0.0 { g } else { 0.0 }
+}
+
+vjp! {
+    /// GELU's: `dx (+)= dy · (Φ(x) + x φ(x))` (`v` = `x`).
+    pub fn gelu_vjp(dy, v: &[f32], dx) => |g, x| g * gelu_grad1(x)
 }
 
 vjp! {

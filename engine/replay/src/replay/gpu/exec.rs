@@ -223,6 +223,7 @@ pub(super) unsafe fn launch_op(
             PrimOp::Sigmoid => ew(EwOp::Sigmoid)?,
             PrimOp::Tanh => ew(EwOp::Tanh)?,
             PrimOp::Relu => ew(EwOp::Relu)?,
+            PrimOp::Gelu => ew(EwOp::Gelu)?,
             PrimOp::OneMinus => ew(EwOp::OneMinus)?,
             PrimOp::Add => ew(EwOp::Add)?,
             PrimOp::Sub => ew(EwOp::Sub)?,

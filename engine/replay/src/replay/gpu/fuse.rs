@@ -32,6 +32,7 @@ fn opcode(kind: PrimOp) -> Option<i64> {
         PrimOp::Tanh => 1,
         PrimOp::Relu => 2,
         PrimOp::OneMinus => 3,
+        PrimOp::Gelu => 5,
         PrimOp::Add => 10,
         PrimOp::Sub => 11,
         PrimOp::Mul => 12,

@@ -331,6 +331,7 @@ fn exec(
                         map1::TANH => v.tanh(),
                         map1::RELU => v.max(0.0),
                         map1::ONE_MINUS => 1.0 - v,
+                        map1::GELU => crate::replay::cpu::simd::gelu1(v),
                         _ => v,
                     };
                 }
@@ -664,6 +665,7 @@ fn exec(
                         dmap::FMA => gv * xv,
                         dmap::SIGMOID => gv * xv * (1.0 - xv),
                         dmap::TANH => gv * (1.0 - xv * xv),
+                        dmap::GELU => gv * crate::replay::cpu::simd::gelu_grad1(xv),
                         dmap::RELU => {
                             if xv > 0.0 {
                                 gv

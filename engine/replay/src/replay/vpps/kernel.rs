@@ -396,6 +396,7 @@ vpps_kernel(float* __restrict__ pool, const u32* __restrict__ sc, u32* bar) {
         else if (sub == 2u) y = tanhf(v);
         else if (sub == 3u) y = fmaxf(v, 0.f);
         else if (sub == 4u) y = 1.f - v;
+        else if (sub == 5u) y = 0.5f * v * (1.f + erff(v * 0.70710678f));
         pool[opa(dst, r, data, tab, gs) + c] = y;
       }
     } break;
@@ -482,6 +483,7 @@ vpps_kernel(float* __restrict__ pool, const u32* __restrict__ sc, u32* bar) {
         else if (sub == 2u) v = g * x * (1.f - x);
         else if (sub == 3u) v = g * (1.f - x * x);
         else if (sub == 4u) v = x > 0.f ? g : 0.f;
+        else if (sub == 5u) v = g * (0.5f * (1.f + erff(x * 0.70710678f)) + x * 0.39894228f * expf(-0.5f * x * x));
         pool[opa(dx, r, data, tab, gs) + c] += scale * v;
       }
     } break;

@@ -54,6 +54,7 @@ pub(crate) mod map1 {
     pub const TANH: u8 = 2;
     pub const RELU: u8 = 3;
     pub const ONE_MINUS: u8 = 4;
+    pub const GELU: u8 = 5;
 }
 
 /// Binary maps (`MAP2`'s function).
@@ -75,6 +76,8 @@ pub(crate) mod dmap {
     pub const TANH: u8 = 3;
     /// `dx += dy · [x > 0]`, aux = x (relu).
     pub const RELU: u8 = 4;
+    /// `dx += dy · (Φ(x) + x φ(x))`, aux = x (gelu).
+    pub const GELU: u8 = 5;
 }
 
 /// One instruction template (per batch it becomes one instruction per
@@ -509,11 +512,16 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             b.push(axpy(grad(v), dy, len, scale));
                         }
                     }
-                    PrimOp::Sigmoid | PrimOp::Tanh | PrimOp::Relu | PrimOp::OneMinus => {
+                    PrimOp::Sigmoid
+                    | PrimOp::Tanh
+                    | PrimOp::Relu
+                    | PrimOp::Gelu
+                    | PrimOp::OneMinus => {
                         let (f, kind, aux) = match op.kind {
                             PrimOp::Sigmoid => (map1::SIGMOID, dmap::SIGMOID, y),
                             PrimOp::Tanh => (map1::TANH, dmap::TANH, y),
                             PrimOp::Relu => (map1::RELU, dmap::RELU, val(a[0])),
+                            PrimOp::Gelu => (map1::GELU, dmap::GELU, val(a[0])),
                             _ => (map1::ONE_MINUS, dmap::AXPY, dy),
                         };
                         fwd.push(Template::Map1 {
