@@ -49,7 +49,9 @@ def build_cell(kind: Kind, params: dict[str, tuple[int, ...]]) -> tuple[Cell, di
         return cell, {}, kind.ports
     if kind.what == "mean":
         xs = [vals[p] for p in pos]
-        cell.finish([cell.emit("mean", xs, xs[0].shape, "mean")])
+        # The mean of one value (a node with one parent) is that value: a
+        # copy (batchlab's mean takes two or more).
+        cell.finish([cell.emit("mean" if len(xs) > 1 else "sum", xs, xs[0].shape, "mean")])
         cell.ports = [Port(v.name, "one", [v]) for v in xs]
         return cell, {}, kind.ports
     inputs: dict[str, Any] = {}

@@ -87,6 +87,10 @@ class Lowerer:
         self.data_use: dict[int, str] = {}
         self.origin: dict[str, fx.Node] = {}
         self.node: fx.Node | None = None
+        # Parameters read as matrices (weights, tables), and parameters of a
+        # leading dim of 1 read as vectors, declared at their batchlab shape.
+        self.matrices: set[str] = set()
+        self.vectors: set[str] = set()
 
     # ----- helpers used by the rules
     def fail(self, reason: str, at: fx.Node | None = None) -> LoweringError:
@@ -99,8 +103,23 @@ class Lowerer:
         frame = n.meta.get("frame", "?") if n is not None else "?"
         return LoweringError(f"{self.where}: {fn} at {frame}: {reason}")
 
+    def matrix(self, w: Val) -> Val:
+        """``w``, a parameter, read as a matrix (a weight or a table)."""
+        if w.name in self.vectors:
+            raise self.fail(f"parameter {w.name} is read both as a vector and as a matrix")
+        self.matrices.add(w.name)
+        return w
+
     def val(self, x: Any, what: str = "argument") -> Val:
         if isinstance(x, Val):
+            if x.kind == "param" and len(x.shape) > 1 and x.shape[0] == 1:
+                # A parameter such as a learned start state `[1, H]` read as
+                # a value: its batchlab shape, as every value's (the weights
+                # file keeps PyTorch's `[1, H]`; a leading 1 is the same data).
+                if x.name in self.matrices:
+                    raise self.fail(f"parameter {x.name} is read both as a matrix and as a vector")
+                x.shape = bl_shape(x.shape)
+                self.vectors.add(x.name)
             return x
         if isinstance(x, Zero):
             raise self.fail(f"{what} is a tensor of zeros made inside the cell; pass it in, or drop the term")
@@ -229,6 +248,8 @@ def _linear(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     if isinstance(x, Zero):  # W 0 + b
         return Zero(lw.out_tshape()) if b is None else lw.val(b, "bias")
     x = lw.val(x, "input")
+    if isinstance(w, Val) and w.kind == "param":
+        lw.matrix(w)
     if not (isinstance(w, Val) and w.kind == "param" and len(w.shape) == 2):
         raise lw.fail("the weight of a linear must be a parameter of two dims")
     if len(x.shape) != 1 or x.shape[0] != w.shape[1]:
@@ -463,6 +484,8 @@ def _embedding(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     ids, w = a[0], a[1]
     if not isinstance(ids, DataIn):
         raise lw.fail("the ids of an embedding must be an integer tensor given to the call (the node's token id)")
+    if isinstance(w, Val) and w.kind == "param":
+        lw.matrix(w)
     if not (isinstance(w, Val) and w.kind == "param" and len(w.shape) == 2):
         raise lw.fail("the table of an embedding must be a parameter of two dims")
     if k.get("max_norm") is not None:
@@ -522,7 +545,7 @@ def _t(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     if isinstance(x, ParamT):
         return x.param
     if isinstance(x, Val) and x.kind == "param" and len(x.shape) == 2:
-        return ParamT(x)
+        return ParamT(lw.matrix(x))
     raise lw.fail("transposing other than a weight")
 
 
@@ -546,6 +569,7 @@ def _matmul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
             raise lw.fail("x @ W.t() with x other than a row vector")
         return lw.emit("matmul", [w, v], (w.shape[0],))
     if isinstance(x, Val) and x.kind == "param":
+        lw.matrix(x)
         v = lw.val(y)
         if (
             len(x.shape) != 2

@@ -260,7 +260,7 @@ class Star(nn.Module):
 UNSUPPORTED = {
     "max-pooling": (lambda s, x, hs: torch.stack(hs).max(dim=0).values + x, "torch.Tensor.max"),
     "layer-norm": (lambda s, x, hs: s.norm(s.lin(x) + sum(hs)), "torch.nn.functional.layer_norm"),
-    "gelu": (lambda s, x, hs: F.gelu(s.lin(x)), "torch.nn.functional.gelu"),
+    "gelu-tanh": (lambda s, x, hs: F.gelu(s.lin(x), approximate="tanh"), "torch.nn.functional.gelu"),
     "attention": (
         lambda s, x, hs: (F.softmax(s.att(torch.cat(hs, dim=0)), dim=0) * torch.cat(hs, dim=0)).sum(0),
         "dot-product attention",

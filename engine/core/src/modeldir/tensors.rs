@@ -149,14 +149,22 @@ impl Tensors {
         self.map.get(name)
     }
 
-    /// The tensor named `name`, which `why` needs at `shape`.
+    /// The tensor named `name`, which `why` needs at `shape`. Leading dims
+    /// of 1 do not count (`[1, 64]` is `[64]`, the same floats): a value's
+    /// batchlab shape drops them, and so may a cell's parameter that PyTorch
+    /// holds as `[1, H]` (a learned start state read as a vector).
     pub fn require(&self, name: &str, shape: &[usize], why: &str) -> Result<&Tensor, TensorsError> {
         let t = self.map.get(name).ok_or_else(|| TensorsError::Missing {
             file: self.file.clone(),
             tensor: name.to_string(),
             why: why.to_string(),
         })?;
-        if t.shape != shape {
+        let bare = |s: &[usize]| s.iter().position(|&d| d != 1).map_or(0, |i| s.len() - i);
+        let (a, b) = (
+            &t.shape[t.shape.len() - bare(&t.shape)..],
+            &shape[shape.len() - bare(shape)..],
+        );
+        if a != b {
             return Err(TensorsError::Shape {
                 file: self.file.clone(),
                 tensor: name.to_string(),
@@ -272,6 +280,24 @@ mod tests {
             e.contains("`a.weight` has shape [2, 3], but cell leaf needs [3, 2]"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_start_state_of_shape_1_h_serves_a_vector_parameter_and_nothing_else() {
+        let mut t = Tensors::default();
+        t.insert("start", Tensor::new(vec![1, 3], vec![1.0, 2.0, 3.0]));
+        assert_eq!(
+            t.require("start", &[3], "cell step").unwrap().data,
+            [1.0, 2.0, 3.0]
+        );
+        assert!(t.require("start", &[1, 1, 3], "cell step").is_ok());
+        for wrong in [&[1, 2][..], &[3, 1], &[6]] {
+            let e = t
+                .require("start", wrong, "cell step")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("`start` has shape [1, 3]"), "{e}");
+        }
     }
 
     #[test]
