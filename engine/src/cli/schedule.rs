@@ -61,7 +61,8 @@ struct Report {
 #[derive(Serialize)]
 struct Answer {
     batches: Vec<Vec<u32>>,
-    lower_bound: u64,
+    /// `null` where a binary request asked for none (`"bound": false`).
+    lower_bound: Option<u64>,
     misses: u64,
     seconds: f64,
 }
@@ -243,9 +244,9 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
         let request = if binary {
             binary_request(&line[2..], &mut input, &what)
         } else {
-            parse_request(&line, &what)
+            parse_request(&line, &what).map(|(w, g)| (w, g, true))
         };
-        let answer = request.and_then(|(workload, g)| {
+        let answer = request.and_then(|(workload, g, bound)| {
             check_workload(policy, name, &workload)?;
             let (s, misses, seconds) = schedule(&g, policy)?;
             Ok(Answer {
@@ -253,7 +254,7 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
                     .batches()
                     .map(|(_, n)| n.iter().map(|v| v.0).collect())
                     .collect(),
-                lower_bound: lower_bound(&g).total,
+                lower_bound: bound.then(|| lower_bound(&g).total),
                 misses,
                 seconds,
             })
@@ -295,9 +296,17 @@ struct BinaryHead {
     types: Vec<String>,
     nodes: usize,
     args: usize,
+    /// Whether to answer the A.3 lower bound too (default true; a client
+    /// that does not read it saves the service a pass per type).
+    #[serde(default = "yes")]
+    bound: bool,
 }
 
-/// `B {"workload", "types", "nodes": N, "args": M}` then, little-endian
+fn yes() -> bool {
+    true
+}
+
+/// `B {"workload", "types", "nodes": N, "args": M[, "bound": false]}` then, little-endian
 /// u32: `type_of[N]`, `arg_ptr[N+1]`, `args[M]`, `instance[N]` — the compact
 /// form without JSON's cost (what `batchlab_torch.run` sends). The bytes
 /// are read even when the header is refused, so the stream stays in step.
@@ -305,7 +314,7 @@ fn binary_request(
     head: &str,
     input: &mut impl std::io::BufRead,
     what: &str,
-) -> anyhow::Result<(String, Graph)> {
+) -> anyhow::Result<(String, Graph, bool)> {
     let h: BinaryHead =
         serde_json::from_str(head).with_context(|| format!("{what}: binary request header"))?;
     // Refuse sizes no graph has before reading (and allocating) them.
@@ -347,5 +356,5 @@ fn binary_request(
         instance: (2 * n + 1 + m..words).map(word).collect(),
     };
     let g = r.graph().with_context(|| what.to_string())?;
-    Ok((r.workload, g))
+    Ok((r.workload, g, h.bound))
 }

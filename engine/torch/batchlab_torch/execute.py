@@ -426,6 +426,14 @@ class Caller:
 
         self._call = call
         self._vmapped = torch.func.vmap(self._flat)
+        # A direct call of a cell that takes plain positional tensors and
+        # nothing else: the module on the reshaped inputs, its tensors out
+        # (the general path binds leaves and flattens what it returns).
+        self._plain = (
+            mod
+            if kind.what == "cell" and flat and all(leaf[0] == "tensor" for leaf in kind.leaves) and not known.statics
+            else None
+        )
 
     def per(self, xs: list, ds: dict) -> list[torch.Tensor]:
         """The call on one instance's (or, directly, one batch's) tensors."""
@@ -447,6 +455,11 @@ class Caller:
 
     def direct(self, ins: list, data: dict, b: int) -> list[torch.Tensor]:
         xs = [x if s is None else x.reshape(s) for x, s in zip(ins, self.in_shape)]
+        if self._plain is not None:
+            out = self._plain(*xs)
+            outs = list(out) if type(out) is tuple else [out]
+            if all(isinstance(o, torch.Tensor) for o in outs):
+                return [o if o.shape[1:] == s else o.reshape((b,) + s) for o, s in zip(outs, self.known.out_tshapes)]
         ds = {p: v if self.data_shape[p] is None else v.reshape(self.data_shape[p]) for p, v in data.items()}
         return [
             o if o.shape[1:] == s else o.reshape((b,) + s) for o, s in zip(self.per(xs, ds), self.known.out_tshapes)

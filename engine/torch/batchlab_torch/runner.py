@@ -60,7 +60,7 @@ class Stats:
     nodes: int = 0
     batches: int = 0
     discovered: int = 0
-    lower_bound: int | None = None
+    lower_bound: int | None = None  # with Runner(bound=True)
     misses: int = 0
     direct_kinds: int = 0
     rows_kinds: int = 0  # direct, with per-row losses
@@ -80,7 +80,9 @@ class Runner:
     """Runs mini-batches of ``model`` by batchlab schedules (see the module
     docs), remembering each kind's shapes and call mode, and each sample's
     graph (``cache=True``: a sample object seen again is not run again; its
-    structure must not change), between them."""
+    structure must not change), between them. ``bound=True`` asks the
+    schedule service for each mini-batch's A.3 lower bound too
+    (``stats.lower_bound``; else ``None``)."""
 
     def __init__(
         self,
@@ -90,11 +92,13 @@ class Runner:
         name: str | None = None,
         engine: str | None = None,
         cache: bool = True,
+        bound: bool = False,
     ) -> None:
         self.model = model
         self.cells = dict(cells)
         self.name = name
         self.engine = engine
+        self.bound = bound  # ask the service for each mini-batch's lower bound (stats.lower_bound)
         self.known: dict[tuple, Known] = {}
         self.kinds: dict[tuple, Kind] = {}
         self.kind_list: list[Kind] = []
@@ -194,7 +198,7 @@ class Runner:
             return lambda: batches
         engine = self.engine or find_tool("engine")
         server = _Server.get(engine, schedule)
-        server.send(graph_request(self.name or "model", plan, self.kind_list))
+        server.send(graph_request(self.name or "model", plan, self.kind_list, self.bound))
 
         def answer() -> list[np.ndarray]:
             head, batches = server.receive()

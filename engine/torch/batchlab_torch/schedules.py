@@ -132,17 +132,20 @@ class _Server:
 atexit.register(_Server.close_all)
 
 
-def graph_request(name: str, plan: Plan, kinds: list[Kind]) -> bytes:
+def graph_request(name: str, plan: Plan, kinds: list[Kind], bound: bool = True) -> bytes:
     """The mini-batch's graph as ``engine schedule --serve`` takes it in
     binary (docs/cli.md): a header line, then, as little-endian u32, each
     node's type, the arguments' offsets, the arguments, each node's
-    instance."""
+    instance. ``bound``: whether the answer should carry the A.3 lower
+    bound (the service's one pass per type more)."""
     head = {
         "workload": name,
         "types": [kinds[q].type_name for q in plan.present.tolist()],
         "nodes": int(plan.n),
         "args": len(plan.gnode),
     }
+    if not bound:
+        head["bound"] = False
     body = np.concatenate([plan.type_of, plan.gptr, plan.gnode, plan.instance]).astype("<u4").tobytes()
     return b"B " + json.dumps(head, separators=(",", ":")).encode() + b"\n" + body
 
