@@ -655,7 +655,10 @@ for _n in ZEROS:
 def _alias(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x = a[0]
     if k.get("training") or (len(a) > 2 and a[2] is True):
-        raise lw.fail("dropout in training mode: record in eval mode (model.eval())")
+        # A dropout that drops nothing (p = 0) is the identity in any mode.
+        p = k.get("p", a[1] if len(a) > 1 else 0.5)
+        if p != 0:
+            raise lw.fail("dropout in training mode: record in eval mode (model.eval())")
     if isinstance(x, Zero):
         return Zero(lw.out_tshape())
     v = lw.val(x)

@@ -63,6 +63,8 @@ BODIES: dict[str, Callable] = {
     "gru-cell": lambda s, x, h: s.gru(x, h),
     "gru-cell-from-zeros": lambda s, x, h: s.gru(x) + h,
     "rnn-cell": lambda s, x, h: s.rnn(x, h) + s.rnn(h),
+    # A dropout that drops nothing is the identity, even in training mode.
+    "dropout-p0-training": lambda s, x, h: F.dropout(torch.tanh(s.a(x)[:, :H]), 0.0, True) + nn.Dropout(0.0)(h),
     "gelu": lambda s, x, h: F.gelu(s.a(x)[:, :H]) + nn.GELU()(h) * torch.sigmoid(x),
     "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
