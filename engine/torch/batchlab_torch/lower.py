@@ -652,6 +652,14 @@ for _n in ZEROS:
     RULES[_n] = _zeros
 
 
+@rule("torch.tensor", "torch.as_tensor", "torch.scalar_tensor")
+def _constant(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    raise lw.fail(
+        "a tensor made inside the cell from Python values; batchlab's cells take their integers (ids, labels) "
+        "and tensors as arguments: make it outside and pass it in, e.g. self.out(h, torch.tensor([y]))"
+    )
+
+
 def _alias(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x = a[0]
     if k.get("training") or (len(a) > 2 and a[2] is True):

@@ -261,6 +261,11 @@ UNSUPPORTED = {
     "max-pooling": (lambda s, x, hs: torch.stack(hs).max(dim=0).values + x, "torch.Tensor.max"),
     "layer-norm": (lambda s, x, hs: s.norm(s.lin(x) + sum(hs)), "torch.nn.functional.layer_norm"),
     "gelu-tanh": (lambda s, x, hs: F.gelu(s.lin(x), approximate="tanh"), "torch.nn.functional.gelu"),
+    # A label made inside the cell from a Python int: the error says to pass it in.
+    "tensor-from-python-int": (
+        lambda s, x, hs: F.cross_entropy(s.lin(x)[:, :3], torch.tensor([len(hs) % 3])),
+        "make it outside and pass it in",
+    ),
     "attention": (
         lambda s, x, hs: (F.softmax(s.att(torch.cat(hs, dim=0)), dim=0) * torch.cat(hs, dim=0)).sum(0),
         "dot-product attention",
