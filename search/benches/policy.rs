@@ -1,5 +1,7 @@
-//! Criterion benches of the policy search (figures in docs/benchmarks.md,
-//! "Policy search"): environment steps, FSM decisions, training.
+//! Criterion benches of the policy search's hot paths (figures in
+//! docs/benchmarks.md, "Policy search"): environment steps, FSM decisions,
+//! the remaining bound, the optimiser. Training time per workload, end to
+//! end with CPU time, is `search bench`'s.
 //!
 //! - `env_step`: one full episode of lattice-lstm (batch 32, hidden 64, record
 //!   seed 7) with a seeded random policy; throughput in node executions.
@@ -13,10 +15,6 @@
 //!   episode (snapshots), then one episode driven by the FSM and the same
 //!   episode replaying the recorded choices (their difference is the decision
 //!   cost again, but within the noise of the steps).
-//! - `train_tree_lstm`, `train_lattice_lstm`: training with default
-//!   hyper-parameters (early stop on), and exactly 1000 episodes, for the
-//!   default scheme (sort-crit, key exploration, bound reward) and the
-//!   reference one (sort, ε-greedy per step, Eq. 1).
 //! - `remaining_bound`: a lattice-lstm episode (typewise) with and without
 //!   the remaining-bound tracker following it (the per-step cost of the
 //!   sort-crit encodings and of the bound-shaped reward).
@@ -30,8 +28,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use engine::cells::CellLibrary;
 use engine::graph::{NodeId, TypeId};
 use engine::sched::{
-    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, Hyperparameters, RemainingBound,
-    SameTypeDag,
+    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, RemainingBound, SameTypeDag,
 };
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
@@ -41,7 +38,7 @@ use search::bound::{BoundConfig, certify};
 use search::export::policy_file;
 use search::optimise::{OptimiseConfig, optimise};
 use search::synth::{DagParams, random_dag};
-use search::trainer::{TrainConfig, default_hyperparameters, reference_hyperparameters, train};
+use search::trainer::{TrainConfig, default_hyperparameters, train};
 
 fn record(name: &str) -> Trace {
     workloads::record(
@@ -142,54 +139,6 @@ fn fsm_decision(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_training(c: &mut Criterion, name: &str, group_name: &str) {
-    let trace = record(name);
-    let g = &trace.graph;
-    let st = SameTypeDag::new(g);
-    let mut group = c.benchmark_group(group_name);
-    group.sample_size(10);
-    let default = TrainConfig {
-        encoding: Encoding::SortCrit,
-        hyper: default_hyperparameters(),
-        seed: 1,
-    };
-    group.bench_function("default_early_stop", |b| {
-        b.iter(|| black_box(train(g, &st, &default, &mut |_, _| {}).report.best_batches))
-    });
-    let thousand = |encoding, h: Hyperparameters| TrainConfig {
-        encoding,
-        hyper: Hyperparameters {
-            stop_ratio: 0.0,
-            max_episodes: 1000,
-            ..h
-        },
-        seed: 1,
-    };
-    let full = thousand(Encoding::SortCrit, default_hyperparameters());
-    group.bench_function("1000_episodes", |b| {
-        b.iter(|| black_box(train(g, &st, &full, &mut |_, _| {}).report.best_batches))
-    });
-    let reference = thousand(Encoding::Sort, reference_hyperparameters());
-    group.bench_function("1000_episodes_reference_scheme", |b| {
-        b.iter(|| {
-            black_box(
-                train(g, &st, &reference, &mut |_, _| {})
-                    .report
-                    .best_batches,
-            )
-        })
-    });
-    group.finish();
-}
-
-fn train_tree_lstm(c: &mut Criterion) {
-    bench_training(c, "tree-lstm", "train_tree_lstm");
-}
-
-fn train_lattice_lstm(c: &mut Criterion) {
-    bench_training(c, "lattice-lstm", "train_lattice_lstm");
-}
-
 fn remaining_bound(c: &mut Criterion) {
     let trace = record("lattice-lstm");
     let g = &trace.graph;
@@ -288,8 +237,6 @@ criterion_group!(
     remaining_bound,
     optimise_and_certify,
     env_step,
-    fsm_decision,
-    train_tree_lstm,
-    train_lattice_lstm
+    fsm_decision
 );
 criterion_main!(benches);

@@ -416,7 +416,7 @@ fn every_subcommand_documents_json_and_train_help_states_the_real_defaults() {
 }
 
 #[test]
-fn bench_reports_every_section() {
+fn bench_reports_the_training_time_of_each_workload() {
     let r = json(&search(&[
         "bench",
         "--workload",
@@ -427,14 +427,12 @@ fn bench_reports_every_section() {
         "1",
         "--json",
     ]));
-    assert!(r["env_step"]["node_steps_per_s"].as_f64().unwrap() > 0.0);
     assert!(
-        r["fsm_decision"]["ns_per_decision_with_step"]
-            .as_f64()
-            .unwrap()
-            > 0.0
+        r.get("env_step").is_none(),
+        "criterion's, not search bench's"
     );
     let t = r["training"].as_array().unwrap();
+    assert!(t[0]["seconds_1000_episodes"].as_f64().unwrap() > 0.0);
     assert_eq!(t.len(), 1);
     assert_eq!(t[0]["workload"], "rvnn");
 }

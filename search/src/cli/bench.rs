@@ -1,20 +1,14 @@
-//! `search bench`: the figures of docs/benchmarks.md's "Policy search" section
-//! without criterion — environment step throughput, FSM decision latency, and
-//! training time per workload.
-
-use std::time::Instant;
+//! `search bench`: the FSM training time per workload of docs/benchmarks.md's
+//! "Policy search" section, end to end with process CPU time beside wall
+//! time (the two schemes interleaved). The hot paths inside it (environment
+//! steps, FSM decisions, the remaining bound, the optimiser) are criterion's:
+//! `cargo bench -p search --bench policy`.
 
 use anyhow::{Context, bail};
 use engine::cells::CellLibrary;
-use engine::graph::{Graph, TypeId};
-use engine::sched::{
-    BatchPolicy, Choice, Encoding, Frontier, FsmPolicy, Hyperparameters, SameTypeDag,
-};
+use engine::sched::{Encoding, Hyperparameters, SameTypeDag};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
-use search::export::policy_file;
 use search::trainer::{TrainConfig, default_hyperparameters, reference_hyperparameters, train};
 use serde::Serialize;
 
@@ -34,34 +28,6 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-/// Environment throughput: random-policy episodes on lattice-lstm.
-#[derive(Serialize)]
-struct EnvStep {
-    workload: &'static str,
-    nodes: usize,
-    episodes: u32,
-    node_steps_per_s: f64,
-    decisions_per_s: f64,
-}
-
-/// FSM decision latency on a trained policy.
-#[derive(Serialize)]
-struct Decision {
-    workload: &'static str,
-    encoding: &'static str,
-    states: usize,
-    misses_per_episode: u64,
-    decisions_per_episode: u64,
-    /// Per decision: choose() alone, on the frontier of every decision of
-    /// an episode (snapshots taken beforehand).
-    ns_per_choose: f64,
-    /// Per decision: an FSM-driven episode minus the same episode replaying
-    /// the recorded choices (only the steps); a cross-check, noisier.
-    ns_per_choose_by_difference: f64,
-    /// Per decision, including the step.
-    ns_per_decision_with_step: f64,
 }
 
 /// Training time of one workload, for the default scheme (sort-crit, key
@@ -109,20 +75,12 @@ fn process_cpu_seconds() -> f64 {
 struct Report {
     batch: usize,
     hidden: usize,
-    env_step: EnvStep,
-    fsm_decision: Decision,
     training: Vec<Training>,
 }
 
 const HIDDEN: usize = 64;
 /// The engine's default record seed, as in docs/results/policies.md.
 const RECORD_SEED: u64 = 7;
-const ENV_WORKLOAD: &str = "lattice-lstm";
-/// The workload of the decision benchmark: the one whose trained policy
-/// covers its trace (elsewhere typewise already gives the best rollout at
-/// episode 0, the kept table is empty, and every decision is a fallback).
-const FSM_WORKLOAD: &str = "tree-lstm-2type";
-
 fn record(name: &str, batch: usize) -> anyhow::Result<Trace> {
     let Some(w) = workloads::workload(name) else {
         bail!("unknown workload {name:?}");
@@ -153,11 +111,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         a.workloads.clone()
     };
-    let lattice = record(ENV_WORKLOAD, a.batch)?;
-    let st = SameTypeDag::new(&lattice.graph);
-    let env_step = env_step(&lattice.graph, &st);
-    let fsm_trace = record(FSM_WORKLOAD, a.batch)?;
-    let fsm_decision = decision(&fsm_trace, &SameTypeDag::new(&fsm_trace.graph))?;
     let mut training = Vec::new();
     for n in &names {
         training.push(training_time(n, a.batch, a.repeat).with_context(|| n.clone())?);
@@ -165,8 +118,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let r = Report {
         batch: a.batch,
         hidden: HIDDEN,
-        env_step,
-        fsm_decision,
         training,
     };
     if a.json {
@@ -174,145 +125,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     print_report(&r);
     Ok(())
-}
-
-/// Random-policy episodes for at least half a second.
-fn env_step(g: &Graph, st: &SameTypeDag) -> EnvStep {
-    let mut f = Frontier::new(g, st);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-    let mut ready: Vec<TypeId> = Vec::new();
-    let mut out = Vec::new();
-    let (mut steps, mut decisions, mut episodes) = (0u64, 0u64, 0u32);
-    let start = Instant::now();
-    while episodes < 3 || start.elapsed().as_secs_f64() < 0.5 {
-        f.reset();
-        while !f.is_done() {
-            ready.clear();
-            ready.extend(f.ready_types());
-            let t = ready[rng.random_range(0..ready.len())];
-            out.clear();
-            steps += f.step(t, &mut out) as u64;
-            decisions += 1;
-        }
-        episodes += 1;
-    }
-    let s = start.elapsed().as_secs_f64();
-    EnvStep {
-        workload: ENV_WORKLOAD,
-        nodes: g.len(),
-        episodes,
-        node_steps_per_s: steps as f64 / s,
-        decisions_per_s: decisions as f64 / s,
-    }
-}
-
-/// Replays a fixed choice sequence: the baseline that costs only the steps.
-fn run_choices(f: &mut Frontier, choices: &[TypeId], out: &mut Vec<engine::graph::NodeId>) {
-    f.reset();
-    for &t in choices {
-        out.clear();
-        f.step(t, out);
-    }
-}
-
-fn run_fsm(f: &mut Frontier, fsm: &mut FsmPolicy, out: &mut Vec<engine::graph::NodeId>) -> u64 {
-    f.reset();
-    let mut n = 0;
-    while !f.is_done() {
-        let t = match fsm.choose(f) {
-            Choice::All(t) | Choice::AtDepth(t, _) => t,
-        };
-        out.clear();
-        f.step(t, out);
-        fsm.executed(f.graph(), out);
-        n += 1;
-    }
-    n
-}
-
-/// The stateless encoding (one that does not follow the remaining bound, so
-/// `choose()` can be timed on frontier snapshots) whose trained policy misses
-/// least on its own trace (ties by encoding order), so the latency measured
-/// is that of table hits. The sort-crit encodings' extra per-step work is
-/// the criterion bench `remaining_bound`.
-fn decision(trace: &Trace, st: &SameTypeDag) -> anyhow::Result<Decision> {
-    let g = &trace.graph;
-    let hyper = default_hyperparameters();
-    let mut f = Frontier::new(g, st);
-    let mut out = Vec::new();
-    let mut best: Option<(u64, Encoding, FsmPolicy, Vec<TypeId>, usize)> = None;
-    for encoding in Encoding::ALL.into_iter().filter(|e| !e.needs_bound()) {
-        let cfg = TrainConfig {
-            encoding,
-            hyper: hyper.clone(),
-            seed: 1,
-        };
-        let trained = train(g, st, &cfg, &mut |_, _| {});
-        let file = policy_file(&trained, trace, "bench", &hyper, 1);
-        let states = file.states.len();
-        let mut fsm = FsmPolicy::new(file)?;
-        fsm.prepare(g)?;
-        // The choice sequence, for the replay baseline.
-        let mut choices = Vec::new();
-        f.reset();
-        while !f.is_done() {
-            let t = match fsm.choose(&f) {
-                Choice::All(t) | Choice::AtDepth(t, _) => t,
-            };
-            choices.push(t);
-            out.clear();
-            f.step(t, &mut out);
-            fsm.executed(g, &out);
-        }
-        let misses = fsm.misses();
-        if best.as_ref().is_none_or(|b| misses < b.0) {
-            best = Some((misses, encoding, fsm, choices, states));
-        }
-    }
-    let Some((misses, encoding, mut fsm, choices, states)) = best else {
-        bail!("no encoding trained");
-    };
-    // The frontier before every decision, to time choose() alone.
-    let mut snapshots = Vec::with_capacity(choices.len());
-    f.reset();
-    for &t in &choices {
-        snapshots.push(f.clone());
-        out.clear();
-        f.step(t, &mut out);
-    }
-    let rounds = 200;
-    let timed = |work: &mut dyn FnMut()| {
-        let mut v = Vec::with_capacity(5);
-        for _ in 0..5 {
-            let s = Instant::now();
-            for _ in 0..rounds {
-                work();
-            }
-            v.push(s.elapsed().as_secs_f64());
-        }
-        super::median(v)
-    };
-    let choose_only = timed(&mut || {
-        for s in &snapshots {
-            std::hint::black_box(fsm.choose(s));
-        }
-    });
-    let with_fsm = timed(&mut || {
-        run_fsm(&mut f, &mut fsm, &mut out);
-    });
-    let mut f2 = Frontier::new(g, st);
-    let replay = timed(&mut || run_choices(&mut f2, &choices, &mut out));
-    let decisions = choices.len() as f64 * f64::from(rounds);
-    Ok(Decision {
-        workload: FSM_WORKLOAD,
-        encoding: encoding.name(),
-        states,
-        misses_per_episode: misses,
-        decisions_per_episode: choices.len() as u64,
-        ns_per_choose: 1e9 * choose_only / decisions,
-        ns_per_choose_by_difference: 1e9 * (with_fsm - replay) / decisions,
-        ns_per_decision_with_step: 1e9 * with_fsm / decisions,
-    })
 }
 
 fn training_time(name: &str, batch: usize, repeat: usize) -> anyhow::Result<Training> {
@@ -382,28 +194,6 @@ fn training_time(name: &str, batch: usize, repeat: usize) -> anyhow::Result<Trai
 }
 
 fn print_report(r: &Report) {
-    let e = &r.env_step;
-    engine::outln!(
-        "env step ({}, batch {}, {} nodes, random policy, {} episodes): {:.1} M node executions/s, {:.2} M decisions/s",
-        e.workload,
-        r.batch,
-        e.nodes,
-        e.episodes,
-        e.node_steps_per_s / 1e6,
-        e.decisions_per_s / 1e6
-    );
-    let d = &r.fsm_decision;
-    engine::outln!(
-        "FSM decision ({}, {}, {} states, {} decisions/episode, {} misses): {:.1} ns per choose() ({:.1} ns by difference of episodes), {:.1} ns per decision with its step",
-        d.workload,
-        d.encoding,
-        d.states,
-        d.decisions_per_episode,
-        d.misses_per_episode,
-        d.ns_per_choose,
-        d.ns_per_choose_by_difference,
-        d.ns_per_decision_with_step
-    );
     engine::outln!(
         "{:<20} {:>6} {:>5} {:>8} {:>8} {:>8} {:<12} {:>9} | {:>18} {:>18}",
         "training",
