@@ -84,18 +84,25 @@ fn bad_peers_specs_name_file_line_and_field() {
     assert_ne!(runs[0].hash, expand(&one)[0].hash);
 }
 
-#[test]
-fn without_environment_or_worker_every_row_says_why() {
-    let yaml = "kind: peers\nname: p\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\nsystems: [dynet-none, cavs]\nrepeats: 1\nrounds: 1\n";
+/// Runs `yaml` (a peers spec, no environment, no worker) in a fresh
+/// folder named after `tag`: every run fails, and its rows.
+fn failed_rows(yaml: &str, tag: &str) -> serde_json::Value {
     let s = parse_spec(yaml, "p.yaml", false).unwrap();
-    let dir = std::env::temp_dir().join(format!("batchlab-peers-rows-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("batchlab-peers-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut opts = RunOptions::new(&dir);
     opts.quiet = true;
     let r = run_spec(&s, &opts).unwrap();
     assert_eq!((r.ran, r.failed), (2, 2));
-    let rows: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&r.json).unwrap()).unwrap();
+    let rows = serde_json::from_str(&std::fs::read_to_string(&r.json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    rows
+}
+
+#[test]
+fn without_environment_or_worker_every_row_says_why() {
+    let yaml = "kind: peers\nname: p\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\nsystems: [dynet-none, cavs]\nrepeats: 1\nrounds: 1\n";
+    let rows = failed_rows(yaml, "rows");
     let errors: Vec<&str> = rows
         .as_array()
         .unwrap()
@@ -110,7 +117,6 @@ fn without_environment_or_worker_every_row_says_why() {
         errors[1].contains("no batchlab worker command"),
         "{errors:?}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -142,19 +148,9 @@ fn a_device_axis_adds_cuda_points_and_leaves_cpu_configs_as_they_were() {
 #[test]
 fn on_cuda_the_cpu_only_peers_are_refused_by_name() {
     let yaml = "kind: peers\nname: p\nworkloads: [tree-gru]\nbatches: [2]\nhiddens: [8]\nsystems: [dynet-none, dgl]\ndevices: [cuda]\nrepeats: 1\nrounds: 1\n";
-    let s = parse_spec(yaml, "p.yaml", false).unwrap();
-    let dir = std::env::temp_dir().join(format!("batchlab-peers-cuda-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut opts = RunOptions::new(&dir);
-    opts.quiet = true;
-    let r = run_spec(&s, &opts).unwrap();
-    assert_eq!((r.ran, r.failed), (2, 2));
-    let rows: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&r.json).unwrap()).unwrap();
-    for row in rows.as_array().unwrap() {
+    for row in failed_rows(yaml, "cuda").as_array().unwrap() {
         let e = row["error"].as_str().unwrap();
         assert!(e.contains("runs on the CPU only"), "{e}");
         assert_eq!(row["provenance"]["device"], "cuda");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -82,6 +82,20 @@ BODIES: dict[str, Callable] = {
 }
 
 
+def recorded_with_layouts(body: str, seed: int, planner: str, tmp_path: Path) -> tuple[str, str]:
+    """The one-cell model of ``BODIES[body]`` recorded into ``tmp_path/m``,
+    and its planned layouts in ``tmp_path/layouts``."""
+    torch.manual_seed(seed)
+    m = Chain(BODIES[body])
+    rec = bt.Recorder(m, cells={"cell": m.cell})
+    with rec:
+        sum(m(s) for s in [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
+    folder, layouts = str(tmp_path / "m"), str(tmp_path / "layouts")
+    rec.save(folder)
+    run(planner, "layout", "--model", folder, "--batch", "8", "--out-dir", layouts)
+    return folder, layouts
+
+
 @pytest.mark.parametrize("name", sorted(BODIES))
 def test_rule_matches_pytorch(name: str, engine: str, tmp_path: Path) -> None:
     torch.manual_seed(3)
@@ -100,14 +114,7 @@ def test_slices_of_a_bias_and_of_a_value_are_not_batched_together(engine: str, p
     and its hidden bias (a parameter) alike; the planner put both slices in
     one in-cell batch, which edbatch read as all parameters (a panic) and
     edbatch-nolayout as all values (wrong numbers)."""
-    torch.manual_seed(3)
-    m = Chain(BODIES["gru-cell-from-zeros"])
-    rec = bt.Recorder(m, cells={"cell": m.cell})
-    with rec:
-        sum(m(s) for s in [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
-    folder, layouts = str(tmp_path / "m"), str(tmp_path / "layouts")
-    rec.save(folder)
-    run(planner, "layout", "--model", folder, "--batch", "8", "--out-dir", layouts)
+    folder, layouts = recorded_with_layouts("gru-cell-from-zeros", 3, planner, tmp_path)
     for ex, train in [("edbatch", False), ("edbatch", True), ("edbatch-nolayout", False)]:
         extra = ["--train"] if train else []
         r = run_json(
@@ -168,15 +175,8 @@ def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:
 
 
 def test_gelu_runs_on_every_executor_and_the_vpps_emulator(engine: str, planner: str, tmp_path: Path) -> None:
-    torch.manual_seed(4)
-    m = Chain(BODIES["gelu"])
-    rec = bt.Recorder(m, cells={"cell": m.cell})
-    with rec:
-        sum(m(s) for s in [[1, 2, 3], [4, 5], [6, 7, 8, 9]])
-    folder, layouts = str(tmp_path / "m"), str(tmp_path / "layouts")
-    rec.save(folder)
+    folder, layouts = recorded_with_layouts("gelu", 4, planner, tmp_path)
     assert "op: gelu" in (tmp_path / "m" / "cells" / "cell.yaml").read_text()
-    run(planner, "layout", "--model", folder, "--batch", "8", "--out-dir", layouts)
     for ex in ("reference", "dynet", "cavs", "policy:agenda", "edbatch:agenda"):
         r = run_json(engine, "replay", "--model", folder, "--executor", ex, "--layouts", layouts, "--train", "--check")
         assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4, (ex, r["expected"])
