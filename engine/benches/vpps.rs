@@ -50,7 +50,8 @@ fn script_compile(c: &mut Criterion) {
     ] {
         let trace = record(&cells, name, batch, 256);
         let model = replay::model(&trace, &cells, 1).unwrap();
-        let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+        let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
+            .expect("the model is in the instruction set");
         g.throughput(Throughput::Elements(trace.graph.len() as u64));
         let id = format!("{name}_b{batch}_h256");
         // As the CUDA executor does per mini-batch: the words written into
@@ -76,7 +77,8 @@ fn emulate(c: &mut Criterion) {
     g.sample_size(10);
     let trace = record(&cells, "tree-lstm", 8, 64);
     let model = replay::model(&trace, &cells, 1).unwrap();
-    let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+    let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
+        .expect("the model is in the instruction set");
     let compiled = compile(&v, &trace, &model);
     g.throughput(Throughput::Elements(trace.graph.len() as u64));
     for races in [false, true] {

@@ -158,7 +158,8 @@ fn compile_all() {
         )
         .unwrap();
         let model = replay::model(&trace, &cells, 1).unwrap();
-        let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+        let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
+            .expect("the model is in the instruction set");
         let src = v.kernel_source();
         let t = std::time::Instant::now();
         let ptx = compile_ptx_with_opts(

@@ -176,7 +176,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             grads_on_chip: !a.grads_off_chip,
         },
     };
-    let v = vpps::Vpps::new(&model, &opts);
+    let v = vpps::Vpps::new(&model, &opts)?;
     let mut fwd = policy(&a.policy)?;
     let mut bwd = match super::replay::backward_policy(&a.backward_policy)? {
         Some(arg) => Some(arg.instantiate()?),

@@ -360,6 +360,25 @@ def _gelu(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     return lw.emit("gelu", [v], v.shape)
 
 
+@rule("torch.nn.functional.layer_norm")
+def _layer_norm(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    v = lw.val(a[0])
+    shape = _arg(a, k, 1, "normalized_shape")
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    if len(v.shape) != 1 or tuple(int(d) for d in shape) != v.shape:
+        raise lw.fail("layer_norm over other than the whole vector; batchlab normalises a vector [n]")
+    eps = _scalar(_arg(a, k, 4, "eps", 1e-5))
+    if eps is None or abs(eps - 1e-5) > 1e-12:
+        raise lw.fail(f"layer_norm with eps={eps}; batchlab's layer_norm has PyTorch's default, 1e-5")
+    y = lw.emit("layer_norm", [v], v.shape)
+    w, b = _arg(a, k, 2, "weight"), _arg(a, k, 3, "bias")
+    if w is not None:
+        y = lw.emit("mul", [y, lw.val(w, "weight")], v.shape)
+    if b is not None:
+        y = lw.emit("add", [y, lw.val(b, "bias")], v.shape)
+    return y
+
+
 @rule("torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax")
 def _softmax(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     v = lw.val(a[0])

@@ -259,7 +259,7 @@ class Star(nn.Module):
 # cell may contain"): each is refused naming the module, the call and the line.
 UNSUPPORTED = {
     "max-pooling": (lambda s, x, hs: torch.stack(hs).max(dim=0).values + x, "torch.Tensor.max"),
-    "layer-norm": (lambda s, x, hs: s.norm(s.lin(x) + sum(hs)), "torch.nn.functional.layer_norm"),
+    "layer-norm-eps": (lambda s, x, hs: F.layer_norm(s.lin(x) + sum(hs), (s.lin.out_features,), eps=1e-6), "eps=1e-06"),
     "gelu-tanh": (lambda s, x, hs: F.gelu(s.lin(x), approximate="tanh"), "torch.nn.functional.gelu"),
     # A label made inside the cell from a Python int: the error says to pass it in.
     "tensor-from-python-int": (

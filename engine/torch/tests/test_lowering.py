@@ -30,6 +30,7 @@ class Body(nn.Module):
         self.lstm = nn.LSTMCell(H, H)
         self.gru = nn.GRUCell(H, H)
         self.rnn = nn.RNNCell(H, H)
+        self.norm = nn.LayerNorm(H)
         self.fn = fn
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -65,6 +66,7 @@ BODIES: dict[str, Callable] = {
     "rnn-cell": lambda s, x, h: s.rnn(x, h) + s.rnn(h),
     # A dropout that drops nothing is the identity, even in training mode.
     "dropout-p0-training": lambda s, x, h: F.dropout(torch.tanh(s.a(x)[:, :H]), 0.0, True) + nn.Dropout(0.0)(h),
+    "layer-norm": lambda s, x, h: torch.tanh(s.norm(s.a(x)[:, :H]) + F.layer_norm(h, (H,))),
     "gelu": lambda s, x, h: F.gelu(s.a(x)[:, :H]) + nn.GELU()(h) * torch.sigmoid(x),
     "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
@@ -193,3 +195,15 @@ def test_gelu_in_its_tanh_approximation_names_the_line() -> None:
         with rec:
             m([1, 2])
     assert "approximate='tanh'" in str(e.value) and "test_lowering.py:" in str(e.value)
+
+
+def test_layer_norm_runs_on_every_executor_and_vpps_refuses_it_by_name(
+    engine: str, planner: str, tmp_path: Path
+) -> None:
+    folder, layouts = recorded_with_layouts("layer-norm", 5, planner, tmp_path)
+    assert "op: layer_norm" in (tmp_path / "m" / "cells" / "cell.yaml").read_text()
+    for ex in ("reference", "dynet", "cavs", "policy:agenda", "edbatch:agenda"):
+        r = run_json(engine, "replay", "--model", folder, "--executor", ex, "--layouts", layouts, "--train", "--check")
+        assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4, (ex, r["expected"])
+    p = run(engine, "script", "--model", folder, "--emulate", ok=False)
+    assert p.returncode != 0 and "`layer_norm`" in p.stderr and "VPPS instruction set" in p.stderr, p.stderr

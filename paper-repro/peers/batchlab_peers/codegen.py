@@ -25,7 +25,7 @@ BACKENDS = ("dynet", "torch", "torch-rows")
 #: right-hand side from (args, op, shapes of the args).
 OPS = (
     "matmul", "affine", "add", "sub", "mul", "sum", "mean", "sigmoid", "tanh",
-    "relu", "gelu", "one_minus", "concat", "slice", "lookup", "softmax", "pick_loss",
+    "relu", "gelu", "one_minus", "concat", "slice", "lookup", "softmax", "layer_norm", "pick_loss",
 )
 
 
@@ -61,6 +61,8 @@ def _dynet(op, a, shapes, spec):
         return f"dy.rectify({a[0]})"
     if op == "gelu":
         raise CodegenError("DyNet has no GELU (x Φ(x)); the cell runs in PyTorch and batchlab only")
+    if op == "layer_norm":
+        raise CodegenError("DyNet's layer_norm takes its gain and bias; batchlab's has none (they are mul and add)")
     if op == "one_minus":
         # dynet38's Cython bindings drop reflected operators (`1 - x` raises
         # TypeError), so 1 - x is Negate then ConstantPlusX: two DyNet nodes.
@@ -118,6 +120,8 @@ def _torch(op, a, shapes, spec):
         return f"{a[0]}[row % {shapes[0][0]}]"
     if op == "softmax":
         return f"torch.softmax({a[0]}, 0)"
+    if op == "layer_norm":
+        return f"torch.nn.functional.layer_norm({a[0]}, ({shapes[0][0]},))"
     if op == "pick_loss":
         n = shapes[0][0]
         return (
@@ -162,6 +166,8 @@ def _torch_rows(op, a, shapes, spec, params=()):
         return f"{a[0]}[row % {shapes[0][0]}]"
     if op == "softmax":
         return f"torch.softmax({a[0]}, 1)"
+    if op == "layer_norm":
+        return f"torch.nn.functional.layer_norm({a[0]}, ({shapes[0][0]},))"
     if op == "pick_loss":
         n = shapes[0][0]
         return f"torch.logsumexp({a[0]}, 1, keepdim=True) - {a[0]}.gather(1, (label % {n}).unsqueeze(1))"

@@ -23,6 +23,6 @@ mod spec;
 pub use cell::{Cell, Op, PortInfo, ValueId, ValueInfo, ValueKind};
 pub use error::{CellError, Site};
 pub use library::CellLibrary;
-pub use ops::{ArgCount, PrimOp, ShapeError};
+pub use ops::{ArgCount, LAYER_NORM_EPS, PrimOp, ShapeError};
 pub use shape::{DimExpr, DimText};
 pub use spec::{Arity, CellSpec, OpSpec, PortSpec, ValueSpec};

@@ -48,9 +48,16 @@ pub enum PrimOp {
     Lookup,
     /// Softmax of a vector.
     Softmax,
+    /// A vector normalised to mean 0 and variance 1, `(x − μ) / √(σ² + ε)`
+    /// with ε = 1e-5 (PyTorch's `F.layer_norm` without its elementwise
+    /// affine, which cells write as `mul` and `add` of parameters).
+    LayerNorm,
     /// `-log softmax(a)[label]`, label is per-node run-time data.
     PickLoss,
 }
+
+/// The ε of [`PrimOp::LayerNorm`] (PyTorch's default for `nn.LayerNorm`).
+pub const LAYER_NORM_EPS: f32 = 1e-5;
 
 /// How many arguments an op accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +109,7 @@ pub enum ShapeError {
 
 impl PrimOp {
     /// Every op, in declaration order (used to list the known ops in errors).
-    pub const ALL: [PrimOp; 17] = [
+    pub const ALL: [PrimOp; 18] = [
         PrimOp::Matmul,
         PrimOp::Affine,
         PrimOp::Add,
@@ -119,6 +126,7 @@ impl PrimOp {
         PrimOp::Slice,
         PrimOp::Lookup,
         PrimOp::Softmax,
+        PrimOp::LayerNorm,
         PrimOp::PickLoss,
     ];
 
@@ -141,6 +149,7 @@ impl PrimOp {
             PrimOp::Slice => "slice",
             PrimOp::Lookup => "lookup",
             PrimOp::Softmax => "softmax",
+            PrimOp::LayerNorm => "layer_norm",
             PrimOp::PickLoss => "pick_loss",
         }
     }
@@ -183,6 +192,7 @@ impl PrimOp {
             | PrimOp::Slice
             | PrimOp::Lookup
             | PrimOp::Softmax
+            | PrimOp::LayerNorm
             | PrimOp::PickLoss => ArgCount::Exact(1),
         }
     }
@@ -230,17 +240,17 @@ impl PrimOp {
                 }
                 args[0][1..].to_vec()
             }
-            PrimOp::Softmax | PrimOp::PickLoss => {
+            PrimOp::Softmax | PrimOp::LayerNorm | PrimOp::PickLoss => {
                 if args[0].len() != 1 {
                     return Err(mismatch(format!(
                         "expects a vector [n], got {}",
                         show_shape(args[0])
                     )));
                 }
-                if self == PrimOp::Softmax {
-                    args[0].to_vec()
-                } else {
+                if self == PrimOp::PickLoss {
                     vec![1]
+                } else {
+                    args[0].to_vec()
                 }
             }
         };

@@ -138,6 +138,16 @@ extern "C" __global__ void softmax_f32(const float* x, const long* xt, long xrs,
     GRID_STRIDE(q, (long)k * m) {
         int j = (int)(q % m), r = (int)(q / m);
         const float* row = &x[xsh + xt[j] + r * xrs];
+        if (loss == 2) {  // layer_norm: (x - mean) / sqrt(var + 1e-5)
+            float mean = 0.0f, var = 0.0f;
+            for (int c = 0; c < n; c++) mean += row[c];
+            mean /= n;
+            for (int c = 0; c < n; c++) var += (row[c] - mean) * (row[c] - mean);
+            float inv = rsqrtf(var / n + 1e-5f);
+            float* out = &y[ysh + yt[j] + r * yrs];
+            for (int c = 0; c < n; c++) out[c] = (row[c] - mean) * inv;
+            continue;
+        }
         float mx = -3.402823466e+38f;
         for (int c = 0; c < n; c++) mx = fmaxf(mx, row[c]);
         float sum = 0.0f;

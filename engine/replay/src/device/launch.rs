@@ -225,6 +225,28 @@ impl CudaDevice {
         })
     }
 
+    /// Per row of `n`: layer normalisation, `(x − μ) / √(σ² + 1e-5)` (the
+    /// softmax kernel's third mode).
+    ///
+    /// # Safety
+    /// As for [`ew`](Self::ew).
+    pub unsafe fn layer_norm(
+        &self,
+        x: TabView,
+        y: TabView,
+        k: usize,
+        m: usize,
+        n: usize,
+    ) -> Result<(), DeviceError> {
+        let (k32, m32, n32, mode, lab) = (k as i32, m as i32, n as i32, 2i32, 0u64);
+        self.launch(&self.kernels.softmax, grid(k * m), |l| {
+            for v in [&x, &y] {
+                l.arg(&v.ptr).arg(&v.tab).arg(&v.rs).arg(&v.shift);
+            }
+            l.arg(&k32).arg(&m32).arg(&n32).arg(&mode).arg(&lab);
+        })
+    }
+
     /// Row-major `Y[k×m] = beta·Y + X[k×n]·Wᵀ` (W `m×n`, row stride n), rows
     /// of X and Y strided by `ldx` / `ldy` floats: cuBLAS column-major
     /// `Yᵀ = W(op T)·Xᵀ`.

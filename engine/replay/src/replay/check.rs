@@ -192,6 +192,14 @@ pub(crate) fn eval(
             let r = data.0 as usize % rows;
             arg(0)[r * n..(r + 1) * n].to_vec()
         }
+        PrimOp::LayerNorm => {
+            let x = arg(0);
+            let n = x.len().max(1) as f64;
+            let mean = x.iter().sum::<f64>() / n;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            let inv = 1.0 / (var + f64::from(crate::cells::LAYER_NORM_EPS)).sqrt();
+            x.iter().map(|v| (v - mean) * inv).collect()
+        }
         PrimOp::Softmax => {
             let w = shape(0)[0].max(1);
             arg(0)

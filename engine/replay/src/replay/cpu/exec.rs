@@ -703,6 +703,15 @@ pub(crate) unsafe fn run_row_op<B: RowBuffers>(op: &RowOp, b: &B, r: usize, data
                     }
                 }
             }
+            RowKind::LayerNorm { width } => {
+                for j in 0..m {
+                    let x = b.get(op.args[0], r, j, len);
+                    let y = b.get_mut(op.out, r, j, len);
+                    for (xc, yc) in x.chunks_exact(*width).zip(y.chunks_exact_mut(*width)) {
+                        ops::layer_norm(xc, yc);
+                    }
+                }
+            }
             RowKind::PickLoss { width } => {
                 for j in 0..m {
                     let x = b.get(op.args[0], r, j, op.arg_len[0]);

@@ -62,6 +62,9 @@ pub(crate) enum GKind {
     Lookup { rows: usize },
     /// `dx += y ⊙ (dy − ⟨dy, y⟩)` per chunk of `width`.
     Softmax { width: usize },
+    /// `dx += (dy − mean dy − y · mean(dy ⊙ y)) / √(σ² + ε)` per chunk of
+    /// `width` (σ of the chunk of `x`).
+    LayerNorm { width: usize },
     /// `dx += dy · (softmax x − onehot label)` per chunk of `width`.
     PickLoss { width: usize },
     /// Per-instance products `y = [b] + Σ Wₜ xₜ` (`Wₜ` `[mm, nn]`, `xₜ`
@@ -519,6 +522,9 @@ impl Gc<'_> {
             }
             PrimOp::Lookup => GKind::Lookup { rows: first_dim(0) },
             PrimOp::Softmax => GKind::Softmax {
+                width: first_dim(0),
+            },
+            PrimOp::LayerNorm => GKind::LayerNorm {
                 width: first_dim(0),
             },
             PrimOp::PickLoss => GKind::PickLoss {

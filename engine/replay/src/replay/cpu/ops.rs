@@ -42,6 +42,19 @@ pub fn is_binary(kind: PrimOp) -> bool {
     matches!(kind, PrimOp::Add | PrimOp::Sub | PrimOp::Mul)
 }
 
+/// `x` normalised to mean 0 and variance 1 (`(x − μ) / √(σ² + ε)`) into
+/// `y`; its `1 / √(σ² + ε)` (what the backward divides by).
+pub fn layer_norm(x: &[f32], y: &mut [f32]) -> f32 {
+    let n = x.len().max(1) as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let inv = 1.0 / (var + crate::cells::LAYER_NORM_EPS).sqrt();
+    for (o, &v) in y.iter_mut().zip(x) {
+        *o = (v - mean) * inv;
+    }
+    inv
+}
+
 /// Softmax of one row `x` into `y`.
 pub fn softmax(x: &[f32], y: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);

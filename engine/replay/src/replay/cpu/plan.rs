@@ -102,6 +102,8 @@ pub(crate) enum RowKind {
     Lookup { rows: usize },
     /// Softmax over chunks of `width`.
     Softmax { width: usize },
+    /// Layer normalisation over chunks of `width`.
+    LayerNorm { width: usize },
     /// `−log softmax` over chunks of `width`, picked by the instance's label.
     PickLoss { width: usize },
     /// Per-instance matrix products: `out = [bias] + Σ Wₜ·xₜ` with `Wₜ` of
@@ -519,6 +521,9 @@ impl Compiler<'_> {
                             rows: self.cell.values[first.args[0].index()].shape[0].max(1),
                         },
                         PrimOp::Softmax => RowKind::Softmax {
+                            width: self.cell.values[first.args[0].index()].shape[0].max(1),
+                        },
+                        PrimOp::LayerNorm => RowKind::LayerNorm {
                             width: self.cell.values[first.args[0].index()].shape[0].max(1),
                         },
                         PrimOp::PickLoss => RowKind::PickLoss {

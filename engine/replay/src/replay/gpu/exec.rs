@@ -261,6 +261,9 @@ pub(super) unsafe fn launch_op(
             PrimOp::Softmax => dev
                 .softmax(arg(0), y, k, m, op.args[0].numel, None)
                 .map(|()| 1)?,
+            PrimOp::LayerNorm => dev
+                .layer_norm(arg(0), y, k, m, op.args[0].numel)
+                .map(|()| 1)?,
             PrimOp::PickLoss => dev
                 .softmax(arg(0), y, k, m, op.args[0].numel, Some(labels))
                 .map(|()| 1)?,

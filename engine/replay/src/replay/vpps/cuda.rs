@@ -124,7 +124,7 @@ impl VppsCuda {
                 target: target.clone(),
                 place: opts.place,
             },
-        );
+        )?;
         let t = Instant::now();
         let (func, cached) = compiled(&dev, &vpps.kernel_source(), &target.arch)?;
         let compile_ms = t.elapsed().as_secs_f64() * 1e3;

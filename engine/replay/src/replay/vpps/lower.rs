@@ -371,6 +371,8 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                     scale,
                 };
                 match op.kind {
+                    // Refused before lowering (`Vpps::new`: outside the instruction set).
+                    PrimOp::LayerNorm => unreachable!("vpps::check_ops refuses layer_norm"),
                     PrimOp::Matmul | PrimOp::Affine if plan.mat_of(ri, oi).is_some() => {
                         let mi = plan.mat_of(ri, oi).expect("checked") as u32;
                         let mat = &plan.mats[mi as usize].mat;

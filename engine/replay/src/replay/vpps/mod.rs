@@ -53,7 +53,7 @@
 //! )
 //! .unwrap();
 //! let model = replay::model(&trace, &cells, 3).unwrap();
-//! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default());
+//! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())?;
 //! assert!(v.plan().summary.fits_on_chip);
 //! let mut backward = TypewisePolicy;
 //! let batches = vpps::schedule(
@@ -91,6 +91,7 @@ use self::emulator::MatParams;
 use self::lower::{ParamLayout, RoleCode};
 use super::BackwardSchedule;
 use super::{Model, ReplayError, Store};
+use crate::cells::PrimOp;
 use crate::graph::{Graph, NodeId};
 use crate::sched::{BatchPolicy, SameTypeDag, run_policy};
 use crate::trace::Trace;
@@ -146,6 +147,32 @@ pub enum VppsError {
     /// Training needs a loss.
     #[error("workload {0} has no loss (no loss.sum node): nothing to train")]
     NoLoss(String),
+    /// A cell uses an op the instruction set has no instruction for.
+    #[error(
+        "cell `{cell}` uses `{op}`, which the VPPS instruction set has no instruction for; run it with another executor (cavs, edbatch, policy, dynet)"
+    )]
+    Unsupported {
+        /// The cell.
+        cell: String,
+        /// The op.
+        op: &'static str,
+    },
+}
+
+/// Ops the instruction set (docs/vpps.md) has no instruction for.
+const OUTSIDE_ISA: [PrimOp; 1] = [PrimOp::LayerNorm];
+
+/// Refuses a model one of whose cells uses an op outside the instruction set.
+fn check_ops(model: &Model) -> Result<(), VppsError> {
+    for rm in &model.roles {
+        if let Some(op) = rm.cell.ops.iter().find(|o| OUTSIDE_ISA.contains(&o.kind)) {
+            return Err(VppsError::Unsupported {
+                cell: rm.cell.name.clone(),
+                op: op.kind.name(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The compiled kernel as the driver reports it: a persistent kernel keeps
@@ -262,13 +289,15 @@ pub struct VppsRun {
 
 impl Vpps {
     /// Places `model` and lowers its cells.
-    pub fn new(model: &Model, opts: &VppsOptions) -> Vpps {
+    pub fn new(model: &Model, opts: &VppsOptions) -> Result<Vpps, VppsError> {
+        check_ops(model)?;
         let plan = placement::place(model, &opts.target, &opts.place);
         Vpps::with_plan(model, plan)
     }
 
     /// Lowers `model` against an existing plan.
-    pub fn with_plan(model: &Model, plan: Plan) -> Vpps {
+    pub fn with_plan(model: &Model, plan: Plan) -> Result<Vpps, VppsError> {
+        check_ops(model)?;
         let params = ParamLayout::new(model);
         let roles = lower::lower(model, &plan, &params);
         let mats = plan
@@ -294,14 +323,14 @@ impl Vpps {
                 per
             })
             .collect();
-        Vpps {
+        Ok(Vpps {
             plan,
             params,
             roles,
             mats,
             rows_on,
             spare: Default::default(),
-        }
+        })
     }
 
     /// The placement.

@@ -74,7 +74,8 @@ fn emulator_matches_the_reference_on_every_workload() {
         let trace = record(w.name, 6, 8);
         let m = model(&trace, &cells, 9).unwrap();
         let want = reference(&trace, &m, &cells);
-        let v = Vpps::new(&m, &VppsOptions::default());
+        let v =
+            Vpps::new(&m, &VppsOptions::default()).expect("the model is in the instruction set");
         // The backward as Cavs runs it (the forward batches reversed) and
         // as a policy on the reversed graph batches it.
         check(
@@ -209,7 +210,7 @@ fn fallbacks_to_shared_memory_and_dram_still_match() {
                 grads_on_chip: true,
             },
         };
-        let v = Vpps::new(&m, &opts);
+        let v = Vpps::new(&m, &opts).expect("the model is in the instruction set");
         let plan = v.plan();
         assert!(
             plan.mats.iter().any(|p| p.slots > 1),
@@ -246,7 +247,7 @@ fn forward_scripts_match_and_agree_on_barriers() {
     let trace = record("td-lstm", 4, 16);
     let m = model(&trace, &cells, 2).unwrap();
     let (_, want) = crate::replay::replay(&trace, &m, &cells, &mut Executor::Reference).unwrap();
-    let v = Vpps::new(&m, &VppsOptions::default());
+    let v = Vpps::new(&m, &VppsOptions::default()).expect("the model is in the instruction set");
     let b = schedule(&trace, &mut DepthPolicy::default(), None).unwrap();
     let c = v.compile(&trace, &m, &b).unwrap();
     assert!(!c.training);
@@ -276,7 +277,8 @@ fn recycled_script_buffers_give_the_same_words() {
         let trace = record(name, 4, 16);
         let m = model(&trace, &cells, 2).unwrap();
         let fresh = |b: &Batches| {
-            let v = Vpps::new(&m, &VppsOptions::default());
+            let v = Vpps::new(&m, &VppsOptions::default())
+                .expect("the model is in the instruction set");
             v.compile(&trace, &m, b).unwrap().script.to_words()
         };
         let train = schedule(
@@ -287,7 +289,8 @@ fn recycled_script_buffers_give_the_same_words() {
         .unwrap();
         let infer = schedule(&trace, &mut TypewisePolicy, None).unwrap();
         let (want_train, want_infer) = (fresh(&train), fresh(&infer));
-        let v = Vpps::new(&m, &VppsOptions::default());
+        let v =
+            Vpps::new(&m, &VppsOptions::default()).expect("the model is in the instruction set");
         let mut words = Vec::new();
         for (b, want) in [
             (&train, &want_train),
@@ -311,7 +314,7 @@ fn a_missing_barrier_is_caught() {
     let cells = CellLibrary::builtin().unwrap();
     let trace = record("tree-lstm", 2, 8);
     let m = model(&trace, &cells, 2).unwrap();
-    let v = Vpps::new(&m, &VppsOptions::default());
+    let v = Vpps::new(&m, &VppsOptions::default()).expect("the model is in the instruction set");
     let b = schedule(
         &trace,
         &mut CavsPolicy::default(),
@@ -389,7 +392,7 @@ fn partial_ring_reuse_waits_for_the_reductions() {
     let cells = CellLibrary::builtin().unwrap();
     let trace = record("tree-lstm", 4, 128);
     let m = model(&trace, &cells, 7).unwrap();
-    let v = Vpps::new(&m, &VppsOptions::default());
+    let v = Vpps::new(&m, &VppsOptions::default()).expect("the model is in the instruction set");
     let b = schedule(
         &trace,
         &mut DepthPolicy::default(),
