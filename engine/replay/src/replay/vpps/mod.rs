@@ -53,7 +53,7 @@
 //! )
 //! .unwrap();
 //! let model = replay::model(&trace, &cells, 3).unwrap();
-//! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())?;
+//! let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default()).unwrap();
 //! assert!(v.plan().summary.fits_on_chip);
 //! let mut backward = TypewisePolicy;
 //! let batches = vpps::schedule(
