@@ -215,13 +215,32 @@ impl CudaDevice {
         n: usize,
         labels: Option<u64>,
     ) -> Result<(), DeviceError> {
+        let mode = i32::from(labels.is_some());
+        unsafe { self.row_kernel(x, y, k, m, n, mode, labels.unwrap_or(0)) }
+    }
+
+    /// The per-row kernel `softmax_f32` in `mode` 0 (softmax), 1 (pick
+    /// loss, `labels` a device array) or 2 (layer normalisation).
+    ///
+    /// # Safety
+    /// As for [`ew`](Self::ew).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn row_kernel(
+        &self,
+        x: TabView,
+        y: TabView,
+        k: usize,
+        m: usize,
+        n: usize,
+        mode: i32,
+        labels: u64,
+    ) -> Result<(), DeviceError> {
         let (k32, m32, n32) = (k as i32, m as i32, n as i32);
-        let (loss, lab) = (i32::from(labels.is_some()), labels.unwrap_or(0));
         self.launch(&self.kernels.softmax, grid(k * m), |l| {
             for v in [&x, &y] {
                 l.arg(&v.ptr).arg(&v.tab).arg(&v.rs).arg(&v.shift);
             }
-            l.arg(&k32).arg(&m32).arg(&n32).arg(&loss).arg(&lab);
+            l.arg(&k32).arg(&m32).arg(&n32).arg(&mode).arg(&labels);
         })
     }
 
@@ -238,13 +257,7 @@ impl CudaDevice {
         m: usize,
         n: usize,
     ) -> Result<(), DeviceError> {
-        let (k32, m32, n32, mode, lab) = (k as i32, m as i32, n as i32, 2i32, 0u64);
-        self.launch(&self.kernels.softmax, grid(k * m), |l| {
-            for v in [&x, &y] {
-                l.arg(&v.ptr).arg(&v.tab).arg(&v.rs).arg(&v.shift);
-            }
-            l.arg(&k32).arg(&m32).arg(&n32).arg(&mode).arg(&lab);
-        })
+        unsafe { self.row_kernel(x, y, k, m, n, 2, 0) }
     }
 
     /// Row-major `Y[k×m] = beta·Y + X[k×n]·Wᵀ` (W `m×n`, row stride n), rows

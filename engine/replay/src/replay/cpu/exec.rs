@@ -694,21 +694,17 @@ pub(crate) unsafe fn run_row_op<B: RowBuffers>(op: &RowOp, b: &B, r: usize, data
                     ops::lookup(table, *rows, data.0, b.get_mut(op.out, r, j, len));
                 }
             }
-            RowKind::Softmax { width } => {
+            RowKind::Softmax { width } | RowKind::LayerNorm { width } => {
+                let norm = matches!(op.kind, RowKind::LayerNorm { .. });
                 for j in 0..m {
                     let x = b.get(op.args[0], r, j, len);
                     let y = b.get_mut(op.out, r, j, len);
                     for (xc, yc) in x.chunks_exact(*width).zip(y.chunks_exact_mut(*width)) {
-                        ops::softmax(xc, yc);
-                    }
-                }
-            }
-            RowKind::LayerNorm { width } => {
-                for j in 0..m {
-                    let x = b.get(op.args[0], r, j, len);
-                    let y = b.get_mut(op.out, r, j, len);
-                    for (xc, yc) in x.chunks_exact(*width).zip(y.chunks_exact_mut(*width)) {
-                        ops::layer_norm(xc, yc);
+                        if norm {
+                            ops::layer_norm(xc, yc);
+                        } else {
+                            ops::softmax(xc, yc);
+                        }
                     }
                 }
             }
