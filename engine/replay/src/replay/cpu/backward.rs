@@ -894,7 +894,6 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
             }
             GKind::LayerNorm { width } => {
                 let (x, y, d) = (val(0), y(), dx(0));
-                let mut scratch = [0.0f32; 1024];
                 for (((xc, yc), gc), dc) in x
                     .chunks_exact(*width)
                     .zip(y.chunks_exact(*width))
@@ -902,11 +901,7 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
                     .zip(d.chunks_exact_mut(*width))
                 {
                     // 1 / √(σ² + ε) of the chunk, as the forward had it.
-                    let inv = if *width <= scratch.len() {
-                        super::ops::layer_norm(xc, &mut scratch[..*width])
-                    } else {
-                        super::ops::layer_norm(xc, &mut vec![0.0; *width])
-                    };
+                    let (_, inv) = super::ops::layer_norm_stats(xc);
                     let n = *width as f32;
                     let mean_g = gc.iter().sum::<f32>() / n;
                     let mean_gy = gc.iter().zip(yc).map(|(g, y)| g * y).sum::<f32>() / n;

@@ -45,14 +45,19 @@ pub fn is_binary(kind: PrimOp) -> bool {
 /// `x` normalised to mean 0 and variance 1 (`(x − μ) / √(σ² + ε)`) into
 /// `y`; its `1 / √(σ² + ε)` (what the backward divides by).
 pub fn layer_norm(x: &[f32], y: &mut [f32]) -> f32 {
-    let n = x.len().max(1) as f32;
-    let mean = x.iter().sum::<f32>() / n;
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-    let inv = 1.0 / (var + crate::cells::LAYER_NORM_EPS).sqrt();
+    let (mean, inv) = layer_norm_stats(x);
     for (o, &v) in y.iter_mut().zip(x) {
         *o = (v - mean) * inv;
     }
     inv
+}
+
+/// `x`'s mean and `1 / √(σ² + ε)`.
+pub fn layer_norm_stats(x: &[f32]) -> (f32, f32) {
+    let n = x.len().max(1) as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    (mean, 1.0 / (var + crate::cells::LAYER_NORM_EPS).sqrt())
 }
 
 /// Softmax of one row `x` into `y`.
