@@ -126,3 +126,46 @@ fn missing_and_misshapen_weights_are_named_with_their_file() {
         "{e}"
     );
 }
+
+/// The recorded `Linear(h).chunk(5)` reads its five slices in place on the
+/// CPU (no copy, the gradient added into the affine's); the planner's
+/// layout, which put the slices elsewhere, must still train to PyTorch's
+/// gradients.
+#[test]
+fn sliced_affines_read_in_place_train_to_pytorchs_gradients_under_a_planned_layout() {
+    let dir = ModelDir::open(&fixture("model-tree")).unwrap();
+    let exp = dir.expected().unwrap().unwrap();
+    let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+    model.load_weights(&dir.weights().unwrap()).unwrap();
+    let layouts = fixture("model-tree-layouts");
+    let files: Vec<(String, engine_core::layout::LayoutFile)> = ["leaf", "node", "out"]
+        .iter()
+        .map(|c| {
+            let p = layouts.join(format!("{c}.json"));
+            let f = engine_core::layout::LayoutFile::read(&p).unwrap();
+            (p.display().to_string(), f)
+        })
+        .collect();
+    let progs = replay::compile_layouts(&model, &files).unwrap();
+    let mut ex = Executor::EdBatch(Box::new(AgendaPolicy::fixed()), progs);
+    let mut s = Session::open(
+        engine_replay::device::DeviceKind::Cpu,
+        &dir.trace,
+        &model,
+        &dir.cells,
+        &mut ex,
+    )
+    .unwrap();
+    s.train(
+        BackwardSchedule::ReverseForward,
+        &TrainOptions { lazy: true },
+    )
+    .unwrap();
+    let c = expected::check_outputs(&dir.trace, &model, s.outputs(), &exp).unwrap();
+    assert!(c.passed, "{c:?}");
+    let grads = s.gradients().unwrap();
+    let (err, param) = expected::check_gradients(&model, &grads, &exp)
+        .unwrap()
+        .unwrap();
+    assert!(err <= expected::TOLERANCE, "{param} {err}");
+}

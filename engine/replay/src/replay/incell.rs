@@ -246,6 +246,99 @@ impl CellProgram {
         }
     }
 
+    /// The program with every `slice` the record can serve read in place: a
+    /// slice of a value the record holds whole (not a cell input or output,
+    /// whose homes a device may move to the producer's or the node's slot)
+    /// is that value's floats from `start` on, so its result's unit is the
+    /// source's unit plus `start`, and the op and its copy go (and in the
+    /// backward its gradient is the source's, added into in place). A
+    /// recorded `Linear(x).chunk(5)` then costs what five gate affines cost.
+    /// Batches left empty go; the others' operands are classified again
+    /// (the sources' units moved).
+    pub fn with_slices_in_place(&self, cell: &Cell) -> CellProgram {
+        use crate::cells::PrimOp;
+        let n = cell.values.len();
+        let mut boundary = vec![false; n];
+        for p in &cell.ports {
+            for v in &p.inputs {
+                boundary[v.index()] = true;
+            }
+        }
+        for o in &cell.outputs {
+            boundary[o.index()] = true;
+        }
+        // Per op: the slice read in place, as (source, first float).
+        let mut alias: Vec<Option<(usize, usize)>> = vec![None; cell.ops.len()];
+        for (o, op) in cell.ops.iter().enumerate() {
+            let (PrimOp::Slice, Some((start, _))) = (op.kind, op.slice) else {
+                continue;
+            };
+            let (src, out) = (op.args[0].index(), op.out.index());
+            if boundary[src] || boundary[out] || cell.values[src].kind == ValueKind::Param {
+                continue;
+            }
+            let inner: usize = cell.values[src].shape[1..].iter().product();
+            alias[o] = Some((src, start * inner));
+        }
+        if alias.iter().all(Option::is_none) {
+            return self.clone();
+        }
+        let gone: Vec<bool> = alias.iter().map(Option::is_some).collect();
+        // The other values close up in their order (neighbours stay
+        // neighbours), then each sliced value takes its place in its source;
+        // ops are in dependency order, so a slice of a slice finds its
+        // source placed.
+        let mut aliased = vec![false; n];
+        for (o, a) in alias.iter().enumerate() {
+            if a.is_some() {
+                aliased[cell.ops[o].out.index()] = true;
+            }
+        }
+        let mut order: Vec<usize> = (0..n)
+            .filter(|&v| self.unit[v] != usize::MAX && !aliased[v])
+            .collect();
+        order.sort_by_key(|&v| self.unit[v]);
+        let mut unit = vec![usize::MAX; n];
+        let mut units = 0;
+        for v in order {
+            unit[v] = units;
+            units += cell.values[v].numel();
+        }
+        for (o, a) in alias.iter().enumerate() {
+            if let Some((src, at)) = *a {
+                unit[cell.ops[o].out.index()] = unit[src] + at;
+            }
+        }
+        let batches = self
+            .batches
+            .iter()
+            .filter_map(|b| {
+                let ops: Vec<usize> = b.ops.iter().copied().filter(|&o| !gone[o]).collect();
+                if ops.is_empty() {
+                    return None;
+                }
+                let access = |values: Vec<usize>| access_of(cell, &unit, &self.param_at, &values);
+                let arity = cell.ops[ops[0]].args.len();
+                let args = (0..arity)
+                    .map(|i| access(ops.iter().map(|&o| cell.ops[o].args[i].index()).collect()))
+                    .collect();
+                let result = access(ops.iter().map(|&o| cell.ops[o].out.index()).collect());
+                Some(BatchProg {
+                    result_in_place: result == Access::InPlace || ops.len() == 1,
+                    ops,
+                    args,
+                })
+            })
+            .collect();
+        CellProgram {
+            unit,
+            units,
+            params: self.params.clone(),
+            param_at: self.param_at.clone(),
+            batches,
+        }
+    }
+
     /// Operands the program gathers in every run of a batch (per in-cell
     /// batch and operand read with `Access::Gather`): `(parameters,
     /// per-instance values)`. A planned layout exists to make both zero.
@@ -300,5 +393,69 @@ fn access_of(cell: &Cell, unit: &[usize], param_at: &[usize], values: &[usize]) 
         Access::InPlace
     } else {
         Access::Gather
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cells::PrimOp;
+
+    fn node_role() -> (crate::replay::model::Model, usize) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../core/tests/fixtures/model-tree");
+        let d = crate::modeldir::ModelDir::open(&dir).unwrap();
+        let m = crate::replay::model::Model::new(&d.trace, &d.cells, 7).unwrap();
+        let r = m.roles.iter().position(|r| r.cell.name == "node").unwrap();
+        (m, r)
+    }
+
+    #[test]
+    fn a_chunked_affine_reads_its_slices_in_place_and_the_record_closes_up() {
+        let (m, r) = node_role();
+        let rm = &m.roles[r];
+        let cell = &rm.cell;
+        let plain = CellProgram::op_by_op(rm);
+        let p = plain.with_slices_in_place(cell);
+        let slices: Vec<&crate::cells::Op> = cell
+            .ops
+            .iter()
+            .filter(|o| o.kind == PrimOp::Slice)
+            .collect();
+        assert_eq!(slices.len(), 5);
+        assert!(
+            p.batches
+                .iter()
+                .all(|b| cell.ops[b.ops[0]].kind != PrimOp::Slice)
+        );
+        assert_eq!(p.batches.len(), plain.batches.len() - 5);
+        let sliced: usize = slices
+            .iter()
+            .map(|o| cell.values[o.out.index()].numel())
+            .sum();
+        assert_eq!(p.units, plain.units - sliced);
+        for o in slices {
+            let (src, (start, _)) = (o.args[0].index(), o.slice.unwrap());
+            assert_eq!(p.unit[o.out.index()], p.unit[src] + start);
+        }
+    }
+
+    #[test]
+    fn a_slice_of_a_cell_input_keeps_its_copy() {
+        let (m, r) = node_role();
+        let rm = &m.roles[r];
+        // The same values, the first slice reading the cell's first input.
+        let mut cell = rm.cell.clone();
+        let o = cell
+            .ops
+            .iter()
+            .position(|o| o.kind == PrimOp::Slice)
+            .unwrap();
+        cell.ops[o].args[0] = cell.ports[0].inputs[0];
+        cell.ops[o].slice = Some((0, 1));
+        let plain = CellProgram::op_by_op(rm);
+        let p = plain.with_slices_in_place(&cell);
+        assert!(p.batches.iter().any(|b| b.ops == vec![o]));
+        assert_eq!(p.batches.len(), plain.batches.len() - 4);
     }
 }

@@ -289,24 +289,7 @@ impl CpuReplay {
             });
         }
         if self.backward.is_none() {
-            let programs: Vec<super::super::CellProgram> = match &*executor {
-                Executor::EdBatch(_, progs) => model
-                    .roles
-                    .iter()
-                    .enumerate()
-                    .map(|(i, rm)| {
-                        progs
-                            .get(i)
-                            .and_then(Option::as_ref)
-                            .map_or_else(|| super::super::CellProgram::op_by_op(rm), Clone::clone)
-                    })
-                    .collect(),
-                _ => model
-                    .roles
-                    .iter()
-                    .map(super::super::CellProgram::op_by_op)
-                    .collect(),
-            };
+            let programs = super::cell_programs(model, executor);
             self.backward = Some(Box::new(Backward::new(trace, model, &programs)?));
             let total: usize = g
                 .nodes()

@@ -46,6 +46,29 @@ const CHUNK_ROWS: usize = 64;
 /// The longest inference chunk, per thread ([`CpuPlan::chunk_rows`]).
 const MAX_CHUNK_ROWS: usize = 4 * CHUNK_ROWS;
 
+/// The cell program each role runs on the cell-level executors (`cavs`,
+/// `policy`, `edbatch*`): the executor's layout program where it has one,
+/// else op by op, with slices read in place
+/// ([`CellProgram::with_slices_in_place`]). The forward plans and the
+/// backward are compiled from the same programs, so they agree on every
+/// value's place.
+pub(crate) fn cell_programs(model: &Model, executor: &Executor) -> Vec<CellProgram> {
+    model
+        .roles
+        .iter()
+        .enumerate()
+        .map(|(i, rm)| {
+            let layout = match executor {
+                Executor::EdBatch(_, progs) => progs.get(i).and_then(Option::as_ref),
+                _ => None,
+            };
+            layout
+                .map_or_else(|| CellProgram::op_by_op(rm), Clone::clone)
+                .with_slices_in_place(&rm.cell)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 thread_local! {
     /// Tests shrink the chunks to split small batches (`None`: the plans'
@@ -170,23 +193,12 @@ impl CpuReplay {
         };
         let (plans, dynet) = match executor {
             Executor::Dynet(_) => (Vec::new(), Some(DynetCpu::new(model))),
-            Executor::EdBatch(_, progs) => (
-                model
-                    .roles
-                    .iter()
-                    .enumerate()
-                    .map(|(i, rm)| match progs.get(i).and_then(Option::as_ref) {
-                        Some(p) => CpuPlan::new(rm, p, popts),
-                        None => CpuPlan::new(rm, &CellProgram::op_by_op(rm), popts),
-                    })
-                    .collect(),
-                None,
-            ),
             _ => (
                 model
                     .roles
                     .iter()
-                    .map(|rm| CpuPlan::new(rm, &CellProgram::op_by_op(rm), popts))
+                    .zip(cell_programs(model, executor))
+                    .map(|(rm, p)| CpuPlan::new(rm, &p, popts))
                     .collect(),
                 None,
             ),
