@@ -55,8 +55,8 @@ pub use frontier::Frontier;
 pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
 pub use policy::{
-    BatchPolicy, Choice, PolicyError, PolicyRun, RunDags, RunStats, run_policy, run_policy_ahead,
-    run_policy_on_demand, run_policy_with,
+    BatchPolicy, Choice, PolicyError, PolicyRun, RunDags, RunStats, run_policy,
+    run_policy_on_demand,
 };
 pub use policy_arg::{PolicyArg, PolicyArgError};
 pub use policy_file::{

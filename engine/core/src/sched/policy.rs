@@ -92,51 +92,21 @@ pub struct RunStats {
     pub misses: u64,
 }
 
-/// Runs Algorithm 1 with `policy` on `g` and returns the schedule.
+/// Runs Algorithm 1 with `policy` on `g` and returns the schedule (the
+/// replay's executors walk theirs with `engine_replay`'s walker, which runs
+/// each batch as it is chosen).
 pub fn run_policy(
     g: &Graph,
     st: &SameTypeDag,
     policy: &mut dyn BatchPolicy,
 ) -> Result<(Schedule, RunStats), PolicyError> {
-    run_policy_with(g, st, policy, &mut |_| {})
-}
-
-/// [`run_policy`], calling `on_batch` with each batch as soon as it is chosen,
-/// so an executor can run it before the policy picks the next (the policy's
-/// time stays separable from the executor's).
-pub fn run_policy_with(
-    g: &Graph,
-    st: &SameTypeDag,
-    policy: &mut dyn BatchPolicy,
-    on_batch: &mut dyn FnMut(&[NodeId]),
-) -> Result<(Schedule, RunStats), PolicyError> {
     let mut run = PolicyRun::new(g, st, policy)?;
-    drain(&mut run, on_batch)?;
+    drain(&mut run, &mut |_| {})?;
     let (s, stats, _) = run.finish();
     Ok((s, stats))
 }
 
-/// [`run_policy`], then `on_batch` with each batch in order: for an executor
-/// whose decisions cannot overlap its batches (they would run on its one
-/// thread between batches), every decision in one tight loop while the
-/// frontier's arrays stay in cache, instead of each after a batch that
-/// evicted them (see [`PolicyRun::decide_all`]).
-pub fn run_policy_ahead(
-    g: &Graph,
-    st: &SameTypeDag,
-    policy: &mut dyn BatchPolicy,
-    on_batch: &mut dyn FnMut(&[NodeId]),
-) -> Result<(Schedule, RunStats), PolicyError> {
-    let mut run = PolicyRun::new(g, st, policy)?;
-    run.decide_all()?;
-    for i in 0..run.schedule().len() {
-        on_batch(run.schedule().batch(i).1);
-    }
-    let (s, stats, _) = run.finish();
-    Ok((s, stats))
-}
-
-/// [`run_policy_with`] for a policy whose |Frontier(G^t)| reads are
+/// [`run_policy`] for a policy whose |Frontier(G^t)| reads are
 /// [on demand](BatchPolicy::sub_frontier_on_demand): the run starts on an
 /// edgeless DAG and, the first time the policy wants |Frontier(G^t)|, builds
 /// the exact one with `exact` and brings the frontier up to date

@@ -703,42 +703,6 @@ fn batches_in_id_order_are_the_same_sets() {
     );
 }
 
-/// Deciding every batch first ([`run_policy_ahead`]) hands the executor the
-/// very batches, in the very order, that deciding one before each batch
-/// does: for heuristics on a lattice trace and for an FSM with misses.
-#[test]
-fn deciding_ahead_hands_over_the_same_batches_in_the_same_order() {
-    let trace = record("lattice-lstm", 16, 8);
-    let lattice = &trace.graph;
-    let fig = fig1();
-    let mut missing = fig1_policy();
-    missing.states.remove(1); // {O, I}: a miss from the second decision on
-    type Make = Box<dyn Fn() -> Box<dyn BatchPolicy>>;
-    let cases: Vec<(&str, &Graph, Make)> = vec![
-        ("typewise", lattice, Box::new(|| Box::new(TypewisePolicy))),
-        ("agenda", lattice, Box::new(|| heuristic("agenda").unwrap())),
-        ("cavs", lattice, Box::new(|| heuristic("cavs").unwrap())),
-        (
-            "fsm",
-            &fig,
-            Box::new(move || Box::new(FsmPolicy::new(missing.clone()).unwrap())),
-        ),
-    ];
-    for (name, g, make) in cases {
-        let st = SameTypeDag::new(g);
-        let (mut with, mut ahead) = (Vec::new(), Vec::new());
-        let (s1, r1) =
-            run_policy_with(g, &st, make().as_mut(), &mut |b| with.push(b.to_vec())).unwrap();
-        let (s2, r2) =
-            run_policy_ahead(g, &st, make().as_mut(), &mut |b| ahead.push(b.to_vec())).unwrap();
-        assert_eq!(r1, r2, "{name}");
-        assert_eq!(s1, s2, "{name}");
-        assert_eq!(with, ahead, "{name}");
-        assert_eq!(with.len(), s1.len(), "{name}");
-        assert!(name != "fsm" || r1.misses > 0, "the FSM case misses");
-    }
-}
-
 /// Regression (bad input round two): a policy listing the same state twice
 /// with different actions let the later entry win silently; the reader
 /// names both entries.

@@ -15,6 +15,7 @@
 
 use std::time::Instant;
 
+use super::super::run::{Decide, Order, Walk, walk};
 use super::exec::{KeptRecords, RowBuffers};
 use super::gemm::{
     ASeg, COut, GemmScratch, MAX_SEGS, OuterScratch, PackedRows, gemm_outer_acc,
@@ -28,7 +29,6 @@ use crate::graph::{Graph, NodeId};
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, Executor, ReplayError, TimeSplit};
-use crate::sched::{BatchPolicy, run_policy_ahead};
 use crate::trace::Trace;
 
 /// The backward state of a session.
@@ -322,9 +322,10 @@ impl CpuReplay {
                     .sum::<f64>()
             })
             .sum();
+        // The reference (no forward schedule) runs node by node.
         let order = match (backward, &self.last_schedule) {
-            (_, None) => Order::Reverse(None),
-            (BackwardSchedule::ReverseForward, Some(s)) => Order::Reverse(Some(s)),
+            (_, None) => Order::Nodes,
+            (BackwardSchedule::ReverseForward, Some(s)) => Order::Reversed(s),
             (BackwardSchedule::Policy(p), Some(_)) => Order::Policy(p),
         };
         let backward = run_backward(
@@ -424,70 +425,55 @@ fn run_backward(
         bw.kept_dy.resize(bw.kept_total, 0.0);
     }
     let rg = std::mem::replace(&mut bw.reversed, Graph::empty());
-    let exact = matches!(&order, Order::Policy(p) if p.needs_sub_frontier());
-    let st = super::per_run_dag(&rg, exact, threads);
     let mut time = TimeSplit {
         construction: t0.elapsed().as_secs_f64(),
         ..TimeSplit::default()
     };
     let mut c = Counters::default();
     let t1 = Instant::now();
-    let mut exec = 0.0;
-    let mut misses = 0;
-    let mut result = Ok(());
-    {
-        let mut on_batch = |batch: &[NodeId]| {
-            let t = Instant::now();
-            let role = model.type_role[g.node_type(batch[0]).index()];
-            // In chunks of rows whose gradient records stay in cache (a
-            // 1,200-row leaf batch at h512 has 24 MB of them). The backward
-            // keeps 64 rows at every width (longer chunks were measured for
-            // inference only).
-            for (i, part) in batch
-                .chunks(super::chunk_rows(threads, super::CHUNK_ROWS))
-                .enumerate()
-            {
-                let mut pc = Counters::default();
-                backward_batch(
-                    g,
-                    model,
-                    &fwd_plans[role],
-                    role,
-                    bw,
-                    kept,
-                    store,
-                    threads,
-                    part,
-                    opts,
-                    &mut pc,
-                );
-                c.add_chunk(&pc, i == 0);
-            }
-            exec += t.elapsed().as_secs_f64();
-        };
-        match order {
-            Order::Reverse(None) => {
-                for &v in rg.topo_order() {
-                    on_batch(&[v]);
-                }
-            }
-            Order::Reverse(Some(s)) => {
-                for i in (0..s.len()).rev() {
-                    on_batch(s.batch(i).1);
-                }
-            }
-            // Every decision first: they run on the main thread between
-            // batches either way, and back to back they find the frontier in
-            // cache (lattice-lstm b64 h128, `cavs` backward on one thread:
-            // 0.59 → 0.40 ms).
-            Order::Policy(policy) => match run_policy_ahead(&rg, &st, policy, &mut on_batch) {
-                Ok((_, stats)) => misses = stats.misses,
-                Err(e) => result = Err(e),
-            },
+    let mut run_one = |batch: &[NodeId], c: &mut Counters| {
+        let role = model.type_role[g.node_type(batch[0]).index()];
+        // In chunks of rows whose gradient records stay in cache (a
+        // 1,200-row leaf batch at h512 has 24 MB of them). The backward
+        // keeps 64 rows at every width (longer chunks were measured for
+        // inference only).
+        for (i, part) in batch
+            .chunks(super::chunk_rows(threads, super::CHUNK_ROWS))
+            .enumerate()
+        {
+            let mut pc = Counters::default();
+            backward_batch(
+                g,
+                model,
+                &fwd_plans[role],
+                role,
+                bw,
+                kept,
+                store,
+                threads,
+                part,
+                opts,
+                &mut pc,
+            );
+            c.add_chunk(&pc, i == 0);
         }
-    }
+    };
+    // Every decision first: they run on the main thread between batches
+    // either way, and back to back they find the frontier in cache
+    // (lattice-lstm b64 h128, `cavs` backward on one thread: 0.59 → 0.40 ms).
+    let how = Walk {
+        decide: Decide::AllFirst,
+        id_order: false,
+    };
+    let exact = |g: &Graph| super::per_run_dag(g, true, threads);
+    let result = walk(&rg, order, how, &exact, |batch, _| {
+        run_one(batch, &mut c);
+        Ok(())
+    });
     bw.reversed = rg;
-    result?;
+    let walked = result?;
+    let (mut exec, misses) = (walked.execution, walked.misses);
+    time.construction += walked.dag_s.unwrap_or(0.0);
     // Lazy batching: every stack of parameter terms as one product over all
     // its rows.
     if opts.lazy {
@@ -530,13 +516,6 @@ fn run_backward(
         time,
         misses,
     })
-}
-
-/// The backward order resolved against the forward run.
-enum Order<'a> {
-    /// Reversed forward batches (`None`: node by node, the reference).
-    Reverse(Option<&'a crate::sched::Schedule>),
-    Policy(&'a mut dyn BatchPolicy),
 }
 
 /// One [`LazyGroup`] over its rows (`xs` their inputs), the output

@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
+use super::super::run::{Decide, Order, Walk, walk};
 use super::backward::{GradRows, grad_row_op, param_term};
 use super::exec::{RowBuffers, run_gemm, run_row_op};
 use super::gemm::{ASeg, COut, GemmScratch, Init, MAX_SEGS, OuterScratch, gemm};
@@ -25,7 +26,7 @@ use crate::replay::incell::CellProgram;
 use crate::replay::model::Model;
 use crate::replay::store::Store;
 use crate::replay::{Counters, ReplayError, TimeSplit};
-use crate::sched::{BatchPolicy, run_policy_with};
+use crate::sched::{BatchPolicy, SameTypeDag};
 use crate::trace::Trace;
 use crate::workloads::{ArgSrc, OpOrigin, expand};
 
@@ -188,14 +189,21 @@ impl DynetCpu {
         let construction = t0.elapsed().as_secs_f64();
         let t1 = Instant::now();
         let mut c = Counters::default();
-        for (_, batch) in schedule.batches().collect::<Vec<_>>().into_iter().rev() {
-            let n = self.numel[batch[0].index()];
+        // The op batches of the forward pass in reverse, on the shared walker.
+        let how = Walk {
+            decide: Decide::EachBatch,
+            id_order: false,
+        };
+        let no_dag = |g: &crate::graph::Graph| SameTypeDag::without_edges(g);
+        let this = &*self;
+        walk(og, Order::Reversed(&schedule), how, &no_dag, |batch, _| {
+            let n = this.numel[batch[0].index()];
             match &prog.origins[batch[0].index()] {
                 OpOrigin::PortSum { .. } => {
                     for &v in batch {
-                        let s = self.slot[v.index()];
+                        let s = this.slot[v.index()];
                         for a in og.args(v) {
-                            let d = self.slot[a.index()];
+                            let d = this.slot[a.index()];
                             let (lo, hi) = back.garena.split_at_mut(s.max(d));
                             let (src, dst) = if s > d {
                                 (&hi[..n], &mut lo[d..d + n])
@@ -209,12 +217,13 @@ impl DynetCpu {
                 OpOrigin::CellOp { role, op, .. } => {
                     let (role, op) = (*role as usize, *op as usize);
                     op_backward(
-                        self, &mut back, &prog, batch, role, op, n, model, threads, opts, &mut c,
+                        this, &mut back, &prog, batch, role, op, n, model, threads, opts, &mut c,
                     );
                 }
             }
             c.batches += 1;
-        }
+            Ok(())
+        })?;
         if opts.lazy {
             for (role, plan) in back.plans.iter().enumerate() {
                 for (ti, term) in plan.terms.iter().enumerate() {
@@ -259,8 +268,6 @@ impl DynetCpu {
         let t0 = Instant::now();
         let prog = expand(&model.workload, &trace.graph, cells, model.hidden)?;
         let og = &prog.graph;
-        let exact = policy.needs_sub_frontier();
-        let st = super::per_run_dag(og, exact, threads);
         self.numel.clear();
         self.numel.extend(prog.origins.iter().map(|o| match o {
             OpOrigin::PortSum { numel, .. } => *numel as usize,
@@ -279,11 +286,9 @@ impl DynetCpu {
         let construction = t0.elapsed().as_secs_f64();
 
         let t1 = Instant::now();
-        let mut exec = 0.0;
         let mut c = Counters::default();
         let mut bump = 0usize;
         let mut on_batch = |batch: &[NodeId]| {
-            let t = Instant::now();
             self.batch(model, &prog, batch, bump, threads, &mut c);
             let n = self.numel[batch[0].index()];
             for (r, &v) in batch.iter().enumerate() {
@@ -291,13 +296,23 @@ impl DynetCpu {
             }
             bump += batch.len() * n;
             c.batches += 1;
-            exec += t.elapsed().as_secs_f64();
         };
-        let (schedule, stats) = run_policy_with(og, &st, policy, &mut on_batch)?;
+        // DyNet decides as it goes, one batch at a time.
+        let how = Walk {
+            decide: Decide::EachBatch,
+            id_order: false,
+        };
+        let exact = |g: &crate::graph::Graph| super::per_run_dag(g, true, threads);
+        let walked = walk(og, Order::Policy(policy), how, &exact, |batch, _| {
+            on_batch(batch);
+            Ok(())
+        })?;
+        let schedule = walked.schedule.unwrap_or_default();
+        let dag_s = walked.dag_s.unwrap_or(0.0);
         let time = TimeSplit {
-            construction,
-            execution: exec,
-            scheduling: t1.elapsed().as_secs_f64() - exec,
+            construction: construction + dag_s,
+            execution: walked.execution,
+            scheduling: (t1.elapsed().as_secs_f64() - walked.execution - dag_s).max(0.0),
             overlapped: 0.0,
         };
         // The cell-level view of the results, for comparison with the others.
@@ -314,7 +329,7 @@ impl DynetCpu {
             }
         }
         self.last = Some((prog, schedule));
-        Ok((c, time, stats.misses))
+        Ok((c, time, walked.misses))
     }
 
     /// Runs one op-level batch into `arena[bump ..]`.

@@ -109,10 +109,11 @@ use self::exec::{BatchBuffers, run_batch};
 use self::plan::{CpuPlan, PlanOptions};
 use self::threads::Threads;
 use super::incell::CellProgram;
+use super::run::{Decide, Order, Walk, walk};
 use super::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
 use crate::cells::CellLibrary;
 use crate::graph::NodeId;
-use crate::sched::{CavsPolicy, PolicyRun, RunDags, SameTypeDag};
+use crate::sched::{CavsPolicy, SameTypeDag};
 use crate::trace::Trace;
 
 /// CPU options of a session.
@@ -315,7 +316,6 @@ impl CpuReplay {
         let g = &trace.graph;
         let mut counters = Counters::default();
         let mut time = TimeSplit::default();
-        let mut misses = 0;
         let (plans, store, bufs, threads) =
             (&self.plans, &mut self.store, &mut self.bufs, &self.threads);
         let mut run_one = |batch: &[NodeId], c: &mut Counters| {
@@ -327,113 +327,53 @@ impl CpuReplay {
                 c.add_chunk(&pc, i == 0);
             }
         };
-        match executor {
-            Executor::Reference => {
-                self.last_schedule = None;
-                let t1 = Instant::now();
-                for &v in g.topo_order() {
-                    run_one(&[v], &mut counters);
-                }
-                time.execution = t1.elapsed().as_secs_f64();
-            }
-            _ => {
-                let t0 = Instant::now();
-                let mut cavs = CavsPolicy::default();
-                let (Some(policy), _) = instance_policy(executor, &mut cavs) else {
+        let t0 = Instant::now();
+        let mut cavs = CavsPolicy::default();
+        let order = match executor {
+            Executor::Reference => Order::Nodes,
+            _ => match instance_policy(executor, &mut cavs) {
+                (Some(policy), _) => Order::Policy(policy),
+                _ => {
                     return Err(ReplayError::Internal(
                         "the dynet executor without its op-level plan",
                     ));
-                };
-                let setup = t0.elapsed().as_secs_f64();
-                // The same-type DAG the policy reads is per-run construction,
-                // built up front or, for an FSM that needs it only on a miss,
-                // at the first miss (never when its table covers the run).
-                let exact = |g: &crate::graph::Graph| per_run_dag(g, true, threads);
-                let dags = RunDags::new(g, &*policy, &exact);
-                let run = std::cell::RefCell::new(
-                    PolicyRun::on_demand(g, &dags, policy, &exact)?.in_id_order(),
-                );
-                if threads.count() <= 1 {
-                    // No worker to wait for, so no wait to decide in: every
-                    // decision first, with the frontier in cache.
-                    run.borrow_mut().decide_all()?;
                 }
-                let (execution, overlapped) =
-                    run_ahead(&run, |batch| run_one(batch, &mut counters))?;
-                let (schedule, stats, dag) = run.into_inner().finish();
-                time.construction = setup + dag.unwrap_or(0.0);
-                time.execution = execution;
-                time.overlapped = overlapped;
-                // What is left of the run's wall time is the decisions (and
-                // the timers); with `execution` net of the overlapped ones,
-                // the three parts add up to the run's wall time.
-                time.scheduling =
-                    (t0.elapsed().as_secs_f64() - time.construction - execution).max(0.0);
-                self.last_schedule = Some(schedule);
-                misses = stats.misses;
-            }
-        }
+            },
+        };
+        // With no worker to wait for there is no wait to decide in: every
+        // decision first, with the frontier in cache.
+        let how = Walk {
+            decide: if threads.count() <= 1 {
+                Decide::AllFirst
+            } else {
+                Decide::WhileWaiting
+            },
+            id_order: true,
+        };
+        // The same-type DAG the policy reads is per-run construction, built
+        // up front or, for an FSM that needs it only on a miss, at the first
+        // miss (never when its table covers the run).
+        let exact = |g: &crate::graph::Graph| per_run_dag(g, true, threads);
+        let walked = walk(g, order, how, &exact, |batch, idle| {
+            team::with_idle_work(idle, || run_one(batch, &mut counters));
+            Ok(())
+        })?;
+        time.construction = walked.dag_s.unwrap_or(0.0);
+        time.execution = walked.execution;
+        time.overlapped = walked.overlapped;
+        // What is left of the run's wall time is the decisions (and the
+        // timers); with `execution` net of the overlapped ones, the three
+        // parts add up to the run's wall time.
+        time.scheduling =
+            (t0.elapsed().as_secs_f64() - time.construction - time.execution).max(0.0);
+        self.last_schedule = walked.schedule;
+        let misses = walked.misses;
         Ok(PassRun {
             counters,
             time,
             misses,
         })
     }
-}
-
-/// Executes `run`'s batches in order, letting the policy decide ahead while
-/// the team waits for a worker ([`team::with_idle_work`]): a decision costs a
-/// few microseconds (frontier step, state key, table look-up), the caller of a
-/// parallel step otherwise spins until the slowest worker is done, and the
-/// schedule depends on the graph alone. Decisions left when a batch is due
-/// are made before it, as without overlap (a one-thread run makes them all
-/// before the first batch: [`PolicyRun::decide_all`]). So is a
-/// decision that first builds the same-type DAG (an FSM's first miss): in a
-/// wait it would run on one thread while the worker idles.
-///
-/// Returns the seconds spent executing, net of the decisions made inside
-/// execution, and those decisions' seconds.
-fn run_ahead(
-    run: &std::cell::RefCell<PolicyRun<'_>>,
-    mut execute: impl FnMut(&[NodeId]),
-) -> Result<(f64, f64), ReplayError> {
-    let hidden = std::cell::Cell::new(0.0f64);
-    let stopped = std::cell::Cell::new(false);
-    let mut idle = || {
-        // Not borrowed elsewhere while a batch runs; stay idle if it were.
-        let Ok(mut r) = run.try_borrow_mut() else {
-            return false;
-        };
-        if stopped.get() || r.is_done() || r.next_builds_dag() {
-            return false;
-        }
-        let t = Instant::now();
-        // A failed decision changes nothing: the loop below makes it again
-        // when the batches reach it and returns its error.
-        if r.advance().is_err() {
-            stopped.set(true);
-        }
-        hidden.set(hidden.get() + t.elapsed().as_secs_f64());
-        !stopped.get()
-    };
-    let mut next = 0usize;
-    let mut batch: Vec<NodeId> = Vec::new();
-    let mut window = 0.0;
-    loop {
-        {
-            let mut r = run.borrow_mut();
-            if next == r.schedule().len() && r.advance()?.is_none() {
-                break;
-            }
-            batch.clear();
-            batch.extend_from_slice(r.schedule().batch(next).1);
-        }
-        next += 1;
-        let t = Instant::now();
-        team::with_idle_work(&mut idle, || execute(&batch));
-        window += t.elapsed().as_secs_f64();
-    }
-    Ok(((window - hidden.get()).max(0.0), hidden.get()))
 }
 
 /// The same-type DAG a run's policy reads, built per run as the per-input

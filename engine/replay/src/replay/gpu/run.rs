@@ -20,8 +20,9 @@ use crate::cells::CellLibrary;
 use crate::device::{CudaDevice, DeviceError};
 use crate::graph::{Graph, NodeId};
 use crate::replay::incell::CellProgram;
+use crate::replay::run::{Decide, Order, Walk, walk};
 use crate::replay::{Counters, Executor, Model, ReplayError, Store, TimeSplit, instance_policy};
-use crate::sched::{BatchPolicy, CavsPolicy, SameTypeDag, run_policy_with};
+use crate::sched::{BatchPolicy, CavsPolicy, SameTypeDag};
 use crate::trace::Trace;
 
 /// What one GPU run measured, with the outputs copied back.
@@ -144,25 +145,26 @@ impl CudaReplay {
             exec_s: 0.0,
         };
         let mut cavs = CavsPolicy::default();
-        let (policy, _) = instance_policy(executor, &mut cavs);
-        let st = policy.as_ref().map(|p| SameTypeDag::for_policy(g, &**p));
+        let order = match instance_policy(executor, &mut cavs) {
+            (Some(p), _) => Order::Policy(p),
+            _ => Order::Nodes,
+        };
         clock.begin(&dev)?;
-        let mut misses = 0;
-        match (policy, &st) {
-            (Some(p), Some(st)) => {
-                let (_, stats) = run_policy_with(g, st, p, &mut |batch| b.batch(g, model, batch))?;
-                misses = stats.misses;
+        // Launches return at once: the host decides the next batch while the
+        // GPU runs this one.
+        let how = Walk {
+            decide: Decide::EachBatch,
+            id_order: false,
+        };
+        let walked = walk(g, order, how, &SameTypeDag::new, |batch, _| {
+            b.batch(g, model, batch);
+            match b.failure.take() {
+                Some(e) => Err(e.into()),
+                None => Ok(()),
             }
-            _ => {
-                for &v in g.topo_order() {
-                    b.batch(g, model, &[v]);
-                }
-            }
-        }
-        if let Some(e) = b.failure {
-            return Err(e.into());
-        }
-        let (time, device_s) = clock.finish(&dev, b.exec_s)?;
+        })?;
+        let misses = walked.misses;
+        let (time, device_s) = clock.finish(&dev, b.exec_s, walked.dag_s)?;
         let counters = b.counters;
         let mut store = Store::new(g, model);
         dev.stream()
@@ -215,9 +217,16 @@ impl RunClock {
         Ok(())
     }
 
-    /// The loop is over (`exec_s` of it spent launching): waits for the GPU
+    /// The loop is over (`exec_s` of it spent launching, `dag_s` building
+    /// the policy's same-type DAG, which is construction): waits for the GPU
     /// and returns the split and the GPU seconds between the events.
-    fn finish(self, dev: &CudaDevice, exec_s: f64) -> Result<(TimeSplit, f64), DeviceError> {
+    fn finish(
+        self,
+        dev: &CudaDevice,
+        exec_s: f64,
+        dag_s: Option<f64>,
+    ) -> Result<(TimeSplit, f64), DeviceError> {
+        let dag_s = dag_s.unwrap_or(0.0);
         let loop_s = self.loop_start.elapsed().as_secs_f64();
         self.end.record(dev.stream()).map_err(DeviceError::cuda)?;
         let t = Instant::now();
@@ -229,8 +238,8 @@ impl RunClock {
                 .map_err(DeviceError::cuda)?,
         ) / 1e3;
         let time = TimeSplit {
-            construction: self.construction,
-            scheduling: loop_s - exec_s,
+            construction: self.construction + dag_s,
+            scheduling: (loop_s - exec_s - dag_s).max(0.0),
             execution: exec_s + wait_s,
             overlapped: 0.0,
         };
@@ -375,26 +384,30 @@ fn run_dynet(
 ) -> Result<GpuRun, ReplayError> {
     let prog = dg.program();
     let og = &prog.graph;
-    let st = SameTypeDag::for_policy(og, policy);
     let mut run = dg.start();
     let mut counters = Counters::default();
-    let mut failure = None;
     let mut exec_s = 0.0;
     clock.begin(dev)?;
-    let (_, stats) = run_policy_with(og, &st, policy, &mut |batch| {
-        if failure.is_some() || batch.is_empty() {
-            return;
-        }
-        let t = Instant::now();
-        if let Err(e) = run.batch(dev, model, batch, &mut counters) {
-            failure = Some(e);
-        }
-        exec_s += t.elapsed().as_secs_f64();
-    })?;
-    if let Some(e) = failure {
-        return Err(e.into());
-    }
-    let (time, device_s) = clock.finish(dev, exec_s)?;
+    let how = Walk {
+        decide: Decide::EachBatch,
+        id_order: false,
+    };
+    let walked = walk(
+        og,
+        Order::Policy(policy),
+        how,
+        &SameTypeDag::new,
+        |batch, _| {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let t = Instant::now();
+            run.batch(dev, model, batch, &mut counters)?;
+            exec_s += t.elapsed().as_secs_f64();
+            Ok(())
+        },
+    )?;
+    let (time, device_s) = clock.finish(dev, exec_s, walked.dag_s)?;
     let slot = std::mem::take(&mut run.slot);
     drop(run);
     let store = dg.outputs(dev, trace, model, &slot)?;
@@ -402,7 +415,7 @@ fn run_dynet(
         store,
         counters,
         time,
-        misses: stats.misses,
+        misses: walked.misses,
         device_s: Some(device_s),
     })
 }

@@ -90,10 +90,11 @@ pub use target::Target;
 use self::emulator::MatParams;
 use self::lower::{ParamLayout, RoleCode};
 use super::BackwardSchedule;
+use super::run::{Decide, Order, Walk, walk};
 use super::{Model, ReplayError, Store};
 use crate::cells::PrimOp;
 use crate::graph::{Graph, NodeId};
-use crate::sched::{BatchPolicy, SameTypeDag, run_policy};
+use crate::sched::{BatchPolicy, SameTypeDag};
 use crate::trace::Trace;
 
 /// VPPS failures.
@@ -230,23 +231,31 @@ pub fn schedule(
     forward: &mut dyn BatchPolicy,
     backward: Option<BackwardSchedule<'_>>,
 ) -> Result<Batches, ReplayError> {
-    let batches = |g: &Graph, p: &mut dyn BatchPolicy| -> Result<Vec<Vec<NodeId>>, ReplayError> {
-        let st = if p.needs_sub_frontier() {
-            SameTypeDag::new(g)
-        } else {
-            SameTypeDag::without_edges(g)
-        };
-        let (s, _) = run_policy(g, &st, p)?;
-        Ok(s.batches().map(|(_, b)| b.to_vec()).collect())
+    // The script is compiled whole before it runs: every decision first,
+    // on the walker every pass runs on, the batches collected.
+    let how = Walk {
+        decide: Decide::AllFirst,
+        id_order: false,
     };
-    let forward = batches(&trace.graph, forward)?;
-    let backward = match backward {
-        // A node's gradient needs its consumers', and every consumer sits
-        // in a later forward batch: the reversed list is a valid schedule
-        // of the reversed graph.
-        Some(BackwardSchedule::ReverseForward) => Some(forward.iter().rev().cloned().collect()),
-        Some(BackwardSchedule::Policy(p)) => Some(batches(&trace.graph.reversed(), p)?),
-        None => None,
+    let batches = |g: &Graph, order: Order<'_>| -> Result<(Vec<Vec<NodeId>>, _), ReplayError> {
+        let mut out = Vec::new();
+        let walked = walk(g, order, how, &SameTypeDag::new, |b, _| {
+            out.push(b.to_vec());
+            Ok(())
+        })?;
+        Ok((out, walked.schedule))
+    };
+    let g = &trace.graph;
+    let (forward, schedule) = batches(g, Order::Policy(forward))?;
+    let backward = match (backward, &schedule) {
+        (Some(BackwardSchedule::ReverseForward), Some(s)) => {
+            Some(batches(g, Order::Reversed(s))?.0)
+        }
+        (Some(BackwardSchedule::Policy(p)), _) => Some(batches(&g.reversed(), Order::Policy(p))?.0),
+        (Some(BackwardSchedule::ReverseForward), None) => {
+            return Err(ReplayError::Internal("a policy walk without its schedule"));
+        }
+        (None, _) => None,
     };
     Ok(Batches { forward, backward })
 }
