@@ -2,7 +2,7 @@
 //! the names a spec may use for policies and executors.
 
 use engine::sched::{Encoding, HEURISTICS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::spec::Kind;
 
@@ -94,7 +94,7 @@ impl Exclude {
 /// How an FSM policy is obtained: trained with `search::trainer` on a trace of
 /// the run's workload. `None` sizes mean "the evaluated trace's" (kind
 /// `policies`); replay always names them (default batch 32, hidden 64, seed 1).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FsmRule {
     /// Training trace batch size.
     pub batch: Option<usize>,
@@ -114,7 +114,7 @@ pub struct FsmRule {
 /// How the best-known schedule and the certified bound of a trace are
 /// computed (`search optimise`): the budget covers both, a quarter of it for
 /// the bound.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OptimiseRule {
     /// Milliseconds per trace.
     pub budget_ms: u64,
@@ -127,143 +127,209 @@ fn is_one(n: &usize) -> bool {
 }
 
 /// One run's parameters: what its `config_hash` is computed over.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// Each kind's parameters are a struct of their own, so a reader of rows
+/// (`paper-repro`) can hold one kind's configuration by type. Serialised
+/// internally tagged, a newtype variant of a struct writes `kind` and then
+/// the struct's fields, exactly as the struct variants it replaced did: rows
+/// and their `config_hash` do not change.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum RunConfig {
     /// One policy on one trace.
-    Policies {
-        /// Workload.
-        workload: String,
-        /// Batch size.
-        batch: usize,
-        /// Hidden size.
-        hidden: usize,
-        /// Record seed.
-        seed: u64,
-        /// Policy name.
-        policy: String,
-        /// Training rule (FSM policies only).
-        fsm: Option<FsmRule>,
-        /// Optimiser rule (specs with an `optimise` block; absent from the
-        /// hash otherwise, so older rows keep theirs).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        optimise: Option<OptimiseRule>,
-    },
+    Policies(PoliciesConfig),
     /// One training run, timed.
-    Training {
-        /// Workload.
-        workload: String,
-        /// Batch size.
-        batch: usize,
-        /// Hidden size.
-        hidden: usize,
-        /// Record seed.
-        seed: u64,
-        /// Encoding.
-        encoding: String,
-        /// Exploration seed.
-        trainer_seed: u64,
-        /// Episode budget.
-        episodes: u32,
-        /// Timed repetitions.
-        repeats: usize,
-    },
+    Training(TrainingConfig),
     /// Planner accounting for one cell.
-    PlannerMemory {
-        /// Cell.
-        cell: String,
-        /// Hidden size.
-        hidden: usize,
-        /// Instances per batch.
-        batch: usize,
-        /// Inputs pinned first.
-        fixed_inputs: bool,
-    },
+    PlannerMemory(PlannerMemoryConfig),
     /// Planner compile time for one cell.
-    PlannerCompile {
-        /// Cell.
-        cell: String,
-        /// Hidden size.
-        hidden: usize,
-        /// Instances per batch.
-        batch: usize,
-        /// Inputs pinned first.
-        fixed_inputs: bool,
-        /// Timed repetitions.
-        repeats: usize,
-    },
+    PlannerCompile(PlannerCompileConfig),
     /// One executor on one trace, timed.
-    Replay {
-        /// Workload.
-        workload: String,
-        /// Batch size.
-        batch: usize,
-        /// Hidden size.
-        hidden: usize,
-        /// Record seed (also the weights' seed).
-        seed: u64,
-        /// Executor name.
-        executor: String,
-        /// Device name.
-        device: String,
-        /// Timed repetitions after one warm-up.
-        repeats: usize,
-        /// Rounds: the trace's runs are measured this many times, the
-        /// executors' order rotated each round, and the row folds every
-        /// round's samples (absent: 1, which keeps older rows' hashes).
-        #[serde(skip_serializing_if = "is_one")]
-        rounds: usize,
-        /// Compared with the reference executor.
-        check: bool,
-        /// CPU worker threads (null: the machine's available parallelism;
-        /// the row's `threads` metric says how many that was).
-        threads: Option<usize>,
-        /// How the FSM is trained (executors that use one).
-        fsm: Option<FsmRule>,
-        /// Planner batch of the layouts (`edbatch*`).
-        layout_batch: Option<usize>,
-        /// Training steps (forward + backward; absent: inference).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        train: bool,
-        /// Weight gradients per batch instead of lazily (training only).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        eager: bool,
-        /// CPU row work per batch instead of fused per instance.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        unfused: bool,
-    },
+    Replay(ReplayConfig),
     /// One system (a peer framework or a batchlab executor) on one trace,
     /// timed in its own processes, interleaved with the trace's other systems.
-    Peers {
-        /// Workload.
-        workload: String,
-        /// Batch size.
-        batch: usize,
-        /// Hidden size.
-        hidden: usize,
-        /// Record seed (also the weights' seed).
-        seed: u64,
-        /// Threads: batchlab's `--threads`, the peers' thread variables.
-        threads: usize,
-        /// System name (`docs/peers.md`).
-        system: String,
-        /// Timed runs per process, after one warm-up.
-        repeats: usize,
-        /// Processes per system (rounds, order rotated).
-        rounds: usize,
-        /// How the FSM is trained (`edbatch`, `policy:fsm`).
-        fsm: Option<FsmRule>,
-        /// Planner batch of the layouts (`edbatch*`).
-        layout_batch: Option<usize>,
-        /// Training steps (forward + backward, gradients checked against
-        /// the reference's; absent: inference).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        train: bool,
-        /// Device of every system (`cpu`, `cuda`, `cuda:N`); absent: `cpu`
-        /// (so a CPU row's config, and its hash, are what they were).
-        #[serde(skip_serializing_if = "is_cpu")]
-        device: String,
-    },
+    Peers(PeersConfig),
+}
+
+impl RunConfig {
+    /// The kind of run.
+    pub fn kind(&self) -> Kind {
+        match self {
+            RunConfig::Policies(_) => Kind::Policies,
+            RunConfig::Training(_) => Kind::Training,
+            RunConfig::PlannerMemory(_) => Kind::PlannerMemory,
+            RunConfig::PlannerCompile(_) => Kind::PlannerCompile,
+            RunConfig::Replay(_) => Kind::Replay,
+            RunConfig::Peers(_) => Kind::Peers,
+        }
+    }
+
+    /// The device the run names (kinds `replay` and `peers`; the others run
+    /// on the CPU and name none).
+    pub fn device(&self) -> Option<&str> {
+        match self {
+            RunConfig::Replay(c) => Some(&c.device),
+            RunConfig::Peers(c) => Some(&c.device),
+            _ => None,
+        }
+    }
+}
+
+/// Kind `policies`: one policy on one trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoliciesConfig {
+    /// Workload.
+    pub workload: String,
+    /// Batch size.
+    pub batch: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Record seed.
+    pub seed: u64,
+    /// Policy name.
+    pub policy: String,
+    /// Training rule (FSM policies only).
+    pub fsm: Option<FsmRule>,
+    /// Optimiser rule (specs with an `optimise` block; absent from the
+    /// hash otherwise, so older rows keep theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimise: Option<OptimiseRule>,
+}
+
+/// Kind `training`: one training run, timed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainingConfig {
+    /// Workload.
+    pub workload: String,
+    /// Batch size.
+    pub batch: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Record seed.
+    pub seed: u64,
+    /// Encoding.
+    pub encoding: String,
+    /// Exploration seed.
+    pub trainer_seed: u64,
+    /// Episode budget.
+    pub episodes: u32,
+    /// Timed repetitions.
+    pub repeats: usize,
+}
+
+/// Kind `planner-memory`: planner accounting for one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerMemoryConfig {
+    /// Cell.
+    pub cell: String,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Instances per batch.
+    pub batch: usize,
+    /// Inputs pinned first.
+    pub fixed_inputs: bool,
+}
+
+/// Kind `planner-compile`: planner compile time for one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerCompileConfig {
+    /// Cell.
+    pub cell: String,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Instances per batch.
+    pub batch: usize,
+    /// Inputs pinned first.
+    pub fixed_inputs: bool,
+    /// Timed repetitions.
+    pub repeats: usize,
+}
+
+/// Kind `replay`: one executor on one trace, timed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayConfig {
+    /// Workload.
+    pub workload: String,
+    /// Batch size.
+    pub batch: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Record seed (also the weights' seed).
+    pub seed: u64,
+    /// Executor name.
+    pub executor: String,
+    /// Device name.
+    pub device: String,
+    /// Timed repetitions after one warm-up.
+    pub repeats: usize,
+    /// Rounds: the trace's runs are measured this many times, the
+    /// executors' order rotated each round, and the row folds every
+    /// round's samples (absent: 1, which keeps older rows' hashes).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub rounds: usize,
+    /// Compared with the reference executor.
+    pub check: bool,
+    /// CPU worker threads (null: the machine's available parallelism;
+    /// the row's `threads` metric says how many that was). Rows written
+    /// before the field existed lack it: they read as null.
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// How the FSM is trained (executors that use one).
+    pub fsm: Option<FsmRule>,
+    /// Planner batch of the layouts (`edbatch*`).
+    pub layout_batch: Option<usize>,
+    /// Training steps (forward + backward; absent: inference).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub train: bool,
+    /// Weight gradients per batch instead of lazily (training only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eager: bool,
+    /// CPU row work per batch instead of fused per instance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfused: bool,
+}
+
+/// Kind `peers`: one system (a peer framework or a batchlab executor) on
+/// one trace, timed in its own processes, interleaved with the trace's
+/// other systems.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeersConfig {
+    /// Workload.
+    pub workload: String,
+    /// Batch size.
+    pub batch: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Record seed (also the weights' seed).
+    pub seed: u64,
+    /// Threads: batchlab's `--threads`, the peers' thread variables.
+    pub threads: usize,
+    /// System name (`docs/peers.md`).
+    pub system: String,
+    /// Timed runs per process, after one warm-up.
+    pub repeats: usize,
+    /// Processes per system (rounds, order rotated).
+    pub rounds: usize,
+    /// How the FSM is trained (`edbatch`, `policy:fsm`).
+    pub fsm: Option<FsmRule>,
+    /// Planner batch of the layouts (`edbatch*`).
+    pub layout_batch: Option<usize>,
+    /// Training steps (forward + backward, gradients checked against
+    /// the reference's; absent: inference).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub train: bool,
+    /// Device of every system (`cpu`, `cuda`, `cuda:N`); absent: `cpu`
+    /// (so a CPU row's config, and its hash, are what they were).
+    #[serde(default = "cpu", skip_serializing_if = "is_cpu")]
+    pub device: String,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn cpu() -> String {
+    "cpu".into()
 }
 
 fn is_cpu(device: &String) -> bool {

@@ -14,7 +14,10 @@
 //! consecutive, so a trace (and its reference outputs) is built once.
 
 use crate::config::PolicyChoice;
-use crate::config::{ExecutorChoice, FsmRule, RunConfig, Spec, parse_executor, parse_policy};
+use crate::config::{
+    ExecutorChoice, FsmRule, PeersConfig, PlannerCompileConfig, PlannerMemoryConfig,
+    PoliciesConfig, ReplayConfig, RunConfig, Spec, TrainingConfig, parse_executor, parse_policy,
+};
 use crate::hash::config_hash;
 use crate::spec::Kind;
 
@@ -33,43 +36,43 @@ impl Run {
     /// A short label for progress display.
     pub fn label(&self) -> String {
         match &self.config {
-            RunConfig::Policies {
+            RunConfig::Policies(PoliciesConfig {
                 workload,
                 batch,
                 hidden,
                 seed,
                 policy,
                 ..
-            } => {
+            }) => {
                 format!("{workload} b{batch} h{hidden} s{seed} {policy}")
             }
-            RunConfig::Training {
+            RunConfig::Training(TrainingConfig {
                 workload,
                 batch,
                 hidden,
                 seed,
                 encoding,
                 ..
-            } => {
+            }) => {
                 format!("{workload} b{batch} h{hidden} s{seed} {encoding}")
             }
-            RunConfig::PlannerMemory {
+            RunConfig::PlannerMemory(PlannerMemoryConfig {
                 cell,
                 hidden,
                 batch,
                 fixed_inputs,
-            }
-            | RunConfig::PlannerCompile {
+            })
+            | RunConfig::PlannerCompile(PlannerCompileConfig {
                 cell,
                 hidden,
                 batch,
                 fixed_inputs,
                 ..
-            } => {
+            }) => {
                 let fixed = if *fixed_inputs { " fixed" } else { "" };
                 format!("{cell} h{hidden} b{batch}{fixed}")
             }
-            RunConfig::Replay {
+            RunConfig::Replay(ReplayConfig {
                 workload,
                 batch,
                 hidden,
@@ -77,10 +80,10 @@ impl Run {
                 executor,
                 device,
                 ..
-            } => {
+            }) => {
                 format!("{workload} b{batch} h{hidden} s{seed} {executor} {device}")
             }
-            RunConfig::Peers {
+            RunConfig::Peers(PeersConfig {
                 workload,
                 batch,
                 hidden,
@@ -89,7 +92,7 @@ impl Run {
                 system,
                 device,
                 ..
-            } => {
+            }) => {
                 let on = if device == "cpu" {
                     String::new()
                 } else {
@@ -119,7 +122,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                             ..g.fsm.clone()
                         }),
                     };
-                    configs.push(RunConfig::Policies {
+                    configs.push(RunConfig::Policies(PoliciesConfig {
                         workload: w.clone(),
                         batch: b,
                         hidden: h,
@@ -127,14 +130,14 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                         policy: p.clone(),
                         fsm,
                         optimise: g.optimise.clone(),
-                    });
+                    }));
                 }
             }
         }
         Kind::Training => {
             for (w, &b, &h, &s) in traces(&g.workloads, &g.batches, &g.hiddens, &g.seeds) {
                 for e in &g.encodings {
-                    configs.push(RunConfig::Training {
+                    configs.push(RunConfig::Training(TrainingConfig {
                         workload: w.clone(),
                         batch: b,
                         hidden: h,
@@ -143,7 +146,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                         trainer_seed: g.fsm.trainer_seed,
                         episodes: g.fsm.episodes,
                         repeats: g.repeats,
-                    });
+                    }));
                 }
             }
         }
@@ -154,20 +157,20 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                         for &fixed_inputs in &g.fixed_inputs {
                             let (cell, hidden, batch) = (c.clone(), h, b);
                             configs.push(if spec.kind == Kind::PlannerMemory {
-                                RunConfig::PlannerMemory {
+                                RunConfig::PlannerMemory(PlannerMemoryConfig {
                                     cell,
                                     hidden,
                                     batch,
                                     fixed_inputs,
-                                }
+                                })
                             } else {
-                                RunConfig::PlannerCompile {
+                                RunConfig::PlannerCompile(PlannerCompileConfig {
                                     cell,
                                     hidden,
                                     batch,
                                     fixed_inputs,
                                     repeats: g.repeats,
-                                }
+                                })
                             });
                         }
                     }
@@ -192,7 +195,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                                     ex,
                                                     Some(ExecutorChoice::EdBatch { .. })
                                                 );
-                                                configs.push(RunConfig::Replay {
+                                                configs.push(RunConfig::Replay(ReplayConfig {
                                                     workload: w.clone(),
                                                     batch: b,
                                                     hidden: h,
@@ -208,7 +211,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                                     train: g.train,
                                                     eager: !lazy,
                                                     unfused: !fuse,
-                                                });
+                                                }));
                                             }
                                         }
                                     }
@@ -231,7 +234,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                     let choice = crate::peers::parse_system(sys);
                                     let fsm = choice.is_some_and(|c| c.needs_fsm());
                                     let layouts = choice.is_some_and(|c| c.needs_layouts());
-                                    configs.push(RunConfig::Peers {
+                                    configs.push(RunConfig::Peers(PeersConfig {
                                         workload: w.clone(),
                                         batch: b,
                                         hidden: h,
@@ -244,7 +247,7 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
                                         layout_batch: layouts.then_some(g.layout_batch),
                                         train: g.train,
                                         device: d.clone(),
-                                    });
+                                    }));
                                 }
                             }
                         }

@@ -1,8 +1,14 @@
 //! Result rows: one per run, as written to `<spec>.jsonl` (field by field in
-//! `docs/experiments.md`).
+//! `docs/experiments.md`), and read back typed by the report (`paper-repro`).
+//!
+//! Reading is the writing's inverse: a row serialised and deserialised is
+//! the same row. Rows written by earlier revisions lack fields added since;
+//! those fields carry `#[serde(default)]` (an `Option` reads as null, a
+//! flag as off, `rounds` as 1, `device` as `cpu`), so every committed row
+//! still reads.
 
 use engine::layout::TotalsEntry;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::RunConfig;
 use crate::provenance::Machine;
@@ -11,7 +17,7 @@ use crate::provenance::Machine;
 pub const ROW_SCHEMA: u32 = 1;
 
 /// One run's row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Row {
     /// Where, when and from what it was measured.
     pub provenance: Provenance,
@@ -26,7 +32,7 @@ pub struct Row {
 }
 
 /// Provenance of a row.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Provenance {
     /// Row schema version ([`ROW_SCHEMA`]).
     pub schema: u32,
@@ -52,8 +58,11 @@ pub struct Provenance {
     pub timestamp: u64,
 }
 
-/// Kind-specific measurements.
-#[derive(Clone, Debug, Serialize)]
+/// Kind-specific measurements, written untagged: the row's `config.kind`
+/// says which they are, and reading goes by it ([`Metrics::read`]) rather
+/// than by trying each variant in turn, which would hinge on which fields
+/// the variants happen to share.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Metrics {
     /// Kind `policies`.
@@ -70,9 +79,58 @@ pub enum Metrics {
     Peers(Box<PeerMetrics>),
 }
 
+impl Metrics {
+    /// Reads the metrics of a row whose configuration is `config`: the
+    /// variant of the config's kind, so an error names the field that kind
+    /// misses.
+    pub fn read(config: &RunConfig, value: serde_json::Value) -> serde_json::Result<Metrics> {
+        use serde_json::from_value;
+        Ok(match config {
+            RunConfig::Policies(_) => Metrics::Policy(from_value(value)?),
+            RunConfig::Training(_) => Metrics::Training(from_value(value)?),
+            RunConfig::PlannerMemory(_) => Metrics::PlannerMemory(from_value(value)?),
+            RunConfig::PlannerCompile(_) => Metrics::PlannerCompile(from_value(value)?),
+            RunConfig::Replay(_) => Metrics::Replay(from_value(value)?),
+            RunConfig::Peers(_) => Metrics::Peers(from_value(value)?),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Row {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Row, D::Error> {
+        /// A row as written, its metrics not yet typed: which type they
+        /// are depends on `config`.
+        #[derive(Deserialize)]
+        struct Raw {
+            provenance: Provenance,
+            config: RunConfig,
+            metrics: Option<serde_json::Value>,
+            error: Option<String>,
+            samples: Vec<f64>,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        let metrics = match raw.metrics {
+            Some(value) => Some(Metrics::read(&raw.config, value).map_err(|e| {
+                serde::de::Error::custom(format_args!(
+                    "metrics of a `{}` row: {e}",
+                    raw.config.kind().name()
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Row {
+            provenance: raw.provenance,
+            config: raw.config,
+            metrics,
+            error: raw.error,
+            samples: raw.samples,
+        })
+    }
+}
+
 /// One system (a peer framework or a batchlab executor) on one trace, over
 /// all its rounds (`docs/peers.md`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeerMetrics {
     /// System name (`dynet-agenda`, `torch`, `edbatch`...).
     pub system: String,
@@ -144,7 +202,7 @@ pub struct PeerMetrics {
 }
 
 /// One policy on one trace.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyMetrics {
     /// Trace nodes.
     pub nodes: usize,
@@ -168,22 +226,22 @@ pub struct PolicyMetrics {
     /// indicative; kind `training` times them alone).
     pub train_s: Option<f64>,
     /// With an `optimise` block: batches of the trace's best-known schedule.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_known: Option<u64>,
     /// With an `optimise` block: the trace's certified lower bound.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certified_bound: Option<u64>,
     /// What gave the certified bound (`a3`, `scs`, `piece`, `exact`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_method: Option<String>,
     /// Whether the optimiser ran every width and the bound every step before
     /// the budget (else the two numbers depend on the machine's speed).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimise_complete: Option<bool>,
 }
 
 /// One training run (median over repeats).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainingMetrics {
     /// Trace nodes.
     pub nodes: usize,
@@ -208,7 +266,7 @@ pub struct TrainingMetrics {
 }
 
 /// Planner accounting for one cell (as `planner layout --json`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerMemoryMetrics {
     /// Ops in the cell.
     pub ops: usize,
@@ -242,7 +300,7 @@ pub struct PlannerMemoryMetrics {
 }
 
 /// Planner compile time for one cell.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerCompileMetrics {
     /// Batches of the chosen schedule.
     pub batches: usize,
@@ -253,7 +311,7 @@ pub struct PlannerCompileMetrics {
 }
 
 /// One executor on one trace.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReplayMetrics {
     /// Trace nodes.
     pub nodes: usize,
@@ -306,7 +364,7 @@ pub struct ReplayMetrics {
 /// The backward half of a training step (kind `replay` with `train`);
 /// `total_s`, `instances_per_s` and the counters of the row cover the whole
 /// step / the forward pass.
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainMetrics {
     /// The mini-batch loss.
     pub loss: f64,

@@ -9,7 +9,7 @@ use planner::layout_file::totals_entry;
 use planner::{CellPlan, LayoutSource, PlanOptions, plan_cell};
 use rayon::prelude::*;
 
-use crate::config::RunConfig;
+use crate::config::{PlannerCompileConfig, PlannerMemoryConfig, RunConfig};
 use crate::error::{RunError, RunFailure};
 use crate::expand::Run;
 use crate::rows::{Metrics, PlannerCompileMetrics, PlannerMemoryMetrics};
@@ -60,12 +60,12 @@ pub(crate) fn run_memory(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
 }
 
 fn memory(run: &Run, cells: &CellLibrary) -> Outcome {
-    let RunConfig::PlannerMemory {
+    let RunConfig::PlannerMemory(PlannerMemoryConfig {
         cell,
         hidden,
         batch,
         fixed_inputs,
-    } = &run.config
+    }) = &run.config
     else {
         return Err(RunFailure::Message("not a planner-memory run".into()));
     };
@@ -114,13 +114,13 @@ pub(crate) fn run_compile(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
 }
 
 fn compile(run: &Run, cells: &CellLibrary) -> Outcome {
-    let RunConfig::PlannerCompile {
+    let RunConfig::PlannerCompile(PlannerCompileConfig {
         cell,
         hidden,
         batch,
         fixed_inputs,
         repeats,
-    } = &run.config
+    }) = &run.config
     else {
         return Err(RunFailure::Message("not a planner-compile run".into()));
     };

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::auto::{AutoPolicy, record, train_best_with};
 use crate::cache::Cache;
-use crate::config::{FsmRule, OptimiseRule, PolicyChoice, RunConfig, parse_policy};
+use crate::config::{FsmRule, OptimiseRule, PoliciesConfig, PolicyChoice, RunConfig, parse_policy};
 use crate::error::{RunError, RunFailure};
 use crate::expand::Run;
 use crate::rows::{Metrics, PolicyMetrics};
@@ -91,13 +91,13 @@ fn reference(trace: &Trace, rule: &OptimiseRule) -> Result<Reference, RunFailure
 /// The trace key of a run.
 fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
     match c {
-        RunConfig::Policies {
+        RunConfig::Policies(PoliciesConfig {
             workload,
             batch,
             hidden,
             seed,
             ..
-        } => Some((workload, *batch, *hidden, *seed)),
+        }) => Some((workload, *batch, *hidden, *seed)),
         _ => None,
     }
 }
@@ -142,7 +142,7 @@ fn run_group(group: &[&Run], shared: &Shared, sink: &Sink) -> Result<(), RunErro
 }
 
 fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
-    let RunConfig::Policies {
+    let RunConfig::Policies(PoliciesConfig {
         workload,
         batch,
         hidden,
@@ -150,7 +150,7 @@ fn one(run: &Run, trace: &Trace, shared: &Shared) -> Outcome {
         policy,
         fsm,
         optimise: opt_rule,
-    } = &run.config
+    }) = &run.config
     else {
         return Err(RunFailure::Message("not a policies run".into()));
     };

@@ -21,7 +21,7 @@ use engine::trace::Trace;
 
 use crate::auto::{AutoPolicy, Layouts, layouts_for, policy_for, record};
 use crate::cache::Cache;
-use crate::config::{ExecutorChoice, FsmRule, RunConfig, parse_executor};
+use crate::config::{ExecutorChoice, FsmRule, ReplayConfig, RunConfig, parse_executor};
 use crate::error::{RunError, RunFailure, chain};
 use crate::expand::{Run, group_by};
 use crate::rows::{Metrics, ReplayMetrics};
@@ -35,13 +35,13 @@ struct Shared {
 
 fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
     match c {
-        RunConfig::Replay {
+        RunConfig::Replay(ReplayConfig {
             workload,
             batch,
             hidden,
             seed,
             ..
-        } => Some((workload, *batch, *hidden, *seed)),
+        }) => Some((workload, *batch, *hidden, *seed)),
         _ => None,
     }
 }
@@ -68,18 +68,18 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         };
         // The reference first: its timed run's outputs are the check's oracle.
         group.sort_by_key(
-            |r| !matches!(&r.config, RunConfig::Replay { executor, .. } if executor == "reference"),
+            |r| !matches!(&r.config, RunConfig::Replay(ReplayConfig { executor, .. }) if executor == "reference"),
         );
         let prepared = guarded(|| {
             let trace = record(w, b, h, s, &shared.cells)?;
             // An error row rather than an abort when the machine cannot hold it.
             let shape = replay::memory::RunShape {
                 op_level: group.iter().any(|r| {
-                    matches!(&r.config, RunConfig::Replay { executor, .. } if executor == "dynet")
+                    matches!(&r.config, RunConfig::Replay(ReplayConfig { executor, .. }) if executor == "dynet")
                 }),
                 check: group
                     .iter()
-                    .any(|r| matches!(&r.config, RunConfig::Replay { check: true, .. })),
+                    .any(|r| matches!(&r.config, RunConfig::Replay(ReplayConfig { check: true, .. }))),
                 roofline: false,
             };
             let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
@@ -120,7 +120,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         }
         for (run, outs) in group.iter().zip(outcomes) {
             let device = match &run.config {
-                RunConfig::Replay { device, .. } => device.clone(),
+                RunConfig::Replay(ReplayConfig { device, .. }) => device.clone(),
                 _ => "cpu".into(),
             };
             sink.finish(run, &device, Some(s), fold_rounds(outs))?;
@@ -131,7 +131,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
 
 fn rounds_of(c: &RunConfig) -> usize {
     match c {
-        RunConfig::Replay { rounds, .. } => (*rounds).max(1),
+        RunConfig::Replay(ReplayConfig { rounds, .. }) => (*rounds).max(1),
         _ => 1,
     }
 }
@@ -209,7 +209,7 @@ fn one(
     shared: &Shared,
     reference: &mut Option<Store>,
 ) -> Outcome {
-    let RunConfig::Replay {
+    let RunConfig::Replay(ReplayConfig {
         workload,
         executor,
         device,
@@ -223,7 +223,7 @@ fn one(
         eager,
         unfused,
         ..
-    } = &run.config
+    }) = &run.config
     else {
         return Err(RunFailure::Message("not a replay run".into()));
     };

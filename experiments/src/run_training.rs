@@ -10,7 +10,7 @@ use engine::trace::Trace;
 use search::trainer::{TrainConfig, default_hyperparameters, train};
 
 use crate::auto::record;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, TrainingConfig};
 use crate::error::{RunError, RunFailure, chain};
 use crate::expand::{Run, group_by};
 use crate::rows::{Metrics, TrainingMetrics};
@@ -18,13 +18,13 @@ use crate::runner::{Outcome, Sink, guarded};
 
 fn trace_key(c: &RunConfig) -> Option<(&str, usize, usize, u64)> {
     match c {
-        RunConfig::Training {
+        RunConfig::Training(TrainingConfig {
             workload,
             batch,
             hidden,
             seed,
             ..
-        } => Some((workload, *batch, *hidden, *seed)),
+        }) => Some((workload, *batch, *hidden, *seed)),
         _ => None,
     }
 }
@@ -53,13 +53,13 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
 }
 
 fn one(run: &Run, trace: &Trace) -> Outcome {
-    let RunConfig::Training {
+    let RunConfig::Training(TrainingConfig {
         encoding,
         trainer_seed,
         episodes,
         repeats,
         ..
-    } = &run.config
+    }) = &run.config
     else {
         return Err(RunFailure::Message("not a training run".into()));
     };

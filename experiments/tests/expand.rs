@@ -1,6 +1,6 @@
 //! Grid expansion: order, count, exclusions, and stable config hashes.
 
-use experiments::config::RunConfig;
+use experiments::config::{ReplayConfig, RunConfig};
 use experiments::hash::config_hash;
 use experiments::{expand, parse_spec};
 
@@ -32,11 +32,11 @@ executors: [cavs, reference]
     // Executors without an FSM carry no training rule; edbatch would.
     assert!(matches!(
         &runs[0].config,
-        RunConfig::Replay {
+        RunConfig::Replay(ReplayConfig {
             fsm: None,
             layout_batch: None,
             ..
-        }
+        })
     ));
 }
 
@@ -99,7 +99,7 @@ exclude:
 }
 
 fn config(hidden: usize, executor: &str) -> RunConfig {
-    RunConfig::Replay {
+    RunConfig::Replay(ReplayConfig {
         workload: "tree-lstm".into(),
         batch: 32,
         hidden,
@@ -115,7 +115,7 @@ fn config(hidden: usize, executor: &str) -> RunConfig {
         train: false,
         eager: false,
         unfused: false,
-    }
+    })
 }
 
 #[test]

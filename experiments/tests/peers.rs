@@ -1,7 +1,7 @@
 //! Kind `peers`: the spec's checks, its expansion, and a sweep without a
 //! peers environment or worker (every row says why, nothing aborts).
 
-use experiments::config::RunConfig;
+use experiments::config::{PeersConfig, ReplayConfig, RunConfig};
 use experiments::{Kind, RunOptions, expand, parse_spec, run_spec};
 
 const GOOD: &str = "kind: peers
@@ -30,19 +30,19 @@ fn a_peers_spec_expands_point_by_point_with_systems_last() {
     assert_eq!((s.grid.rounds, s.grid.repeats), (3, 3));
     let runs = expand(&s);
     assert_eq!(runs.len(), 2 * 2 * 4);
-    let RunConfig::Peers {
+    let RunConfig::Peers(PeersConfig {
         threads,
         system,
         fsm,
         layout_batch,
         ..
-    } = &runs[3].config
+    }) = &runs[3].config
     else {
         panic!("not a peers run");
     };
     assert_eq!((*threads, system.as_str()), (1, "edbatch"));
     assert!(fsm.is_some() && layout_batch.is_some());
-    let RunConfig::Peers { threads, fsm, .. } = &runs[4].config else {
+    let RunConfig::Peers(PeersConfig { threads, fsm, .. }) = &runs[4].config else {
         panic!()
     };
     assert_eq!(*threads, 2);
@@ -79,7 +79,7 @@ fn bad_peers_specs_name_file_line_and_field() {
     let runs = expand(&two);
     assert!(matches!(
         &runs[0].config,
-        RunConfig::Replay { rounds: 2, .. }
+        RunConfig::Replay(ReplayConfig { rounds: 2, .. })
     ));
     assert_ne!(runs[0].hash, expand(&one)[0].hash);
 }
@@ -129,7 +129,7 @@ fn a_device_axis_adds_cuda_points_and_leaves_cpu_configs_as_they_were() {
     // device: rows measured before the axis existed still match.
     let cpu_hashes: Vec<&str> = a.iter().map(|r| r.hash.as_str()).collect();
     for r in &b {
-        let RunConfig::Peers { device, .. } = &r.config else {
+        let RunConfig::Peers(PeersConfig { device, .. }) = &r.config else {
             panic!("not a peers run")
         };
         let json = serde_json::to_value(&r.config).unwrap();

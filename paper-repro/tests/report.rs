@@ -6,6 +6,8 @@ mod common;
 use std::path::PathBuf;
 
 use common::{check_file, run, texts, tmp};
+use experiments::Row;
+use experiments::config::RunConfig;
 use paper_repro::items::{ITEMS, Paper};
 
 fn fixture() -> PathBuf {
@@ -126,21 +128,24 @@ fn report_of_an_item_without_rows_fails_when_asked_for_by_name() {
     assert!(texts(&o).1.contains("no rows for this item"));
 }
 
-/// The fixture rows of `specs`, with every row's device set to `device`
-/// (`config.device` and `provenance.device`), and table6's rows relabelled
-/// as the paper's batch 256, hidden 512 (a like-with-like comparison), in a
-/// fresh rows folder.
+/// The fixture replay rows of `specs`, with every row's device set to
+/// `device` (the config's and the provenance's), and table6's rows
+/// relabelled as the paper's batch 256, hidden 512 (a like-with-like
+/// comparison), in a fresh rows folder.
 fn fixture_on(device: &str, specs: &[&str]) -> PathBuf {
     let dir = tmp(&format!("report-rows-{device}"));
     for spec in specs {
         let text = std::fs::read_to_string(fixture().join(format!("{spec}.json"))).unwrap();
-        let mut rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        let mut rows: Vec<Row> = serde_json::from_str(&text).unwrap();
         for r in &mut rows {
-            r["config"]["device"] = device.into();
-            r["provenance"]["device"] = device.into();
+            r.provenance.device = device.into();
+            let RunConfig::Replay(c) = &mut r.config else {
+                panic!("{spec}: not a replay row: {r:?}")
+            };
+            c.device = device.into();
             if *spec == "table6" {
-                r["config"]["batch"] = 256.into();
-                r["config"]["hidden"] = 512.into();
+                c.batch = 256;
+                c.hidden = 512;
             }
         }
         std::fs::write(

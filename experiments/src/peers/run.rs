@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{Peer, PeersEnv, System, parse_system};
 use crate::auto::{layouts_for, policy_for, record};
-use crate::config::{FsmRule, RunConfig};
+use crate::config::{FsmRule, PeersConfig, RunConfig};
 use crate::error::{RunError, RunFailure, chain};
 use crate::expand::{Run, group_by};
 use crate::rows::{Metrics, PeerMetrics};
@@ -23,7 +23,7 @@ type Point = (String, usize, usize, u64, usize, bool, String);
 
 fn point(c: &RunConfig) -> Option<Point> {
     match c {
-        RunConfig::Peers {
+        RunConfig::Peers(PeersConfig {
             workload,
             batch,
             hidden,
@@ -32,7 +32,7 @@ fn point(c: &RunConfig) -> Option<Point> {
             train,
             device,
             ..
-        } => Some((
+        }) => Some((
             workload.clone(),
             *batch,
             *hidden,
@@ -110,12 +110,12 @@ fn prepare(
     let mut layouts = None;
     let mut torch_fsm = None;
     for r in runs {
-        let RunConfig::Peers {
+        let RunConfig::Peers(PeersConfig {
             fsm,
             layout_batch,
             system,
             ..
-        } = &r.config
+        }) = &r.config
         else {
             continue;
         };
@@ -447,9 +447,9 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
             continue;
         };
         let (rounds, repeats) = match &group[0].config {
-            RunConfig::Peers {
+            RunConfig::Peers(PeersConfig {
                 rounds, repeats, ..
-            } => (*rounds, *repeats),
+            }) => (*rounds, *repeats),
             _ => (1, 1),
         };
         for r in &group {
@@ -476,7 +476,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
             .iter()
             .map(|r| {
                 let name = match &r.config {
-                    RunConfig::Peers { system, .. } => system.clone(),
+                    RunConfig::Peers(PeersConfig { system, .. }) => system.clone(),
                     _ => String::new(),
                 };
                 let sys = parse_system(&name);

@@ -1,12 +1,11 @@
 //! Cavs Fig. 10 style: the speed-up of each execution-engine optimisation,
 //! switched on alone (and both together) over a baseline with both off, when
 //! training Fixed-LSTM and Tree-LSTM at batch 64 over hidden sizes. Lazy
-//! batching (`config.eager` false) defers weight-gradient products to one per
-//! weight; fusion (`config.unfused` false) runs a cell's elementwise ops as
-//! one pass per instance. Streaming has no CPU counterpart.
+//! batching (a replay config's `eager` false) defers weight-gradient products
+//! to one per weight; fusion (`unfused` false) runs a cell's elementwise ops
+//! as one pass per instance. Streaming has no CPU counterpart.
 
 use figures::{Figure, LineChart, LineSeries, Panel, RefLine, Scale};
-use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::Cavs;
@@ -15,7 +14,7 @@ use crate::report::fmt::span;
 use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, at};
+use crate::rows::{RowSet, ascending, distinct};
 
 use super::{Device, list, quick_note};
 
@@ -37,29 +36,21 @@ const VARIANTS: [(&str, bool, bool); 3] = [
     ("both", true, true),
 ];
 
-fn flag(r: &Value, path: &str) -> bool {
-    at(r, path).as_bool().unwrap_or(false)
-}
-
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows).word();
-    let workloads = rows.distinct("config.workload");
-    let hiddens = rows.distinct_u64("config.hidden");
-    let batches = rows.distinct_u64("config.batch");
-    let row = |w: &str, h: u64, lazy: bool, fused: bool| {
-        rows.ok().find(|r| {
-            at(r, "config.workload").as_str() == Some(w)
-                && at(r, "config.hidden").as_u64() == Some(h)
-                && flag(r, "config.eager") != lazy
-                && flag(r, "config.unfused") != fused
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
+    let batches = ascending(rows.replay().map(|r| r.config.batch));
+    let row = |w: &str, h: usize, lazy: bool, fused: bool| {
+        rows.replay().find(|r| {
+            let c = r.config;
+            c.workload == w && c.hidden == h && c.eager != lazy && c.unfused != fused
         })
     };
-    let speedup = |w: &str, h: u64, lazy: bool, fused: bool| -> Option<Noisy> {
-        noise::ratio_of(
-            row(w, h, lazy, fused)?,
-            row(w, h, false, false)?,
-            "metrics.instances_per_s",
-        )
+    let speedup = |w: &str, h: usize, lazy: bool, fused: bool| -> Option<Noisy> {
+        noise::ratio_of(row(w, h, lazy, fused)?, row(w, h, false, false)?, |m| {
+            m.instances_per_s
+        })
     };
     let mut t = Table::new(
         "cavs-fig10",
@@ -71,9 +62,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     let mut panels = Vec::new();
     // Per workload and variant, the (hidden, speed-up) points.
-    let mut per: Vec<Vec<Vec<(u64, f64)>>> = Vec::new();
+    let mut per: Vec<Vec<Vec<(usize, f64)>>> = Vec::new();
     for w in &workloads {
-        let mut mine: Vec<Vec<(u64, f64)>> = vec![Vec::new(); VARIANTS.len()];
+        let mut mine: Vec<Vec<(usize, f64)>> = vec![Vec::new(); VARIANTS.len()];
         let mut series: Vec<LineSeries> = VARIANTS
             .iter()
             .map(|(name, _, _)| LineSeries {
@@ -124,8 +115,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         list(&workloads),
         list(&batches),
         list(&hiddens),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.replay().map(|r| r.config.seed))),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     );
     sec.paper = paper(ctx)?;
     let mut parts = Vec::new();
@@ -156,7 +147,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          shrinking with h).",
         parts.join("; ")
     );
-    if let Some(n) = noise::cpu_note(rows.ok()) {
+    if let Some(n) = noise::cpu_note(rows.replay().map(|r| r.metrics)) {
         sec.notes.push(n);
     }
     sec.notes.push(

@@ -14,7 +14,7 @@ use crate::report::fmt::{opt, range, ratio, span, times};
 use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, num};
+use crate::rows::{ReplayRow, RowSet, ascending, distinct};
 
 use super::{Device, list, quick_note, throughput_panel};
 
@@ -33,28 +33,16 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows).word();
-    let workloads = rows.distinct("config.workload");
-    let executors = rows.distinct("config.executor");
-    let batches = rows.distinct_u64("config.batch");
-    let hiddens = rows.distinct_u64("config.hidden");
-    let row = |w: &str, h: u64, b: u64, e: &str| {
-        rows.find(&[
-            ("config.workload", w),
-            ("config.hidden", &h.to_string()),
-            ("config.batch", &b.to_string()),
-            ("config.executor", e),
-        ])
-    };
-    let tput = |w: &str, h: u64, b: u64, e: &str| {
-        row(w, h, b, e).and_then(|r| num(r, "metrics.instances_per_s"))
-    };
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let executors = distinct(rows.replay().map(|r| r.config.executor.clone()));
+    let batches = ascending(rows.replay().map(|r| r.config.batch));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
+    let row = |w: &str, h: usize, b: usize, e: &str| find(rows, w, h, b, e);
+    let tput =
+        |w: &str, h: usize, b: usize, e: &str| row(w, h, b, e).map(|r| r.metrics.instances_per_s);
     // A throughput ratio of two executors with the noise of both rows.
-    let noisy = |w: &str, h: u64, b: u64, a: &str, o: &str| {
-        noise::ratio_of(
-            row(w, h, b, a)?,
-            row(w, h, b, o)?,
-            "metrics.instances_per_s",
-        )
+    let noisy = |w: &str, h: usize, b: usize, a: &str, o: &str| {
+        noise::ratio_of(row(w, h, b, a)?, row(w, h, b, o)?, |m| m.instances_per_s)
     };
     let mut worst_noise: f64 = 0.0;
     let mut panels = Vec::new();
@@ -108,7 +96,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let fig = Figure::grid(
         format!(
             "Cavs Fig. 8 style, training (forward + backward): throughput vs batch size on {}",
-            list(&rows.distinct("provenance.device"))
+            list(&rows.devices())
         ),
         panels,
         cols,
@@ -134,7 +122,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ],
     );
     let (mut serial, mut vs_dynet) = (Vec::new(), Vec::new());
-    for b in [2u64, 4, 8, 16, 32, 64, 128] {
+    for b in [2usize, 4, 8, 16, 32, 64, 128] {
         let id = format!("fig8.fixed-lstm.b{b}.batching_over_serial");
         let Some(v) = ctx.published.value(Cavs, &id) else {
             continue;
@@ -154,7 +142,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             }
         }
     }
-    for b in [1u64, 16, 32, 64, 128, 256] {
+    for b in [1usize, 16, 32, 64, 128, 256] {
         let cavs_id = format!("table1.tree-lstm.b{b}.train_compute_s.cavs");
         let dynet_id = format!("table1.tree-lstm.b{b}.train_compute_s.dynet");
         let (Some(pc), Some(pd)) = (
@@ -200,8 +188,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         list(&workloads),
         list(&batches),
         list(&hiddens),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.replay().map(|r| r.config.seed))),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     );
     sec.paper = paper(ctx)?;
     let mut parts = Vec::new();
@@ -245,7 +233,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             ". Each ratio's noise (the spread of its two rows' timed runs) is at most ±{:.0}%.",
             worst_noise * 100.0
         );
-    if let Some(n) = noise::cpu_note(rows.ok()) {
+    if let Some(n) = noise::cpu_note(rows.replay().map(|r| r.metrics)) {
         sec.notes.push(n);
     }
     sec.notes.push(format!(
@@ -264,6 +252,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     Ok(())
 }
 
+/// The row of workload `w`, hidden `h`, batch `b` and executor `e`.
+fn find<'a>(rows: &'a RowSet, w: &str, h: usize, b: usize, e: &str) -> Option<ReplayRow<'a>> {
+    rows.replay().find(|r| {
+        let c = r.config;
+        c.workload == w && c.hidden == h && c.batch == b && c.executor == e
+    })
+}
+
 /// Backward batches per executor beside the reversed graph's lower bound
 /// (one hidden size: batch counts do not depend on it). Returns the
 /// cell-level executors' ratios to the bound.
@@ -272,8 +268,8 @@ fn backward_table(
     rows: &RowSet,
     sec: &mut Section,
     workloads: &[String],
-    hiddens: &[u64],
-    batches: &[u64],
+    hiddens: &[usize],
+    batches: &[usize],
 ) -> Result<Vec<f64>> {
     let Some(h) = hiddens.first() else {
         return Ok(Vec::new());
@@ -299,21 +295,15 @@ fn backward_table(
     let mut ratios = Vec::new();
     for w in workloads {
         for b in batches {
-            let get = |e: &str| {
-                rows.find(&[
-                    ("config.workload", w.as_str()),
-                    ("config.hidden", &h.to_string()),
-                    ("config.batch", &b.to_string()),
-                    ("config.executor", e),
-                ])
-            };
+            // Inference rows have no backward measurements.
+            let train = |e: &str| find(rows, w, *h, *b, e)?.metrics.train.as_ref();
             let bound = execs
                 .iter()
-                .find_map(|e| num(get(e)?, "metrics.train.backward_lower_bound"));
+                .find_map(|e| Some(train(e)?.backward_lower_bound as f64));
             let Some(bound) = bound else { continue };
             let mut row = vec![w.clone(), b.to_string(), format!("{bound:.0}")];
             for e in execs {
-                let n = get(e).and_then(|r| num(r, "metrics.train.backward_batches"));
+                let n = train(e).map(|t| t.backward_batches as f64);
                 if let (Some(n), "cavs" | "edbatch") = (n, e) {
                     ratios.push(n / bound.max(1.0));
                 }

@@ -2,13 +2,14 @@
 //! word the report uses ("our CPU", "our GPU") and which of the paper's
 //! numbers ours are compared with (`<item>.cpu.*` or `<item>.gpu.*` ids).
 //!
-//! An item's device is read from `config.device` of its successful rows
-//! (`provenance.device` where a row has none; neither: the CPU): `cuda` or
+//! An item's device is read from the config's device of its successful rows
+//! (replay and peers runs name one; other kinds' rows say where they ran in
+//! their provenance): `cuda` or
 //! `cuda:N` is the GPU, anything else the CPU. Rows of both make the item
 //! `Mixed`: the builders do not split a row set by device, so a mixed item
 //! is compared with the paper's CPU numbers and its section says so in a note.
 
-use crate::rows::{RowSet, text};
+use crate::rows::RowSet;
 use crate::specs::is_cuda;
 
 /// The device of an item's successful rows.
@@ -27,9 +28,7 @@ impl Device {
     pub fn of(rows: &RowSet) -> Device {
         let (mut cpu, mut gpu) = (false, false);
         for r in rows.ok() {
-            let d = text(r, "config.device")
-                .or_else(|| text(r, "provenance.device"))
-                .unwrap_or("cpu");
+            let d = r.config.device().unwrap_or(&r.provenance.device);
             if is_cuda(d) {
                 gpu = true;
             } else {
@@ -82,25 +81,21 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::rows::fixtures::{replay, set};
 
-    fn set(devices: &[&str]) -> RowSet {
-        RowSet {
-            spec: "x".into(),
-            path: "x.json".into(),
-            rows: devices
-                .iter()
-                .map(|d| json!({"config": {"device": d}, "metrics": {}, "error": null}))
-                .collect(),
-        }
+    fn of(devices: &[&str]) -> Device {
+        Device::of(&set(devices
+            .iter()
+            .map(|d| replay("edbatch", d, 1.0, &[]))
+            .collect()))
     }
 
     #[test]
     fn device_of_rows() {
-        assert_eq!(Device::of(&set(&["cpu", "cpu"])), Device::Cpu);
-        assert_eq!(Device::of(&set(&["cuda", "cuda:1"])), Device::Gpu);
-        assert_eq!(Device::of(&set(&["cpu", "cuda"])), Device::Mixed);
-        assert_eq!(Device::of(&set(&[])), Device::Cpu);
+        assert_eq!(of(&["cpu", "cpu"]), Device::Cpu);
+        assert_eq!(of(&["cuda", "cuda:1"]), Device::Gpu);
+        assert_eq!(of(&["cpu", "cuda"]), Device::Mixed);
+        assert_eq!(of(&[]), Device::Cpu);
         assert_eq!(Device::Gpu.key(), "gpu");
         assert_eq!(Device::Mixed.key(), "cpu");
         assert!(Device::Mixed.mixed_note().is_some() && Device::Gpu.mixed_note().is_none());

@@ -4,7 +4,6 @@
 //! for the rows' device (`fig6.cpu.*` or `fig6.gpu.*`).
 
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
-use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
@@ -13,37 +12,30 @@ use crate::report::fmt::{range, ratio, sig, span, times};
 use crate::report::noise::{self, Noisy, mean_of};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, field_string, num, text};
+use crate::rows::{ReplayRow, RowSet, ascending, distinct};
 
 use super::{Device, class, list, paper_workload, quick_note};
 
 const EXECUTORS: [&str; 4] = ["dynet", "cavs", "edbatch-nolayout", "edbatch"];
 
 /// The row of the best throughput over batch sizes.
-pub fn best_row<'a>(rows: &'a RowSet, w: &str, h: &str, e: &str) -> Option<&'a Value> {
-    rows.ok()
-        .filter(|r| {
-            text(r, "config.workload") == Some(w)
-                && field_string(r, "config.hidden").as_deref() == Some(h)
-                && text(r, "config.executor") == Some(e)
-        })
-        .filter(|r| num(r, "metrics.instances_per_s").is_some())
+pub fn best_row<'a>(rows: &'a RowSet, w: &str, h: usize, e: &str) -> Option<ReplayRow<'a>> {
+    rows.replay()
+        .filter(|r| r.config.workload == w && r.config.hidden == h && r.config.executor == e)
         .max_by(|a, b| {
-            let t = |r: &Value| num(r, "metrics.instances_per_s").unwrap_or(0.0);
-            t(a).total_cmp(&t(b))
+            a.metrics
+                .instances_per_s
+                .total_cmp(&b.metrics.instances_per_s)
         })
 }
 
 /// Best throughput over batch sizes and the batch size giving it.
-pub fn best(rows: &RowSet, w: &str, h: &str, e: &str) -> Option<(f64, String)> {
+pub fn best(rows: &RowSet, w: &str, h: usize, e: &str) -> Option<(f64, usize)> {
     let r = best_row(rows, w, h, e)?;
-    Some((
-        num(r, "metrics.instances_per_s")?,
-        field_string(r, "config.batch")?,
-    ))
+    Some((r.metrics.instances_per_s, r.config.batch))
 }
 
-fn cell(b: Option<(f64, String)>) -> String {
+fn cell(b: Option<(f64, usize)>) -> String {
     b.map(|(v, bs)| format!("{} (b{bs})", sig(v, 4)))
         .unwrap_or_default()
 }
@@ -75,25 +67,19 @@ fn statements(ctx: &Ctx, dev: Device) -> Result<Vec<String>> {
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows);
     let (key, pw) = (dev.key(), dev.paper_word());
-    let workloads = rows.distinct("config.workload");
-    let hiddens: Vec<String> = rows
-        .distinct_u64("config.hidden")
-        .iter()
-        .map(|h| h.to_string())
-        .collect();
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
     let executors: Vec<&str> = EXECUTORS
         .iter()
         .copied()
-        .filter(|e| rows.find(&[("config.executor", e)]).is_some())
+        .filter(|e| rows.replay().any(|r| r.config.executor == *e))
         .collect();
-    let tput = |w: &str, h: &str, e: &str| best(rows, w, h, e).map(|b| b.0);
+    let tput = |w: &str, h: usize, e: &str| best(rows, w, h, e).map(|b| b.0);
     // Each best-throughput ratio with the noise of the two rows behind it.
-    let ratio_of = |w: &str, h: &str, a: &str, b: &str| -> Option<Noisy> {
-        noise::ratio_of(
-            best_row(rows, w, h, a)?,
-            best_row(rows, w, h, b)?,
-            "metrics.instances_per_s",
-        )
+    let ratio_of = |w: &str, h: usize, a: &str, b: &str| -> Option<Noisy> {
+        noise::ratio_of(best_row(rows, w, h, a)?, best_row(rows, w, h, b)?, |m| {
+            m.instances_per_s
+        })
     };
 
     let panels: Vec<Panel> = hiddens
@@ -101,14 +87,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .filter(|h| {
             workloads
                 .iter()
-                .any(|w| executors.iter().any(|e| tput(w, h, e).is_some()))
+                .any(|w| executors.iter().any(|e| tput(w, **h, e).is_some()))
         })
         .map(|h| {
             let series = executors
                 .iter()
                 .map(|e| BarSeries {
                     name: e.to_string(),
-                    values: workloads.iter().map(|w| tput(w, h, e)).collect(),
+                    values: workloads.iter().map(|w| tput(w, *h, e)).collect(),
                     paper: Vec::new(),
                 })
                 .collect();
@@ -129,7 +115,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let fig = Figure::grid(
         format!(
             "ED-Batch Fig. 6: inference throughput on {}, best batch size per executor (higher is better)",
-            list(&rows.distinct("provenance.device"))
+            list(&rows.devices())
         ),
         panels,
         cols,
@@ -142,17 +128,15 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 
     // ED-Batch against Cavs on the very trace where Cavs does best: the two
     // rows were measured in the same rounds, so their ratio is paired.
-    let same_batch = |w: &str, h: &str| -> Option<Noisy> {
+    let same_batch = |w: &str, h: usize| -> Option<Noisy> {
         let c = best_row(rows, w, h, "cavs")?;
-        let b = field_string(c, "config.batch")?;
-        let e = rows.ok().find(|r| {
-            text(r, "config.workload") == Some(w)
-                && field_string(r, "config.hidden").as_deref() == Some(h)
-                && text(r, "config.executor") == Some("edbatch")
-                && field_string(r, "config.batch").as_deref() == Some(b.as_str())
-                && num(r, "metrics.instances_per_s").is_some()
+        let e = rows.replay().find(|r| {
+            r.config.workload == w
+                && r.config.hidden == h
+                && r.config.executor == "edbatch"
+                && r.config.batch == c.config.batch
         })?;
-        noise::ratio_of(e, c, "metrics.instances_per_s")
+        noise::ratio_of(e, c, |m| m.instances_per_s)
     };
     let mut t = Table::new(
         "fig6",
@@ -175,19 +159,19 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     for w in &workloads {
         for h in &hiddens {
-            if executors.iter().all(|e| tput(w, h, e).is_none()) {
+            if executors.iter().all(|e| tput(w, *h, e).is_none()) {
                 continue;
             }
-            let mut row = vec![w.clone(), h.clone()];
-            row.extend(EXECUTORS.iter().map(|e| cell(best(rows, w, h, e))));
+            let mut row = vec![w.clone(), h.to_string()];
+            row.extend(EXECUTORS.iter().map(|e| cell(best(rows, w, *h, e))));
             for other in ["cavs", "dynet", "edbatch-nolayout"] {
                 row.push(
-                    ratio_of(w, h, "edbatch", other)
+                    ratio_of(w, *h, "edbatch", other)
                         .map(|r| r.cell())
                         .unwrap_or_default(),
                 );
             }
-            row.push(same_batch(w, h).map(|r| r.cell()).unwrap_or_default());
+            row.push(same_batch(w, *h).map(|r| r.cell()).unwrap_or_default());
             t.push(row);
         }
     }
@@ -196,7 +180,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let ratios = |w: &str, other: &str| -> Vec<Noisy> {
         hiddens
             .iter()
-            .filter_map(|h| ratio_of(w, h, "edbatch", other))
+            .filter_map(|h| ratio_of(w, *h, "edbatch", other))
             .collect()
     };
     let values = |v: &[Noisy]| v.iter().map(|r| r.value).collect::<Vec<f64>>();
@@ -301,11 +285,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          run(s) after a warm-up (median); edbatch = learned FSM + PQ-tree layouts, \
          edbatch-nolayout = the same FSM with DyNet-order layouts, dynet = agenda-updated over \
          primitive ops. Each bar is the best over batch sizes, as in the paper.",
-        list(&rows.distinct("provenance.device")),
-        list(&rows.distinct_u64("config.batch")),
+        list(&rows.devices()),
+        list(&ascending(rows.replay().map(|r| r.config.batch))),
         list(&hiddens),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.replay().map(|r| r.config.seed))),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     );
     sec.paper = statements(ctx, dev)?;
     let class_mean = |k: &str| {
@@ -339,7 +323,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let (mut wins, mut points) = (0, 0);
     for w in &workloads {
         for h in &hiddens {
-            if let Some(r) = ratio_of(w, h, "edbatch", "dynet") {
+            if let Some(r) = ratio_of(w, *h, "edbatch", "dynet") {
                 points += 1;
                 wins += usize::from(r.value > 1.0);
             }
@@ -370,15 +354,15 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             disagree.join(", ")
         )
     };
-    if let Some(n) = noise::cpu_note(rows.ok()) {
+    if let Some(n) = noise::cpu_note(rows.replay().map(|r| r.metrics)) {
         sec.notes.push(n);
     }
     let missing: Vec<String> = workloads
         .iter()
         .filter_map(|w| {
-            let hs: Vec<&String> = hiddens
+            let hs: Vec<&usize> = hiddens
                 .iter()
-                .filter(|h| executors.iter().all(|e| tput(w, h, e).is_none()))
+                .filter(|h| executors.iter().all(|e| tput(w, **h, e).is_none()))
                 .collect();
             (!hs.is_empty()).then(|| format!("{w} at hidden {}", list(&hs)))
         })
@@ -401,7 +385,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         rows,
         &format!(
             "batch sizes {}, hidden {}",
-            list(&rows.distinct_u64("config.batch")),
+            list(&ascending(rows.replay().map(|r| r.config.batch))),
             list(&hiddens)
         ),
     ) {

@@ -10,7 +10,7 @@ use crate::report::ctx::Ctx;
 use crate::report::fmt::{mean, pct, ratio, sig, times};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, num, text, uint};
+use crate::rows::{PolicyRow, RowSet, ascending, distinct};
 
 use super::{list, paper_workload, quick_note};
 
@@ -35,16 +35,17 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
-    let workloads = rows.distinct("config.workload");
+    let workloads = distinct(rows.policies().map(|r| r.config.workload.clone()));
     let policies: Vec<&str> = POLICIES
         .iter()
         .copied()
-        .filter(|p| rows.find(&[("config.policy", p)]).is_some())
+        .filter(|p| rows.policies().any(|r| r.config.policy == *p))
         .collect();
-    let ratio_of = |w: &str, p: &str| {
-        rows.find(&[("config.workload", w), ("config.policy", p)])
-            .and_then(|r| num(r, "metrics.ratio"))
+    let find = |w: &str, p: &str| -> Option<PolicyRow> {
+        rows.policies()
+            .find(|r| r.config.workload == w && r.config.policy == p)
     };
+    let ratio_of = |w: &str, p: &str| find(w, p).map(|r| r.metrics.ratio);
     let paper_sort = |w: &str| match w {
         "tree-lstm-2type" => ctx.num(EdBatch, "fig7.sort.tree-lstm-2type"),
         "lattice-lstm" | "lattice-gru" => ctx.num(EdBatch, "fig7.sort.lattices"),
@@ -102,8 +103,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ],
     );
     for w in &workloads {
-        let any = rows.find(&[("config.workload", w)]);
-        let best = rows.find(&[("config.workload", w), ("config.policy", "fsm-best")]);
+        let any = rows.policies().find(|r| r.config.workload == *w);
+        let best = find(w, "fsm-best");
         let paper = match (paper_sort(w), w.as_str()) {
             (Some(v), _) => ratio(v),
             (None, "bilstm-tagger" | "lstm-nmt" | "tree-lstm" | "tree-gru" | "mv-rnn") => {
@@ -114,11 +115,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         let mut row = vec![
             w.clone(),
             paper_workload(w).unwrap_or("").into(),
-            any.and_then(|r| uint(r, "metrics.nodes"))
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            any.and_then(|r| uint(r, "metrics.lower_bound"))
-                .map(|n| n.to_string())
+            any.map(|r| r.metrics.nodes.to_string()).unwrap_or_default(),
+            any.map(|r| r.metrics.lower_bound.to_string())
                 .unwrap_or_default(),
         ];
         for p in [
@@ -133,25 +131,27 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             row.push(ratio_of(w, p).map(ratio).unwrap_or_default());
         }
         row.push(
-            best.and_then(|r| text(r, "metrics.encoding"))
-                .unwrap_or("")
-                .into(),
+            best.and_then(|r| r.metrics.encoding.clone())
+                .unwrap_or_default(),
         );
         row.push(paper);
         t.push(row);
     }
     ctx.table(sec, t)?;
 
-    let batches = rows.distinct_u64("config.batch");
+    let batches = ascending(rows.policies().map(|r| r.config.batch));
     sec.setup = format!(
         "{} workloads, batch {}, hidden {}, record seed {}; heuristics and FSM policies \
          trained on the evaluated trace (`search` trainer, {} episodes at most). The lower \
          bound is ED-Batch appendix A.3's.",
         workloads.len(),
         list(&batches),
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.fsm.episodes")),
+        list(&ascending(rows.policies().map(|r| r.config.hidden))),
+        list(&ascending(rows.policies().map(|r| r.config.seed))),
+        list(&ascending(
+            rows.policies()
+                .filter_map(|r| Some(r.config.fsm.as_ref()?.episodes))
+        )),
     );
     sec.paper = paper(ctx)?;
 
@@ -234,9 +234,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     sec.notes.push(format!(
         "Our lattice traces are smaller than the paper's (e.g. {} nodes at batch {} vs 11,626 in \
          the paper's Table 4 trace), so lattice ratios are not strictly comparable.",
-        rows.find(&[("config.workload", "lattice-lstm")])
-            .and_then(|r| uint(r, "metrics.nodes"))
-            .map(|n| sig(n as f64, 6))
+        rows.policies()
+            .find(|r| r.config.workload == "lattice-lstm")
+            .map(|r| sig(r.metrics.nodes as f64, 6))
             .unwrap_or_else(|| "?".into()),
         list(&batches)
     ));

@@ -12,7 +12,7 @@ use crate::report::ctx::Ctx;
 use crate::report::fmt::{ratio, times};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, text, uint};
+use crate::rows::{RowSet, ascending, distinct};
 
 use super::{list, paper_workload, quick_note};
 
@@ -27,8 +27,8 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 /// One trace's numbers.
 struct Point {
     workload: String,
-    batch: u64,
-    nodes: u64,
+    batch: usize,
+    nodes: usize,
     a3: u64,
     bound: u64,
     method: String,
@@ -42,42 +42,36 @@ struct Point {
 
 fn points(rows: &RowSet) -> Vec<Point> {
     let mut out = Vec::new();
-    for w in rows.distinct("config.workload") {
-        for b in rows.distinct_u64("config.batch") {
-            let bs = b.to_string();
+    for w in distinct(rows.policies().map(|r| &r.config.workload)) {
+        for b in ascending(rows.policies().map(|r| r.config.batch)) {
             let of = |p: &str| {
-                rows.find(&[
-                    ("config.workload", &w),
-                    ("config.batch", &bs),
-                    ("config.policy", p),
-                ])
+                rows.policies().find(|r| {
+                    r.config.workload == *w && r.config.batch == b && r.config.policy == p
+                })
             };
             let Some(any) = of("best-known").or_else(|| of("typewise")) else {
                 continue;
             };
-            let (Some(best), Some(bound)) = (
-                uint(any, "metrics.best_known"),
-                uint(any, "metrics.certified_bound"),
-            ) else {
+            let m = any.metrics;
+            let (Some(best), Some(bound)) = (m.best_known, m.certified_bound) else {
                 continue;
             };
             let fsm = of("fsm-teacher");
             out.push(Point {
                 workload: w.clone(),
                 batch: b,
-                nodes: uint(any, "metrics.nodes").unwrap_or(0),
-                a3: uint(any, "metrics.lower_bound").unwrap_or(0),
+                nodes: m.nodes,
+                a3: m.lower_bound,
                 bound,
-                method: text(any, "metrics.bound_method").unwrap_or("").into(),
-                complete: any["metrics"]["optimise_complete"].as_bool() == Some(true),
+                method: m.bound_method.clone().unwrap_or_default(),
+                complete: m.optimise_complete == Some(true),
                 best,
-                typewise: of("typewise").and_then(|r| uint(r, "metrics.batches")),
-                fsm: fsm.and_then(|r| uint(r, "metrics.batches")),
-                fsm_misses: fsm.and_then(|r| uint(r, "metrics.misses")),
+                typewise: of("typewise").map(|r| r.metrics.batches),
+                fsm: fsm.map(|r| r.metrics.batches),
+                fsm_misses: fsm.map(|r| r.metrics.misses),
                 fsm_encoding: fsm
-                    .and_then(|r| text(r, "metrics.encoding"))
-                    .unwrap_or("")
-                    .into(),
+                    .and_then(|r| r.metrics.encoding.clone())
+                    .unwrap_or_default(),
             });
         }
     }
@@ -170,19 +164,27 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          (certified bound, then beam search up to width {}, {} s per trace); FSM: every \
          encoding trained with the best-known schedule as teacher ({} episodes at most), the \
          best kept.",
-        rows.distinct("config.workload").len(),
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.optimise.max_width")),
+        distinct(rows.policies().map(|r| &r.config.workload)).len(),
+        list(&ascending(rows.policies().map(|r| r.config.batch))),
+        list(&ascending(rows.policies().map(|r| r.config.hidden))),
+        list(&ascending(rows.policies().map(|r| r.config.seed))),
+        list(&ascending(
+            rows.policies()
+                .filter_map(|r| Some(r.config.optimise.as_ref()?.max_width))
+        )),
         list(
-            &rows
-                .distinct_u64("config.optimise.budget_ms")
-                .iter()
-                .map(|ms| *ms as f64 / 1000.0)
-                .collect::<Vec<_>>()
+            &ascending(
+                rows.policies()
+                    .filter_map(|r| Some(r.config.optimise.as_ref()?.budget_ms))
+            )
+            .iter()
+            .map(|ms| *ms as f64 / 1000.0)
+            .collect::<Vec<_>>()
         ),
-        list(&rows.distinct_u64("config.fsm.episodes")),
+        list(&ascending(
+            rows.policies()
+                .filter_map(|r| Some(r.config.fsm.as_ref()?.episodes))
+        )),
     );
     sec.paper = paper(ctx)?;
 

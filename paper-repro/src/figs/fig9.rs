@@ -1,8 +1,8 @@
 //! ED-Batch Fig. 9: the inference pass split into construction, scheduling
 //! and execution per executor, one panel per batch × hidden size.
 
+use experiments::rows::ReplayMetrics;
 use figures::{Figure, Panel, StackComponent, StackedBars};
-use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
@@ -11,14 +11,17 @@ use crate::report::fmt::{ms, pct, range, sig, span};
 use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, field_string, num};
+use crate::rows::{ReplayRow, RowSet, ascending, distinct};
 
 use super::{Device, list, quick_note};
 
-const PARTS: [(&str, &str); 3] = [
-    ("construction", "metrics.construction_s"),
-    ("scheduling", "metrics.scheduling_s"),
-    ("execution", "metrics.execution_s"),
+/// The parts of a pass: name, median seconds.
+type Part = (&'static str, fn(&ReplayMetrics) -> f64);
+
+const PARTS: [Part; 3] = [
+    ("construction", |m| m.construction_s),
+    ("scheduling", |m| m.scheduling_s),
+    ("execution", |m| m.execution_s),
 ];
 
 /// The paper's statements for this item.
@@ -28,25 +31,15 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows);
-    let workloads = rows.distinct("config.workload");
-    let executors = rows.distinct("config.executor");
-    let batches: Vec<String> = rows
-        .distinct_u64("config.batch")
-        .iter()
-        .map(|b| b.to_string())
-        .collect();
-    let hiddens: Vec<String> = rows
-        .distinct_u64("config.hidden")
-        .iter()
-        .map(|b| b.to_string())
-        .collect();
-    let get = |w: &str, b: &str, h: &str, e: &str| -> Option<&Value> {
-        rows.find(&[
-            ("config.workload", w),
-            ("config.batch", b),
-            ("config.hidden", h),
-            ("config.executor", e),
-        ])
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let executors = distinct(rows.replay().map(|r| r.config.executor.clone()));
+    let batches = ascending(rows.replay().map(|r| r.config.batch));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
+    let get = |w: &str, b: usize, h: usize, e: &str| -> Option<ReplayRow> {
+        rows.replay().find(|r| {
+            let c = r.config;
+            c.workload == w && c.batch == b && c.hidden == h && c.executor == e
+        })
     };
     let mut panels = Vec::new();
     let mut t = Table::new(
@@ -74,11 +67,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             let mut comps: Vec<Vec<f64>> = vec![Vec::new(); PARTS.len()];
             for w in &workloads {
                 for e in &executors {
-                    let Some(r) = get(w, b, h, e) else { continue };
-                    let parts: Vec<f64> = PARTS
-                        .iter()
-                        .map(|(_, p)| num(r, p).unwrap_or(0.0))
-                        .collect();
+                    let Some(r) = get(w, *b, *h, e) else { continue };
+                    let parts: Vec<f64> = PARTS.iter().map(|(_, p)| p(r.metrics)).collect();
                     cats.push(format!("{w} / {e}"));
                     for (i, v) in parts.iter().enumerate() {
                         comps[i].push(v * 1e3);
@@ -86,17 +76,18 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                     let total: f64 = parts.iter().sum();
                     t.push(vec![
                         w.clone(),
-                        b.clone(),
-                        h.clone(),
+                        b.to_string(),
+                        h.to_string(),
                         e.clone(),
-                        field_string(r, "metrics.batches").unwrap_or_default(),
+                        r.metrics.batches.to_string(),
                         ms(parts[0]),
                         ms(parts[1]),
                         ms(parts[2]),
                         ms(total),
-                        num(r, "metrics.cpu_s").map(ms).unwrap_or_default(),
+                        r.metrics.cpu_s.map(ms).unwrap_or_default(),
                         pct((parts[0] + parts[1]) / total.max(f64::MIN_POSITIVE)),
-                        num(r, "metrics.max_rel_error")
+                        r.metrics
+                            .max_rel_error
                             .map(|x| sig(x, 2))
                             .unwrap_or_default(),
                     ]);
@@ -124,7 +115,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let fig = Figure::grid(
         format!(
             "ED-Batch Fig. 9: time decomposition of one inference pass ({})",
-            list(&rows.distinct("provenance.device"))
+            list(&rows.devices())
         ),
         panels,
         cols,
@@ -142,7 +133,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         list(&workloads),
         list(&batches),
         list(&hiddens),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     );
     sec.paper = paper(ctx)?;
 
@@ -150,12 +141,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     for w in &workloads {
         for b in &batches {
             for h in &hiddens {
-                let (Some(c), Some(e)) = (get(w, b, h, "cavs"), get(w, b, h, "edbatch")) else {
+                let (Some(c), Some(e)) = (get(w, *b, *h, "cavs"), get(w, *b, *h, "edbatch")) else {
                     continue;
                 };
-                let part = |r: &Value, p: &str| num(r, p).unwrap_or(0.0);
-                let over = |r: &Value| part(r, PARTS[0].1) + part(r, PARTS[1].1);
-                let (ec, ee) = (part(c, PARTS[2].1), part(e, PARTS[2].1));
+                let over = |r: ReplayRow| PARTS[0].1(r.metrics) + PARTS[1].1(r.metrics);
+                let (ec, ee) = (PARTS[2].1(c.metrics), PARTS[2].1(e.metrics));
                 if ee > 0.0 && over(c) > 0.0 {
                     exec_ratio.push(ec / ee);
                     over_ratio.push(over(e) / over(c));
@@ -167,8 +157,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     }
     let worst = rows.ok().filter_map(noise::spread).fold(0.0f64, f64::max);
     let errors: Vec<f64> = rows
-        .ok()
-        .filter_map(|r| num(r, "metrics.max_rel_error"))
+        .replay()
+        .filter_map(|r| r.metrics.max_rel_error)
         .collect();
     sec.reading = match (range(&exec_ratio), range(&over_ratio)) {
         (Some((elo, ehi)), Some((olo, ohi))) => format!(
@@ -187,7 +177,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          about twice that are within the noise.",
         worst * 100.0
     );
-    if let Some(n) = noise::cpu_note(rows.ok()) {
+    if let Some(n) = noise::cpu_note(rows.replay().map(|r| r.metrics)) {
         sec.notes.push(n);
     }
     if let Some((_, hi)) = range(&errors) {

@@ -130,7 +130,7 @@ pub fn quick_note(rows: &RowSet, what: &str) -> Option<String> {
 /// series: the shape of the batch-size curves (Cavs Fig. 8, VPPS).
 pub fn throughput_panel(
     title: String,
-    batches: &[u64],
+    batches: &[usize],
     series: Vec<figures::LineSeries>,
 ) -> figures::Panel {
     figures::Panel::new(

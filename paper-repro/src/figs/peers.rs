@@ -8,6 +8,9 @@
 
 use std::collections::BTreeMap;
 
+use experiments::Row;
+use experiments::config::{PeersConfig, RunConfig};
+use experiments::rows::{Metrics, PeerMetrics};
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
 use serde_json::Value;
 
@@ -17,7 +20,7 @@ use crate::report::fmt::{ms, ratio, sig, span};
 use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, at, field_string, num, text, uint};
+use crate::rows::{PeersRow, RowSet, ascending, distinct};
 
 use super::{list, quick_note};
 
@@ -58,9 +61,9 @@ pub(super) struct Effects {
 }
 
 /// The point's [`Effects`] from its rows by system.
-pub(super) fn effects(m: &BTreeMap<String, &Value>) -> Effects {
-    let get = |s: &str| m.get(s).copied().filter(|r| ok(r));
-    let tput = |s: &str| get(s).and_then(|r| num(r, "metrics.instances_per_s"));
+pub(super) fn effects(m: &Systems) -> Effects {
+    let get = |s: &str| measured(m, s);
+    let tput = |s: &str| get(s).map(|r| r.metrics.instances_per_s);
     let fastest = |names: &[&'static str]| {
         names
             .iter()
@@ -69,14 +72,14 @@ pub(super) fn effects(m: &BTreeMap<String, &Value>) -> Effects {
             .map(|(s, _)| s)
     };
     let best = fastest(&BATCHLAB_BEST).zip(fastest(&TORCH));
-    let pair = |a: &str, b: &str| noise::ratio_of(get(a)?, get(b)?, "metrics.instances_per_s");
+    let pair = |a: &str, b: &str| noise::ratio_of(get(a)?, get(b)?, |m| m.instances_per_s);
     Effects {
         best,
         engine: best.and_then(|(b, t)| pair(b, t)),
         policy: pair("torch-fsm", "torch-depth"),
         batches: get("torch-fsm")
-            .and_then(|r| uint(r, "metrics.batches"))
-            .zip(get("torch-depth").and_then(|r| uint(r, "metrics.batches"))),
+            .and_then(|r| r.metrics.batches)
+            .zip(get("torch-depth").and_then(|r| r.metrics.batches)),
     }
 }
 
@@ -160,29 +163,29 @@ pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
 /// A grid point: workload, batch, hidden, threads. A point measured on a
 /// GPU names its device after the workload (`tree-lstm on cuda`), so the
 /// rows of one spec run on two devices stay two points.
-pub(super) type Point = (String, u64, u64, u64);
+pub(super) type Point = (String, usize, usize, usize);
 
-fn point(r: &Value) -> Option<Point> {
-    let workload = field_string(r, "config.workload")?;
-    let workload = match text(r, "config.device") {
-        Some(d) if d != "cpu" => format!("{workload} on {d}"),
-        _ => workload,
+/// A point's rows by system, failed ones included.
+pub(super) type Systems<'a> = BTreeMap<String, &'a Row>;
+
+fn point(c: &PeersConfig) -> Point {
+    let workload = if c.device == "cpu" {
+        c.workload.clone()
+    } else {
+        format!("{} on {}", c.workload, c.device)
     };
-    Some((
-        workload,
-        uint(r, "config.batch")?,
-        uint(r, "config.hidden")?,
-        uint(r, "config.threads")?,
-    ))
+    (workload, c.batch, c.hidden, c.threads)
 }
 
-/// Groups rows by grid point, in first-seen order; per system its row.
-pub(super) fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
-    let mut out: Vec<(Point, BTreeMap<String, &Value>)> = Vec::new();
+/// Groups the peers rows (failed ones included) by grid point, in
+/// first-seen order; per system its row.
+pub(super) fn points(rows: &RowSet) -> Vec<(Point, Systems<'_>)> {
+    let mut out: Vec<(Point, Systems)> = Vec::new();
     for r in &rows.rows {
-        let (Some(p), Some(s)) = (point(r), field_string(r, "config.system")) else {
+        let RunConfig::Peers(c) = &r.config else {
             continue;
         };
+        let (p, s) = (point(c), c.system.clone());
         match out.iter_mut().find(|(q, _)| *q == p) {
             Some((_, m)) => {
                 m.insert(s, r);
@@ -193,9 +196,28 @@ pub(super) fn points(rows: &RowSet) -> Vec<(Point, BTreeMap<String, &Value>)> {
     out
 }
 
-/// A row that measured (no error, metrics present).
-pub(super) fn ok(r: &Value) -> bool {
-    r["error"].is_null() && r["metrics"].is_object()
+/// System `s`'s row at a point, when it measured (no error, metrics present).
+pub(super) fn measured<'a>(m: &Systems<'a>, s: &str) -> Option<PeersRow<'a>> {
+    PeersRow::of(m.get(s)?)
+}
+
+/// A peers row's metrics, whether or not the run then failed.
+fn metrics(r: &Row) -> Option<&PeerMetrics> {
+    match &r.metrics {
+        Some(Metrics::Peers(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// The errors of failed peers rows: per system its first.
+pub(super) fn first_errors(rows: &RowSet) -> BTreeMap<String, String> {
+    let mut why: BTreeMap<String, String> = BTreeMap::new();
+    for r in &rows.rows {
+        if let (RunConfig::Peers(c), Some(e)) = (&r.config, &r.error) {
+            why.entry(c.system.clone()).or_insert_with(|| e.clone());
+        }
+    }
+    why
 }
 
 /// Groups of op kinds compared between DyNet and batchlab: (label, batchlab
@@ -221,8 +243,8 @@ const KIND_GROUPS: [(&str, &[&str], &[&str]); 14] = [
     ("concat/slice", &["concat", "slice"], &["concat", "slice"]),
 ];
 
-fn count_kinds(map: &Value, kinds: &[&str]) -> u64 {
-    let Some(m) = map.as_object() else {
+fn count_kinds(map: Option<&Value>, kinds: &[&str]) -> u64 {
+    let Some(m) = map.and_then(Value::as_object) else {
         return 0;
     };
     m.iter()
@@ -247,8 +269,9 @@ pub fn attribution(v: &Value) -> String {
         .join(", ")
 }
 
-/// `kind: batchlab a, DyNet b` for every group whose counts differ.
-pub fn kind_differences(dynet: &Value, batchlab: &Value) -> Vec<String> {
+/// `kind: batchlab a, DyNet b` for every group whose counts differ (a
+/// missing map counts none).
+pub fn kind_differences(dynet: Option<&Value>, batchlab: Option<&Value>) -> Vec<String> {
     KIND_GROUPS
         .iter()
         .filter_map(|(label, ours, theirs)| {
@@ -260,22 +283,13 @@ pub fn kind_differences(dynet: &Value, batchlab: &Value) -> Vec<String> {
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let pts = points(rows);
-    let tput = |m: &BTreeMap<String, &Value>, s: &str| {
-        m.get(s)
-            .filter(|r| ok(r))
-            .and_then(|r| num(r, "metrics.instances_per_s"))
-    };
+    let tput = |m: &Systems, s: &str| measured(m, s).map(|r| r.metrics.instances_per_s);
     // Why a system has no number: the first distinct error per system.
-    let mut why: BTreeMap<String, String> = BTreeMap::new();
-    for r in &rows.rows {
-        if let (Some(s), Some(e)) = (field_string(r, "config.system"), r["error"].as_str()) {
-            why.entry(s).or_insert_with(|| e.to_string());
-        }
-    }
-    let missing = |m: &BTreeMap<String, &Value>, s: &str| -> String {
+    let why = first_errors(rows);
+    let missing = |m: &Systems, s: &str| -> String {
         match m.get(s) {
             None => "not in grid".into(),
-            Some(r) if !ok(r) => "n/a¹".into(),
+            Some(r) if !crate::rows::ok(r) => "n/a¹".into(),
             Some(_) => "?".into(),
         }
     };
@@ -309,8 +323,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         }
         // Ratios with the noise of both systems' timed runs (all rounds).
         let q = |a: &str, b: &str| {
-            let (x, y) = (m.get(a).filter(|r| ok(r))?, m.get(b).filter(|r| ok(r))?);
-            noise::ratio_of(x, y, "metrics.instances_per_s")
+            noise::ratio_of(measured(m, a)?, measured(m, b)?, |m| m.instances_per_s)
         };
         if let Some(x) = q("edbatch", "dynet-agenda") {
             r_ed.push(x.value);
@@ -356,31 +369,22 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     for ((w, b, h, th), m) in &pts {
         for (s, _) in SYSTEMS {
-            let Some(r) = m.get(s).filter(|r| ok(r)) else {
+            let Some(r) = measured(m, s) else {
                 continue;
             };
-            let total = num(r, "metrics.total_s");
+            let x = r.metrics;
             split.push(vec![
                 w.clone(),
                 b.to_string(),
                 h.to_string(),
                 th.to_string(),
                 s.to_string(),
-                field_string(r, "metrics.version").unwrap_or_default(),
-                num(r, "metrics.construction_s")
-                    .map(ms)
-                    .unwrap_or_else(|| "—".into()),
-                num(r, "metrics.forward_s").map(ms).unwrap_or_default(),
-                total.map(ms).unwrap_or_default(),
-                num(r, "metrics.cpu_s")
-                    .zip(total)
-                    .map(|(c, t)| ratio(c / t))
-                    .unwrap_or_default(),
-                format!(
-                    "{}/{}",
-                    uint(r, "metrics.rounds_ok").unwrap_or(0),
-                    uint(r, "config.rounds").unwrap_or(0)
-                ),
+                x.version.clone(),
+                x.construction_s.map(ms).unwrap_or_else(|| "—".into()),
+                x.forward_s.map(ms).unwrap_or_default(),
+                ms(x.total_s),
+                ratio(x.cpu_s / x.total_s),
+                format!("{}/{}", x.rounds_ok, r.config.rounds),
             ]);
         }
     }
@@ -418,8 +422,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     for ((w, b, h, th), m) in &pts {
         let errs: Vec<f64> = m
             .values()
-            .filter(|r| ok(r))
-            .filter_map(|r| num(r, "metrics.loss_rel_err"))
+            .filter_map(|r| PeersRow::of(r)?.metrics.loss_rel_err)
             .collect();
         let max_err = errs
             .iter()
@@ -431,19 +434,15 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 loss_ok += 1;
             }
         }
-        let da = m.get("dynet-agenda").filter(|r| ok(r));
-        let dyn_b = da.and_then(|r| uint(r, "metrics.batches"));
-        let bl_b = m.values().find_map(|r| uint(r, "metrics.agenda_batches"));
+        let da = measured(m, "dynet-agenda").map(|r| r.metrics);
+        let dyn_b = da.and_then(|x| x.batches);
+        let bl_b = m.values().find_map(|r| metrics(r)?.agenda_batches);
         let kinds = da
-            .map(|r| {
-                kind_differences(
-                    at(r, "metrics.dynet_by_kind"),
-                    at(r, "metrics.agenda_by_op"),
-                )
-            })
+            .map(|x| kind_differences(x.dynet_by_kind.as_ref(), x.agenda_by_op.as_ref()))
             .unwrap_or_default();
         let chain = da
-            .map(|r| attribution(at(r, "metrics.attribution")))
+            .and_then(|x| x.attribution.as_ref())
+            .map(attribution)
             .unwrap_or_default();
         if let (Some(x), Some(y)) = (dyn_b, bl_b) {
             n_batches += 1;
@@ -453,8 +452,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 differing.push(format!("{w} b{b} h{h}: {chain}"));
             }
         }
-        let prog = m.values().find_map(|r| uint(r, "metrics.program_ops"));
-        let expected = m.values().find_map(|r| uint(r, "metrics.expected_ops"));
+        let prog = m.values().find_map(|r| metrics(r)?.program_ops);
+        let expected = m.values().find_map(|r| Some(metrics(r)?.expected_ops));
         if let (Some(x), Some(y)) = (prog, expected) {
             n_ops += 1;
             if x == y {
@@ -483,11 +482,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             prog.zip(expected)
                 .map(|(x, y)| if x == y { "yes" } else { "no" }.to_string())
                 .unwrap_or_default(),
-            da.and_then(|r| uint(r, "metrics.dynet_nodes"))
+            da.and_then(|x| x.dynet_nodes)
                 .map(|v| {
-                    let two = da
-                        .and_then(|r| uint(r, "metrics.two_node_ops"))
-                        .unwrap_or(0);
+                    let two = da.and_then(|x| x.two_node_ops).unwrap_or(0);
                     if two > 0 {
                         format!("{v} (= ops + {two} one_minus)")
                     } else {
@@ -498,8 +495,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ]);
     }
 
-    let workloads: Vec<String> = rows.distinct("config.workload");
-    let threads = rows.distinct_u64("config.threads");
+    let workloads = distinct(rows.peers().map(|r| r.config.workload.clone()));
+    let threads = ascending(rows.peers().map(|r| r.config.threads));
     let fig = figure(
         ctx,
         rows,
@@ -507,7 +504,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "instances / s (log scale)",
         format!(
             "batchlab beside the real DyNet and PyTorch on {}: instances per second (higher is better)",
-            list(&rows.distinct("provenance.machine.cpu"))
+            list(&distinct(rows.ok().map(|r| &r.provenance.machine.cpu)))
         ),
     );
     ctx.figure(sec, "peers", fig)?;
@@ -515,22 +512,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     ctx.table(sec, split)?;
     ctx.table(sec, checks)?;
 
-    let versions: Vec<String> = rows
-        .ok()
-        .filter(|r| field_string(r, "metrics.framework").as_deref() != Some("batchlab"))
-        .filter_map(|r| {
-            Some(format!(
-                "{} {}",
-                field_string(r, "metrics.framework")?,
-                field_string(r, "metrics.version")?
-            ))
-        })
-        .fold(Vec::new(), |mut v, s| {
-            if !v.contains(&s) {
-                v.push(s);
-            }
-            v
-        });
+    let versions = distinct(
+        rows.peers()
+            .filter(|r| r.metrics.framework != "batchlab")
+            .map(|r| format!("{} {}", r.metrics.framework, r.metrics.version)),
+    );
     sec.setup = format!(
         "Workloads {}; batch {}; hidden {}; threads {}; record and weight seed {}; per system {} \
          round(s) of one process each (order rotated every round), each a warm-up and {} timed \
@@ -539,12 +525,12 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          `batchlab_torch.run`, one call per batch of the schedule (the FSM learned by `search \
          train` on PyTorch's graph of the FSM's training trace); scheduling is timed.",
         list(&workloads),
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
+        list(&ascending(rows.peers().map(|r| r.config.batch))),
+        list(&ascending(rows.peers().map(|r| r.config.hidden))),
         list(&threads),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.rounds")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.peers().map(|r| r.config.seed))),
+        list(&ascending(rows.peers().map(|r| r.config.rounds))),
+        list(&ascending(rows.peers().map(|r| r.config.repeats))),
         if versions.is_empty() {
             "none ran".to_string()
         } else {
@@ -598,15 +584,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 pub(super) fn figure(
     ctx: &Ctx,
     rows: &RowSet,
-    pts: &[(Point, BTreeMap<String, &Value>)],
+    pts: &[(Point, Systems)],
     y_label: &str,
     title: String,
 ) -> Figure {
-    let tput = |m: &BTreeMap<String, &Value>, s: &str| {
-        m.get(s)
-            .filter(|r| ok(r))
-            .and_then(|r| num(r, "metrics.instances_per_s"))
-    };
+    let tput = |m: &Systems, s: &str| measured(m, s).map(|r| r.metrics.instances_per_s);
     let mut panels = Vec::new();
     // The points' workloads (a GPU point's names its device), first seen first.
     let mut workloads: Vec<&String> = Vec::new();
@@ -616,8 +598,8 @@ pub(super) fn figure(
         }
     }
     for w in workloads {
-        for th in &rows.distinct_u64("config.threads") {
-            let here: Vec<&(Point, BTreeMap<String, &Value>)> = pts
+        for th in &ascending(rows.peers().map(|r| r.config.threads)) {
+            let here: Vec<&(Point, Systems)> = pts
                 .iter()
                 .filter(|(p, _)| p.0 == *w && p.3 == *th)
                 .collect();

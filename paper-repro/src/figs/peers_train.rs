@@ -6,20 +6,17 @@
 //! forward / backward split, and the gradient check: every peer's parameter
 //! gradients against the reference executor's (from the export).
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use crate::error::Result;
 use crate::report::ctx::Ctx;
 use crate::report::fmt::{ms, sig, span};
 use crate::report::noise::{self, Noisy};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, field_string, num};
+use crate::rows::{RowSet, ascending, distinct};
 
 use super::peers::{
-    BATCHLAB_BEST, EFFECT_HEADS, SYSTEMS, effects, effects_reading, figure, ok, points,
+    BATCHLAB_BEST, EFFECT_HEADS, SYSTEMS, Systems, effects, effects_reading, figure, first_errors,
+    measured, points,
 };
 use super::{list, quick_note};
 
@@ -33,18 +30,8 @@ pub fn paper(_ctx: &Ctx) -> Result<Vec<String>> {
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let pts = points(rows);
-    fn get<'a>(m: &BTreeMap<String, &'a Value>, s: &str) -> Option<&'a Value> {
-        m.get(s).copied().filter(|r| ok(r))
-    }
-    let tput = |m: &BTreeMap<String, &Value>, s: &str| {
-        get(m, s).and_then(|r| num(r, "metrics.instances_per_s"))
-    };
-    let mut why: BTreeMap<String, String> = BTreeMap::new();
-    for r in &rows.rows {
-        if let (Some(s), Some(e)) = (field_string(r, "config.system"), r["error"].as_str()) {
-            why.entry(s).or_insert_with(|| e.to_string());
-        }
-    }
+    let tput = |m: &Systems, s: &str| measured(m, s).map(|r| r.metrics.instances_per_s);
+    let why = first_errors(rows);
 
     let mut heads: Vec<String> = vec![
         "workload".into(),
@@ -98,7 +85,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         ],
     );
     // (hidden, best batchlab ÷ DyNet autobatch) per point.
-    let mut ratios: Vec<(u64, Noisy)> = Vec::new();
+    let mut ratios: Vec<(usize, Noisy)> = Vec::new();
     let (mut grad_ok, mut grad_n) = (0usize, 0usize);
     let mut all_effects = Vec::new();
     for ((w, b, h, th), m) in &pts {
@@ -118,11 +105,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             .filter_map(|s| Some((*s, tput(m, s)?)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let ratio = best.and_then(|(s, _)| {
-            noise::ratio_of(
-                get(m, s)?,
-                get(m, "dynet-agenda")?,
-                "metrics.instances_per_s",
-            )
+            noise::ratio_of(measured(m, s)?, measured(m, "dynet-agenda")?, |m| {
+                m.instances_per_s
+            })
         });
         row.push(best.map(|(s, _)| s.to_string()).unwrap_or_default());
         row.push(ratio.as_ref().map(Noisy::cell).unwrap_or_default());
@@ -134,24 +119,21 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         all_effects.push((format!("{w} b{b} h{h} t{th}"), e));
         t.push(row);
         for (s, _) in SYSTEMS {
-            let Some(r) = get(m, s) else { continue };
-            let total = num(r, "metrics.total_s");
+            let Some(r) = measured(m, s) else { continue };
+            let x = r.metrics;
             split.push(vec![
                 w.clone(),
                 b.to_string(),
                 h.to_string(),
                 th.to_string(),
                 s.to_string(),
-                num(r, "metrics.construction_s").map(ms).unwrap_or_default(),
-                num(r, "metrics.forward_s").map(ms).unwrap_or_default(),
-                num(r, "metrics.backward_s").map(ms).unwrap_or_default(),
-                total.map(ms).unwrap_or_default(),
-                num(r, "metrics.cpu_s")
-                    .zip(total)
-                    .map(|(c, t)| format!("{:.2}", c / t.max(1e-12)))
-                    .unwrap_or_default(),
+                x.construction_s.map(ms).unwrap_or_default(),
+                x.forward_s.map(ms).unwrap_or_default(),
+                x.backward_s.map(ms).unwrap_or_default(),
+                ms(x.total_s),
+                format!("{:.2}", x.cpu_s / x.total_s.max(1e-12)),
             ]);
-            let grad = num(r, "metrics.grad_rel_err");
+            let grad = x.grad_rel_err;
             if let Some(g) = grad {
                 grad_n += 1;
                 grad_ok += usize::from(g <= GRAD_TOLERANCE);
@@ -161,7 +143,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                     h.to_string(),
                     th.to_string(),
                     s.to_string(),
-                    num(r, "metrics.loss_rel_err")
+                    x.loss_rel_err
                         .map(|e| format!("{e:.1e}"))
                         .unwrap_or_default(),
                     format!("{g:.1e}"),
@@ -171,8 +153,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         }
     }
 
-    let workloads = rows.distinct("config.workload");
-    let threads = rows.distinct_u64("config.threads");
+    let workloads = distinct(rows.peers().map(|r| r.config.workload.clone()));
+    let threads = ascending(rows.peers().map(|r| r.config.threads));
     let fig = figure(
         ctx,
         rows,
@@ -180,7 +162,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "training instances / s (log scale)",
         format!(
             "Training: batchlab beside the real DyNet and PyTorch on {} (higher is better)",
-            list(&rows.distinct("provenance.machine.cpu"))
+            list(&distinct(rows.ok().map(|r| &r.provenance.machine.cpu)))
         ),
     );
     ctx.figure(sec, "peers-train", fig)?;
@@ -196,14 +178,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          with weight gradients batched lazily, DyNet its own backward (reverse of its forward \
          batches), PyTorch autograd.",
         list(&workloads),
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
+        list(&ascending(rows.peers().map(|r| r.config.batch))),
+        list(&ascending(rows.peers().map(|r| r.config.hidden))),
         list(&threads),
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.rounds")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.peers().map(|r| r.config.seed))),
+        list(&ascending(rows.peers().map(|r| r.config.rounds))),
+        list(&ascending(rows.peers().map(|r| r.config.repeats))),
     );
-    let summary = |keep: &dyn Fn(u64) -> bool| {
+    let summary = |keep: &dyn Fn(usize) -> bool| {
         let v: Vec<f64> = ratios
             .iter()
             .filter(|(h, _)| keep(*h))

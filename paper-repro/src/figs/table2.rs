@@ -4,8 +4,8 @@
 //! (copies only, weights gathered once per batch) and the paper's style
 //! (materialised broadcasts counted, baseline weights gathered per instance).
 
+use experiments::rows::PlannerMemoryMetrics;
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
-use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
@@ -13,7 +13,7 @@ use crate::report::ctx::Ctx;
 use crate::report::fmt::{ratio, sig, times};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, uint};
+use crate::rows::{PlannerMemoryRow, RowSet, ascending, distinct};
 
 use super::{list, paper_cell};
 
@@ -27,33 +27,21 @@ struct Style {
     kb: (f64, f64),
 }
 
-fn paper_style(r: &Value) -> Option<Style> {
-    Some(Style {
-        kernels: (
-            uint(r, "metrics.baseline.paper_kernels")?,
-            uint(r, "metrics.planned.paper_kernels")?,
-        ),
+fn paper_style(m: &PlannerMemoryMetrics) -> Style {
+    Style {
+        kernels: (m.baseline.paper_kernels, m.planned.paper_kernels),
         kb: (
-            kb(uint(
-                r,
-                "metrics.baseline.paper_bytes_per_instance_weights",
-            )?),
-            kb(uint(r, "metrics.planned.paper_bytes")?),
+            kb(m.baseline.paper_bytes_per_instance_weights),
+            kb(m.planned.paper_bytes),
         ),
-    })
+    }
 }
 
-fn ours(r: &Value) -> Option<Style> {
-    Some(Style {
-        kernels: (
-            uint(r, "metrics.baseline.memory_kernels")?,
-            uint(r, "metrics.planned.memory_kernels")?,
-        ),
-        kb: (
-            kb(uint(r, "metrics.baseline.copy_bytes")?),
-            kb(uint(r, "metrics.planned.copy_bytes")?),
-        ),
-    })
+fn ours(m: &PlannerMemoryMetrics) -> Style {
+    Style {
+        kernels: (m.baseline.memory_kernels, m.planned.memory_kernels),
+        kb: (kb(m.baseline.copy_bytes), kb(m.planned.copy_bytes)),
+    }
 }
 
 fn pair(a: f64, b: f64) -> String {
@@ -66,13 +54,13 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
-    let cells = rows.distinct("config.cell");
-    let fixed_modes = rows.distinct("config.fixed_inputs");
+    let cells = distinct(rows.planner_memory().map(|r| r.config.cell.clone()));
+    let fixed_modes = distinct(rows.planner_memory().map(|r| r.config.fixed_inputs));
     // The paper's setting is most likely fixed inputs (docs/results/planner.md).
-    let fig_mode = if fixed_modes.iter().any(|m| m == "true") {
-        "true"
-    } else {
-        "false"
+    let fig_mode = fixed_modes.contains(&true);
+    let find = |c: &str, fixed: bool| -> Option<PlannerMemoryRow> {
+        rows.planner_memory()
+            .find(|r| r.config.cell == c && r.config.fixed_inputs == fixed)
     };
     let pv = |c: &str, f: &str| ctx.num(EdBatch, &format!("table2.{c}.{f}"));
 
@@ -99,18 +87,16 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let mut at_least = (0, 0);
     for c in &cells {
         for f in &fixed_modes {
-            let Some(r) = rows.find(&[("config.cell", c), ("config.fixed_inputs", f)]) else {
+            let Some(r) = find(c, *f) else {
                 continue;
             };
-            let (Some(ps), Some(o)) = (paper_style(r), ours(r)) else {
-                continue;
-            };
+            let (ps, o) = (paper_style(r.metrics), ours(r.metrics));
             let name = paper_cell(c);
             let paper_k =
                 name.and_then(|_| Some((pv(c, "kernels.baseline")?, pv(c, "kernels.edbatch")?)));
             let paper_kb = name.and_then(|_| Some((pv(c, "kb.baseline")?, pv(c, "kb.edbatch")?)));
             let our_ratio = (ps.kb.1 > 0.0).then(|| ps.kb.0 / ps.kb.1);
-            if let (Some((pb, pp)), true) = (paper_kb, f == fig_mode) {
+            if let (Some((pb, pp)), true) = (paper_kb, *f == fig_mode) {
                 if (pb - ps.kb.0).abs() < 0.05 && (pp - ps.kb.1).abs() < 0.05 {
                     matches.push(name.unwrap_or(c).to_string());
                 }
@@ -124,7 +110,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             t.push(vec![
                 name.unwrap_or("").into(),
                 c.clone(),
-                f.clone(),
+                f.to_string(),
                 format!("{} / {}", ps.kernels.0, ps.kernels.1),
                 paper_k
                     .map(|(a, b)| format!("{a} / {b}"))
@@ -143,10 +129,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let paper_cells: Vec<&String> = cells.iter().filter(|c| paper_cell(c).is_some()).collect();
     let styles: Vec<Option<Style>> = paper_cells
         .iter()
-        .map(|c| {
-            rows.find(&[("config.cell", c), ("config.fixed_inputs", fig_mode)])
-                .and_then(paper_style)
-        })
+        .map(|c| find(c, fig_mode).map(|r| paper_style(r.metrics)))
         .collect();
     let cats: Vec<String> = paper_cells
         .iter()
@@ -186,7 +169,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         let fig = Figure::grid(
             format!(
                 "ED-Batch Table 2: memory copies per subgraph, batch 8, hidden 64 (paper style, {} inputs)",
-                if fig_mode == "true" { "fixed" } else { "free" }
+                if fig_mode { "fixed" } else { "free" }
             ),
             vec![
                 panel(
@@ -223,23 +206,23 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          with DyNet's declaration order. The figure shows the paper's seven cells with {} \
          inputs, paper style; diamonds are the paper's values.",
         cells.len(),
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct_u64("config.batch")),
-        if fig_mode == "true" { "fixed" } else { "free" },
+        list(&ascending(rows.planner_memory().map(|r| r.config.hidden))),
+        list(&ascending(rows.planner_memory().map(|r| r.config.batch))),
+        if fig_mode { "fixed" } else { "free" },
     );
     sec.paper = paper(ctx)?;
     let removed = cells
         .iter()
         .filter(|c| paper_cell(c).is_some())
-        .filter_map(|c| rows.find(&[("config.cell", c), ("config.fixed_inputs", "false")]))
-        .filter(|r| uint(r, "metrics.planned.copy_bytes") == Some(0))
+        .filter_map(|c| find(c, false))
+        .filter(|r| r.metrics.planned.copy_bytes == 0)
         .count();
     let n_paper = paper_cells.len();
     sec.reading = format!(
         "With free inputs the PQ-tree layout removes every copy in {removed}/{n_paper} of the \
          paper's cells (our accounting); paper style with {} inputs our baseline/planned byte \
          ratio is at least the paper's in {}/{} cells, and {} match the paper's kB exactly{}.",
-        if fig_mode == "true" { "fixed" } else { "free" },
+        if fig_mode { "fixed" } else { "free" },
         at_least.0,
         at_least.1,
         matches.len(),
@@ -249,9 +232,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             format!(" ({})", matches.join(", "))
         },
     );
-    let lstm = rows
-        .find(&[("config.cell", "lstm"), ("config.fixed_inputs", fig_mode)])
-        .and_then(paper_style);
+    let lstm = find("lstm", fig_mode).map(|r| paper_style(r.metrics));
     if let (Some(s), Some(p)) = (lstm, pv("lstm", "kb_ratio")) {
         sec.reading.pop();
         sec.reading += &format!(

@@ -1,8 +1,8 @@
 //! ED-Batch Table 4: RL training time and episodes per workload. The paper
 //! trains with E_sort (§5.1); we show E_sort and the best of our encodings.
 
+use experiments::rows::TrainingMetrics;
 use figures::{BarSeries, Figure, GroupedBars, Panel, Scale};
-use serde_json::Value;
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
@@ -10,7 +10,7 @@ use crate::report::ctx::Ctx;
 use crate::report::fmt::{opt, range, sig, span};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, num, text, uint};
+use crate::rows::{RowSet, TrainingRow, ascending, distinct};
 
 use super::{list, paper_workload, quick_note};
 
@@ -24,12 +24,28 @@ const ORDER: [&str; 7] = [
     "sort-crit-ratio",
 ];
 
+/// The row of workload `w` and encoding `e`.
+fn find<'a>(rows: &'a RowSet, w: &str, e: &str) -> Option<TrainingRow<'a>> {
+    rows.training()
+        .find(|r| r.config.workload == w && r.config.encoding == e)
+}
+
 /// The encoding with fewest batches (ties to the earlier of [`ORDER`]).
-fn best<'a>(rows: &'a RowSet, w: &str) -> Option<&'a Value> {
+fn best<'a>(rows: &'a RowSet, w: &str) -> Option<TrainingRow<'a>> {
     ORDER
         .iter()
-        .filter_map(|e| rows.find(&[("config.workload", w), ("config.encoding", e)]))
-        .min_by_key(|r| uint(r, "metrics.batches").unwrap_or(u64::MAX))
+        .filter_map(|e| find(rows, w, e))
+        .min_by_key(|r| r.metrics.batches)
+}
+
+/// Training seconds (median).
+fn train_s(m: &TrainingMetrics) -> f64 {
+    m.train_s
+}
+
+/// Episodes run.
+fn episodes(m: &TrainingMetrics) -> f64 {
+    f64::from(m.episodes)
 }
 
 /// The paper's statements for this item.
@@ -41,8 +57,8 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
-    let workloads = rows.distinct("config.workload");
-    let sort = |w: &str| rows.find(&[("config.workload", w), ("config.encoding", "sort")]);
+    let workloads = distinct(rows.training().map(|r| r.config.workload.clone()));
+    let sort = |w: &str| find(rows, w, "sort");
     let pv = |w: &str, f: &str| ctx.num(EdBatch, &format!("table4.{w}.{f}"));
     let mut t = Table::new(
         "table4",
@@ -67,8 +83,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     for w in &workloads {
         let s = sort(w);
         let b = best(rows, w);
-        let f = |r: Option<&Value>, p: &str| r.and_then(|r| num(r, p));
-        let ours_s = f(s, "metrics.train_s");
+        let f = |r: Option<TrainingRow>, p: fn(&TrainingMetrics) -> f64| r.map(|r| p(r.metrics));
+        let ours_s = f(s, train_s);
         let paper_s = pv(w, "train_s");
         if let (Some(o), Some(p)) = (ours_s, paper_s) {
             speed.push(p / o);
@@ -76,20 +92,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         t.push(vec![
             w.clone(),
             paper_workload(w).unwrap_or("").into(),
-            s.and_then(|r| uint(r, "metrics.nodes"))
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
+            s.map(|r| r.metrics.nodes.to_string()).unwrap_or_default(),
             opt(ours_s, 3),
-            opt(f(s, "metrics.episodes"), 4),
-            s.and_then(|r| text(r, "metrics.stop_reason"))
-                .unwrap_or("")
-                .into(),
-            opt(f(s, "metrics.ratio"), 3),
-            b.and_then(|r| text(r, "config.encoding"))
-                .unwrap_or("")
-                .into(),
-            opt(f(b, "metrics.train_s"), 3),
-            opt(f(b, "metrics.episodes"), 4),
+            opt(f(s, episodes), 4),
+            s.map(|r| r.metrics.stop_reason.clone()).unwrap_or_default(),
+            opt(f(s, |m| m.ratio), 3),
+            b.map(|r| r.config.encoding.clone()).unwrap_or_default(),
+            opt(f(b, train_s), 3),
+            opt(f(b, episodes), 4),
             opt(paper_s, 4),
             opt(pv(w, "episodes"), 4),
             match (ours_s, paper_s) {
@@ -101,11 +111,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 
     let cats: Vec<String> = workloads.clone();
     let pick = |w: &str, use_best: bool| if use_best { best(rows, w) } else { sort(w) };
-    let series = |use_best: bool, path: &str, pid: Option<&str>, name: &str| BarSeries {
+    let series = |use_best: bool,
+                  value: fn(&TrainingMetrics) -> f64,
+                  pid: Option<&str>,
+                  name: &str| BarSeries {
         name: name.into(),
         values: cats
             .iter()
-            .map(|w| pick(w, use_best).and_then(|x| num(x, path)))
+            .map(|w| pick(w, use_best).map(|x| value(x.metrics)))
             .collect(),
         paper: pid
             .map(|p| cats.iter().map(|w| pv(w, p)).collect())
@@ -132,8 +145,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 "seconds (log scale)",
                 Scale::Log10,
                 vec![
-                    series(false, "metrics.train_s", Some("train_s"), "ours, E_sort"),
-                    series(true, "metrics.train_s", None, "ours, best encoding"),
+                    series(false, train_s, Some("train_s"), "ours, E_sort"),
+                    series(true, train_s, None, "ours, best encoding"),
                 ],
             ),
             panel(
@@ -141,8 +154,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 "training episodes",
                 Scale::Linear,
                 vec![
-                    series(false, "metrics.episodes", Some("episodes"), "ours, E_sort"),
-                    series(true, "metrics.episodes", None, "ours, best encoding"),
+                    series(false, episodes, Some("episodes"), "ours, E_sort"),
+                    series(true, episodes, None, "ours, best encoding"),
                 ],
             ),
         ],
@@ -159,18 +172,18 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
          trace (record seed {}), each of {} encodings trained alone, {} repeat(s), at most {} \
          episodes, stopping once the FSM meets 1.01 × the lower bound (0 episodes where \
          the prior, typewise, already does; the paper checks every 50).",
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct_u64("config.seed")),
-        rows.distinct("config.encoding").len(),
-        list(&rows.distinct_u64("config.repeats")),
-        list(&rows.distinct_u64("config.episodes")),
+        list(&ascending(rows.training().map(|r| r.config.batch))),
+        list(&ascending(rows.training().map(|r| r.config.hidden))),
+        list(&ascending(rows.training().map(|r| r.config.seed))),
+        distinct(rows.training().map(|r| &r.config.encoding)).len(),
+        list(&ascending(rows.training().map(|r| r.config.repeats))),
+        list(&ascending(rows.training().map(|r| r.config.episodes))),
     );
     sec.paper = paper(ctx)?;
     let episodes_match = workloads
         .iter()
         .filter(|w| pv(w, "episodes").is_some())
-        .filter(|w| sort(w).and_then(|r| num(r, "metrics.episodes")) == pv(w, "episodes"))
+        .filter(|w| sort(w).map(|r| episodes(r.metrics)) == pv(w, "episodes"))
         .count();
     let n_paper = workloads
         .iter()
@@ -178,7 +191,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .count();
     let times_all: Vec<f64> = workloads
         .iter()
-        .filter_map(|w| sort(w).and_then(|r| num(r, "metrics.train_s")))
+        .filter_map(|w| sort(w).map(|r| r.metrics.train_s))
         .collect();
     let mut reading = String::new();
     if let (Some((lo, hi)), Some((slo, shi))) = (range(&times_all), range(&speed)) {
@@ -196,11 +209,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     if let Some(r) = lat {
         reading += &format!(
             "; lattice-lstm: {} episodes, stop {} (paper 1000), {} nodes vs the paper's 11,626",
-            opt(num(r, "metrics.episodes"), 4),
-            text(r, "metrics.stop_reason").unwrap_or("?"),
-            uint(r, "metrics.nodes")
-                .map(|n| sig(n as f64, 6))
-                .unwrap_or_default(),
+            opt(Some(episodes(r.metrics)), 4),
+            r.metrics.stop_reason,
+            sig(r.metrics.nodes as f64, 6),
         );
     }
     sec.reading = reading + ".";

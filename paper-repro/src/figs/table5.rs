@@ -9,7 +9,7 @@ use crate::report::ctx::Ctx;
 use crate::report::fmt::{ms, opt, range, span};
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, at, num};
+use crate::rows::{PlannerCompileRow, RowSet, ascending, distinct};
 
 use super::{list, paper_cell, quick_note};
 
@@ -19,11 +19,11 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
-    let cells = rows.distinct("config.cell");
-    let median = |c: &str| {
-        rows.find(&[("config.cell", c)])
-            .and_then(|r| num(r, "metrics.compile_s"))
+    let cells = distinct(rows.planner_compile().map(|r| r.config.cell.clone()));
+    let find = |c: &str| -> Option<PlannerCompileRow> {
+        rows.planner_compile().find(|r| r.config.cell == c)
     };
+    let median = |c: &str| find(c).map(|r| r.metrics.compile_s);
     let paper = |c: &str| ctx.num(EdBatch, &format!("table5.{c}.compile_ms"));
     let mut t = Table::new(
         "table5",
@@ -39,13 +39,10 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     );
     let mut speedups = Vec::new();
     for c in &cells {
-        let Some(r) = rows.find(&[("config.cell", c)]) else {
+        let Some(r) = find(c) else {
             continue;
         };
-        let samples: Vec<f64> = at(r, "samples")
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
-            .unwrap_or_default();
+        let samples = &r.row.samples;
         let m = median(c);
         if let (Some(m), Some(p)) = (m, paper(c)) {
             speedups.push(p / (m * 1e3));
@@ -54,7 +51,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             paper_cell(c).unwrap_or("").into(),
             c.clone(),
             m.map(ms).unwrap_or_default(),
-            range(&samples)
+            range(samples)
                 .map(|(a, b)| span(a * 1e3, b * 1e3, 3))
                 .unwrap_or_default(),
             opt(paper(c), 4),
@@ -92,9 +89,9 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     sec.setup = format!(
         "`planner::plan_cell` at hidden {}, batch {}: one warm-up, then {} timed calls, one \
          at a time.",
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.planner_compile().map(|r| r.config.hidden))),
+        list(&ascending(rows.planner_compile().map(|r| r.config.batch))),
+        list(&ascending(rows.planner_compile().map(|r| r.config.repeats))),
     );
     sec.paper = self::paper(ctx)?;
     let ours: Vec<f64> = cells.iter().filter_map(|c| median(c)).collect();

@@ -12,7 +12,7 @@ use crate::report::fmt::{opt, ratio, sig, times};
 use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, num};
+use crate::rows::{ReplayRow, RowSet, ascending, distinct};
 
 use super::{Device, list, quick_note};
 
@@ -39,19 +39,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows);
     let (key, pw) = (dev.key(), dev.paper_word());
     let id = |col: &str| format!("table6.{key}.{col}");
-    let executors = rows.distinct("config.executor");
-    let tput = |e: &str| {
-        rows.find(&[("config.executor", e)])
-            .and_then(|r| num(r, "metrics.instances_per_s"))
-    };
+    let executors = distinct(rows.replay().map(|r| r.config.executor.clone()));
+    let find = |e: &str| -> Option<ReplayRow> { rows.replay().find(|r| r.config.executor == e) };
+    let tput = |e: &str| find(e).map(|r| r.metrics.instances_per_s);
     // Ratios of two executors' rows, with the noise of both.
-    let noisy = |a: &str, b: &str| {
-        noise::ratio_of(
-            rows.find(&[("config.executor", a)])?,
-            rows.find(&[("config.executor", b)])?,
-            "metrics.instances_per_s",
-        )
-    };
+    let noisy = |a: &str, b: &str| noise::ratio_of(find(a)?, find(b)?, |m| m.instances_per_s);
     let paper = |e: &str| paper_of(e).and_then(|(_, col)| ctx.num(EdBatch, &id(col)));
     let torch = ctx.num(EdBatch, &id("torch"));
     let (paper_col, tf_col) = (
@@ -84,13 +76,12 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             paper_of(e).map(|p| p.0).unwrap_or("").into(),
             opt(o, 4),
             noisy(e, "reference").map(|r| r.cell()).unwrap_or_default(),
-            rows.find(&[("config.executor", e)])
-                .and_then(|r| Some(num(r, "metrics.cpu_s")? * 1e3))
+            find(e)
+                .and_then(|r| Some(r.metrics.cpu_s? * 1e3))
                 .map(|c| sig(c, 3))
                 .unwrap_or_default(),
-            rows.find(&[("config.executor", e)])
-                .and_then(|r| Some(num(r, "metrics.total_s")? * 1e3))
-                .map(|c| sig(c, 3))
+            find(e)
+                .map(|r| sig(r.metrics.total_s * 1e3, 3))
                 .unwrap_or_default(),
             opt(paper(e), 4),
             paper(e)
@@ -117,13 +108,13 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         reference_lines: Vec::new(),
     };
     let (b, h) = (
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
+        list(&ascending(rows.replay().map(|r| r.config.batch))),
+        list(&ascending(rows.replay().map(|r| r.config.hidden))),
     );
     let fig = Figure::new(
         format!(
             "ED-Batch Table 6: TreeLSTM batch {b}, hidden {h} on {} (diamonds: paper, {pw}, batch 256, hidden 512)",
-            list(&rows.distinct("provenance.device"))
+            list(&rows.devices())
         ),
         chart,
         ctx.stamp.clone(),
@@ -136,8 +127,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         "tree-lstm, batch {b}, hidden {h}, record seed {}, {} timed run(s) after a warm-up; \
          `reference` runs one node at a time (the PyTorch-eager-like baseline the paper's \
          Torch column stands for).",
-        list(&rows.distinct_u64("config.seed")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&ascending(rows.replay().map(|r| r.config.seed))),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     );
     sec.paper = self::paper(ctx)?;
     sec.paper.push(ctx.say_value(EdBatch, &id("edbatch"))?);

@@ -9,6 +9,7 @@
 //!   executors runs forward only, so the paper's VPPS / DyNet training ratio
 //!   has no measured counterpart yet; the reading says so.
 
+use experiments::rows::ReplayMetrics;
 use figures::{Figure, LineSeries};
 
 use crate::error::Result;
@@ -18,12 +19,12 @@ use crate::report::fmt::{ms, opt, ratio, sig, times};
 use crate::report::noise;
 use crate::report::section::Section;
 use crate::report::table::Table;
-use crate::rows::{RowSet, num};
+use crate::rows::{ReplayRow, RowSet, ascending, distinct};
 
 use super::{Device, list, throughput_panel};
 
 /// The published VPPS / DyNet speed-up for a workload and batch size.
-fn paper_id(w: &str, b: u64) -> Option<String> {
+fn paper_id(w: &str, b: usize) -> Option<String> {
     match (w, b) {
         ("tree-lstm", 2 | 128) => Some(format!("fig8.tree-lstm.b{b}.vpps_over_dynet")),
         ("bilstm-tagger", 2) => Some("fig12.bilstm.b2.vpps_over_dynet".into()),
@@ -42,13 +43,12 @@ pub fn paper(ctx: &Ctx) -> Result<Vec<String>> {
 }
 
 /// One row by workload, batch and executor.
-fn finder<'a>(rows: &'a RowSet) -> impl Fn(&str, u64, &str) -> Option<&'a serde_json::Value> {
-    move |w: &str, b: u64, e: &str| {
-        rows.find(&[
-            ("config.workload", w),
-            ("config.batch", &b.to_string()),
-            ("config.executor", e),
-        ])
+fn finder<'a>(rows: &'a RowSet) -> impl Fn(&str, usize, &str) -> Option<ReplayRow<'a>> {
+    move |w: &str, b: usize, e: &str| {
+        rows.replay().find(|r| {
+            let c = r.config;
+            c.workload == w && c.batch == b && c.executor == e
+        })
     }
 }
 
@@ -56,25 +56,24 @@ fn finder<'a>(rows: &'a RowSet) -> impl Fn(&str, u64, &str) -> Option<&'a serde_
 fn grid(rows: &RowSet) -> String {
     format!(
         "on {} at batch sizes {}, hidden {}, on {}; {} timed run(s) after a warm-up",
-        list(&rows.distinct("config.workload")),
-        list(&rows.distinct_u64("config.batch")),
-        list(&rows.distinct_u64("config.hidden")),
-        list(&rows.distinct("provenance.device")),
-        list(&rows.distinct_u64("config.repeats")),
+        list(&distinct(rows.replay().map(|r| &r.config.workload))),
+        list(&ascending(rows.replay().map(|r| r.config.batch))),
+        list(&ascending(rows.replay().map(|r| r.config.hidden))),
+        list(&rows.devices()),
+        list(&ascending(rows.replay().map(|r| r.config.repeats))),
     )
 }
 
 /// Inference: vpps beside the CUDA replay of the other executors.
 pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows).word();
-    let workloads = rows.distinct("config.workload");
-    let executors = rows.distinct("config.executor");
-    let batches = rows.distinct_u64("config.batch");
-    let hiddens = rows.distinct_u64("config.hidden");
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let executors = distinct(rows.replay().map(|r| r.config.executor.clone()));
+    let batches = ascending(rows.replay().map(|r| r.config.batch));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
     let row = finder(rows);
-    let tput =
-        |w: &str, b: u64, e: &str| row(w, b, e).and_then(|r| num(r, "metrics.instances_per_s"));
-    let gpu = |w: &str, b: u64, e: &str| row(w, b, e).and_then(|r| num(r, "metrics.device_s"));
+    let tput = |w: &str, b: usize, e: &str| row(w, b, e).map(|r| r.metrics.instances_per_s);
+    let gpu = |w: &str, b: usize, e: &str| row(w, b, e).and_then(|r| r.metrics.device_s);
     let mut panels = Vec::new();
     let mut t = Table::new(
         "vpps",
@@ -114,7 +113,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         for &b in &batches {
             let vs = row(w, b, "vpps")
                 .zip(row(w, b, "dynet"))
-                .and_then(|(v, d)| noise::ratio_of(v, d, "metrics.instances_per_s"));
+                .and_then(|(v, d)| noise::ratio_of(v, d, |m| m.instances_per_s));
             let kernel = gpu(w, b, "dynet")
                 .zip(gpu(w, b, "vpps"))
                 .map(|(d, v)| d / v);
@@ -157,10 +156,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     }
     let cols = panels.len().clamp(1, 2);
     let fig = Figure::grid(
-        format!(
-            "VPPS: inference throughput on {}",
-            list(&rows.distinct("provenance.device"))
-        ),
+        format!("VPPS: inference throughput on {}", list(&rows.devices())),
         panels,
         cols,
         ctx.stamp.clone(),
@@ -190,11 +186,14 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
 /// Training: vpps's forward and backward in one kernel.
 pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let dev = Device::of(rows).word();
-    let workloads = rows.distinct("config.workload");
-    let batches = rows.distinct_u64("config.batch");
-    let hiddens = rows.distinct_u64("config.hidden");
+    let workloads = distinct(rows.replay().map(|r| r.config.workload.clone()));
+    let batches = ascending(rows.replay().map(|r| r.config.batch));
+    let hiddens = ascending(rows.replay().map(|r| r.config.hidden));
     let row = finder(rows);
-    let val = |w: &str, b: u64, path: &str| row(w, b, "vpps").and_then(|r| num(r, path));
+    let val = |w: &str, b: usize, value: fn(&ReplayMetrics) -> Option<f64>| {
+        row(w, b, "vpps").and_then(|r| value(r.metrics))
+    };
+    let throughput = |m: &ReplayMetrics| Some(m.instances_per_s);
     let mut t = Table::new(
         "vpps-train",
         format!(
@@ -217,17 +216,14 @@ pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .iter()
         .map(|w| LineSeries {
             name: w.clone(),
-            y: batches
-                .iter()
-                .map(|&b| val(w, b, "metrics.instances_per_s"))
-                .collect(),
+            y: batches.iter().map(|&b| val(w, b, throughput)).collect(),
         })
         .filter(|s| s.y.iter().any(Option::is_some))
         .collect();
     let mut at2 = Vec::new();
     for w in &workloads {
         for &b in &batches {
-            let Some(ips) = val(w, b, "metrics.instances_per_s") else {
+            let Some(ips) = val(w, b, throughput) else {
                 continue;
             };
             if b == 2 {
@@ -237,12 +233,12 @@ pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 w.clone(),
                 b.to_string(),
                 sig(ips, 4),
-                val(w, b, "metrics.total_s").map(ms).unwrap_or_default(),
-                val(w, b, "metrics.device_s").map(ms).unwrap_or_default(),
-                val(w, b, "metrics.scheduling_s")
+                val(w, b, |m| Some(m.total_s)).map(ms).unwrap_or_default(),
+                val(w, b, |m| m.device_s).map(ms).unwrap_or_default(),
+                val(w, b, |m| Some(m.scheduling_s))
                     .map(ms)
                     .unwrap_or_default(),
-                val(w, b, "metrics.max_rel_error")
+                val(w, b, |m| m.max_rel_error)
                     .map(|e| format!("{e:.1e}"))
                     .unwrap_or_default(),
             ]);
@@ -251,7 +247,7 @@ pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let fig = Figure::grid(
         format!(
             "VPPS: training throughput of the persistent kernel on {}",
-            list(&rows.distinct("provenance.device"))
+            list(&rows.devices())
         ),
         vec![throughput_panel(
             format!("vpps, hidden {}", list(&hiddens)),

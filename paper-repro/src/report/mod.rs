@@ -17,7 +17,7 @@ use crate::error::{ReproError, Result};
 use crate::items::Item;
 use crate::measure::MeasureLog;
 use crate::published::Published;
-use crate::rows::{RowSet, text, uint};
+use crate::rows::RowSet;
 use ctx::{Ctx, write};
 use section::{Section, Status};
 
@@ -192,25 +192,19 @@ fn machine(sets: &[Option<RowSet>]) -> String {
     let Some(r) = sets.iter().flatten().flat_map(|s| s.rows.first()).next() else {
         return "unknown machine".into();
     };
-    let cores = uint(r, "provenance.machine.cores")
-        .map(|c| format!(", {c} cores"))
-        .unwrap_or_default();
+    let m = &r.provenance.machine;
     let when = sets
         .iter()
         .flatten()
-        .flat_map(|s| {
-            s.rows
-                .iter()
-                .filter_map(|r| uint(r, "provenance.timestamp"))
-        })
+        .flat_map(|s| s.rows.iter().map(|r| r.provenance.timestamp))
         .max()
         .map(|t| format!(", rows written up to {} (UTC)", fmt::date(t)))
         .unwrap_or_default();
     // The header names the CPU; GPU rows say which CUDA device they ran on.
-    let gpus: BTreeSet<String> = sets
+    let gpus: BTreeSet<&str> = sets
         .iter()
         .flatten()
-        .flat_map(|s| s.distinct("config.device"))
+        .flat_map(|s| s.ok().filter_map(|r| r.config.device()))
         .filter(|d| crate::specs::is_cuda(d))
         .collect();
     let gpu = if gpus.is_empty() {
@@ -219,11 +213,7 @@ fn machine(sets: &[Option<RowSet>]) -> String {
         let names: Vec<String> = gpus.iter().map(|d| format!("`{d}`")).collect();
         format!("; GPU rows on {}", names.join(", "))
     };
-    format!(
-        "`{}` ({}{cores}{gpu}){when}",
-        text(r, "provenance.machine.hostname").unwrap_or("?"),
-        text(r, "provenance.machine.cpu").unwrap_or("?"),
-    )
+    format!("`{}` ({}, {} cores{gpu}){when}", m.hostname, m.cpu, m.cores)
 }
 
 fn markdown(

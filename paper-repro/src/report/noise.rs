@@ -19,10 +19,12 @@
 //!   sum of both rows' spreads, about how far a ratio of medians moves
 //!   between sweeps.
 
-use serde_json::Value;
+use experiments::Row;
+use experiments::config::RunConfig;
+use experiments::rows::ReplayMetrics;
 
 use crate::report::fmt::{mean, ratio, sig};
-use crate::rows::num;
+use crate::rows::Measured;
 
 /// A ratio and its noise (relative, e.g. 0.08 for ±8 %; `None` when a row
 /// has fewer than two timed runs, so no spread is known).
@@ -62,12 +64,8 @@ fn pct(n: f64) -> String {
 }
 
 /// The relative spread of `row`'s timed runs (`None` with fewer than two).
-pub fn spread(row: &Value) -> Option<f64> {
-    let mut s: Vec<f64> = row["samples"]
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
+pub fn spread(row: &Row) -> Option<f64> {
+    let mut s = row.samples.clone();
     if s.len() < 2 {
         return None;
     }
@@ -76,64 +74,77 @@ pub fn spread(row: &Value) -> Option<f64> {
     (median > 0.0).then(|| (s[s.len() - 1] - s[0]) / median)
 }
 
-/// `num(a, path) / num(b, path)` with its noise: the spread of the
-/// per-round ratios when the rows are [`paired`], else the sum of both rows'
-/// spreads.
-pub fn ratio_of(a: &Value, b: &Value, path: &str) -> Option<Noisy> {
-    let value = num(a, path)? / num(b, path)?;
-    let noise = match paired_spread(a, b) {
+/// `value(a) / value(b)` with its noise: the spread of the per-round ratios
+/// when the rows are [`paired`], else the sum of both rows' spreads.
+pub fn ratio_of<C, M>(
+    a: Measured<'_, C, M>,
+    b: Measured<'_, C, M>,
+    value: impl Fn(&M) -> f64,
+) -> Option<Noisy> {
+    let value = value(a.metrics) / value(b.metrics);
+    let noise = match paired_spread(a.row, b.row) {
         Some(n) => Some(n),
-        None => spread(a).zip(spread(b)).map(|(x, y)| x + y),
+        None => spread(a.row).zip(spread(b.row)).map(|(x, y)| x + y),
     };
     value.is_finite().then_some(Noisy { value, noise })
 }
 
-/// Config keys that tell apart the arms measured on one trace.
-const ARM_KEYS: [&str; 3] = ["executor", "fsm", "layout_batch"];
+/// The configuration of the trace an arm ran on: `config` without what
+/// tells apart the arms measured on one trace (the executor, its FSM rule
+/// and layout batch).
+fn trace_config(config: &RunConfig) -> RunConfig {
+    let mut c = config.clone();
+    match &mut c {
+        RunConfig::Replay(r) => {
+            r.executor.clear();
+            r.fsm = None;
+            r.layout_batch = None;
+        }
+        RunConfig::Peers(p) => {
+            p.fsm = None;
+            p.layout_batch = None;
+        }
+        RunConfig::Policies(p) => p.fsm = None,
+        RunConfig::Training(_) | RunConfig::PlannerMemory(_) | RunConfig::PlannerCompile(_) => {}
+    }
+    c
+}
+
+/// Rounds the run was measured in (1 for kinds without rounds).
+fn rounds(config: &RunConfig) -> usize {
+    match config {
+        RunConfig::Replay(r) => r.rounds,
+        RunConfig::Peers(p) => p.rounds,
+        _ => 1,
+    }
+}
 
 /// Whether rows `a` and `b` are two arms measured together, round by round
 /// on the same trace with their order rotated: the same spec, revision and
-/// machine; configs equal but for the arm (`ARM_KEYS`) and with `rounds` ≥
-/// 2; and as many timed runs each (at least two), sample i of both from
-/// round i.
-pub fn paired(a: &Value, b: &Value) -> bool {
-    let same = |path: &str| {
-        let (x, y) = (lookup(a, path), lookup(b, path));
-        x.is_some() && x == y
-    };
-    let trace_config = |r: &Value| -> Option<serde_json::Map<String, Value>> {
-        let mut c = r["config"].as_object()?.clone();
-        for k in ARM_KEYS {
-            c.remove(k);
-        }
-        Some(c)
-    };
-    let samples = |r: &Value| r["samples"].as_array().map_or(0, Vec::len);
-    a["config"]["rounds"].as_u64().is_some_and(|n| n >= 2)
-        && same("provenance.spec")
-        && same("provenance.git_revision")
-        && same("provenance.machine.hostname")
-        && trace_config(a).is_some_and(|c| Some(c) == trace_config(b))
-        && samples(a) >= 2
-        && samples(a) == samples(b)
+/// machine; configs equal but for the arm ([`trace_config`]) and with
+/// `rounds` ≥ 2; and as many timed runs each (at least two), sample i of
+/// both from round i.
+pub fn paired(a: &Row, b: &Row) -> bool {
+    let (p, q) = (&a.provenance, &b.provenance);
+    rounds(&a.config) >= 2
+        && p.spec == q.spec
+        && p.git_revision == q.git_revision
+        && p.machine.hostname == q.machine.hostname
+        && trace_config(&a.config) == trace_config(&b.config)
+        && a.samples.len() >= 2
+        && a.samples.len() == b.samples.len()
 }
 
 /// For [`paired`] rows, the relative spread of the per-round ratios
 /// `a_i / b_i` of their samples (`None` for rows that are not paired).
-pub fn paired_spread(a: &Value, b: &Value) -> Option<f64> {
+pub fn paired_spread(a: &Row, b: &Row) -> Option<f64> {
     if !paired(a, b) {
         return None;
     }
-    let s = |r: &Value| -> Vec<f64> {
-        r["samples"]
-            .as_array()
-            .map(|v| v.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default()
-    };
-    let (sa, sb) = (s(a), s(b));
+    let (sa, sb) = (&a.samples, &b.samples);
     let mut r: Vec<f64> = sa
         .iter()
-        .zip(&sb)
+        .zip(sb)
         .filter(|(_, y)| **y > 0.0)
         .map(|(x, y)| x / y)
         .collect();
@@ -143,11 +154,6 @@ pub fn paired_spread(a: &Value, b: &Value) -> Option<f64> {
     r.sort_by(f64::total_cmp);
     let median = r[r.len() / 2];
     (median > 0.0).then(|| (r[r.len() - 1] - r[0]) / median)
-}
-
-/// The value at a dotted `path` of `v`.
-fn lookup<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
 }
 
 /// The mean of `ratios`, with the noise of its parts (the largest), and a
@@ -177,12 +183,12 @@ pub fn mean_of(ratios: &[Noisy]) -> Option<(Noisy, Option<String>)> {
     Some((Noisy { value: m, noise }, warn))
 }
 
-/// One line on process CPU time beside wall time over `rows` (replay rows
-/// carry `metrics.cpu_s` and `metrics.total_s`): CPU/wall above 1 means the
-/// threads ran in parallel, below 1 that the process waited (contention).
-pub fn cpu_note<'a>(rows: impl Iterator<Item = &'a Value>) -> Option<String> {
-    let mut r: Vec<f64> = rows
-        .filter_map(|row| Some(num(row, "metrics.cpu_s")? / num(row, "metrics.total_s")?))
+/// One line on process CPU time beside wall time over replay rows'
+/// metrics (`cpu_s` beside `total_s`): CPU/wall above 1 means the threads
+/// ran in parallel, below 1 that the process waited (contention).
+pub fn cpu_note<'a>(metrics: impl Iterator<Item = &'a ReplayMetrics>) -> Option<String> {
+    let mut r: Vec<f64> = metrics
+        .filter_map(|m| Some(m.cpu_s? / m.total_s))
         .filter(|x| x.is_finite())
         .collect();
     if r.is_empty() {
@@ -203,28 +209,39 @@ pub fn cpu_note<'a>(rows: impl Iterator<Item = &'a Value>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::rows::ReplayRow;
+    use crate::rows::fixtures::replay;
+
+    /// A replay row of `executor` on the batch-`batch` trace, measured in
+    /// as many rounds as it has `samples`.
+    fn arm(executor: &str, batch: usize, samples: &[f64]) -> Row {
+        let mut r = replay(executor, "cpu", 128.0 / samples[samples.len() / 2], samples);
+        let RunConfig::Replay(c) = &mut r.config else {
+            unreachable!()
+        };
+        c.batch = batch;
+        r
+    }
+
+    fn of(row: &Row) -> ReplayRow<'_> {
+        ReplayRow::of(row).unwrap()
+    }
 
     #[test]
     fn spread_and_ratio_noise() {
-        let a = json!({"samples": [1.0, 1.1, 0.9], "metrics": {"t": 2.0}});
-        let b = json!({"samples": [2.0, 2.0, 2.0], "metrics": {"t": 1.0}});
+        let a = replay("cavs", "cpu", 2.0, &[1.0, 1.1, 0.9]);
+        // On another trace (batch size), so the two are not paired.
+        let mut b = replay("cavs", "cpu", 1.0, &[2.0, 2.0, 2.0]);
+        let RunConfig::Replay(c) = &mut b.config else {
+            unreachable!()
+        };
+        c.batch = 16;
         assert!((spread(&a).unwrap() - 0.2).abs() < 1e-9);
-        assert_eq!(spread(&json!({"samples": [1.0]})), None);
-        let r = ratio_of(&a, &b, "metrics.t").unwrap();
+        assert_eq!(spread(&replay("cavs", "cpu", 1.0, &[1.0])), None);
+        let r = ratio_of(of(&a), of(&b), |m| m.instances_per_s).unwrap();
         assert_eq!(r.value, 2.0);
         assert!((r.noise.unwrap() - 0.2).abs() < 1e-9);
         assert_eq!(r.cell(), "2.00 ±20%");
-    }
-
-    fn arm(executor: &str, batch: u64, samples: &[f64]) -> Value {
-        json!({
-            "provenance": {"spec": "fig6", "git_revision": "abc", "machine": {"hostname": "vm"}},
-            "config": {"kind": "replay", "workload": "lattice-gru", "batch": batch, "hidden": 128,
-                       "seed": 101, "executor": executor, "rounds": samples.len()},
-            "metrics": {"instances_per_s": 128.0 / samples[samples.len() / 2]},
-            "samples": samples,
-        })
     }
 
     /// Two executors in the same rotated rounds: a slow round slows both,
@@ -232,29 +249,33 @@ mod tests {
     /// of the rows' spreads.
     #[test]
     fn rows_measured_in_the_same_rounds_carry_the_spread_of_their_per_round_ratios() {
+        let ips = |m: &ReplayMetrics| m.instances_per_s;
         let cavs = arm("cavs", 128, &[0.010, 0.015, 0.011, 0.020, 0.012]);
         let ed = arm("edbatch", 128, &[0.0105, 0.0156, 0.0116, 0.0212, 0.0126]);
         assert!(paired(&cavs, &ed));
         // Per-round ratios cavs / edbatch of 1/1.05, 1/1.04, 1/1.0545…, 1/1.06
         // and 1/1.05: their spread is (1/1.04 − 1/1.06) / (1/1.05).
-        let r = ratio_of(&cavs, &ed, "metrics.instances_per_s").unwrap();
+        let r = ratio_of(of(&cavs), of(&ed), ips).unwrap();
         let want = (1.0 / 1.04 - 1.0 / 1.06) * 1.05;
         assert!((r.noise.unwrap() - want).abs() < 1e-9, "{r:?}");
         assert!(spread(&cavs).unwrap() + spread(&ed).unwrap() > 0.8);
         // Another batch size is another trace: unpaired, the rows' spreads summed.
         let other = arm("edbatch", 64, &[0.0105, 0.0156, 0.0116, 0.0212, 0.0126]);
         assert!(!paired(&cavs, &other));
-        let r = ratio_of(&cavs, &other, "metrics.instances_per_s").unwrap();
+        let r = ratio_of(of(&cavs), of(&other), ips).unwrap();
         assert!(
             (r.noise.unwrap() - (spread(&cavs).unwrap() + spread(&other).unwrap())).abs() < 1e-12
         );
         // One round (no rotation), another revision or an unequal count of
         // timed runs: not paired either.
-        let mut one = ed.clone();
-        one["config"]["rounds"] = json!(1);
-        assert!(!paired(&cavs, &one));
+        let mut one = cavs.clone();
+        let RunConfig::Replay(c) = &mut one.config else {
+            unreachable!()
+        };
+        c.rounds = 1;
+        assert!(!paired(&one, &ed));
         let mut rev = ed.clone();
-        rev["provenance"]["git_revision"] = json!("def");
+        rev.provenance.git_revision = "def".into();
         assert!(!paired(&cavs, &rev));
         let short = arm("edbatch", 128, &[0.0105, 0.0156, 0.0116, 0.0212]);
         assert!(!paired(&cavs, &short));
