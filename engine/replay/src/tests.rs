@@ -132,7 +132,7 @@ fn counters_and_outputs(
 /// arithmetic does not depend on its batch), with the same counters.
 #[test]
 fn chunked_batches_give_the_same_outputs_and_counts() {
-    use crate::backend::cpu::TEST_CHUNK_ROWS;
+    use crate::backend::cpu::split::TEST_CHUNK_ROWS;
     let cells = CellLibrary::builtin().unwrap();
     // One thread chunks by `rows`, several by `2 × rows` per thread.
     for (w, threads) in WORKLOADS.iter().flat_map(|w| [(w, 1), (w, 2)]) {
@@ -379,7 +379,7 @@ mod training {
     /// equal the whole-batch run's.
     #[test]
     fn chunked_backward_batches_compute_the_same_gradients() {
-        use crate::backend::cpu::TEST_CHUNK_ROWS;
+        use crate::backend::cpu::split::TEST_CHUNK_ROWS;
         let cells = CellLibrary::builtin().unwrap();
         for w in WORKLOADS {
             let trace = record(w.name, 6, 8);

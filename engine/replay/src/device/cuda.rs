@@ -10,7 +10,8 @@ use cudarc::driver::{
 };
 use serde::Serialize;
 
-use super::{DeviceError, KERNELS_CU};
+use super::KERNELS_CU;
+use super::error::DeviceError;
 
 /// An opened CUDA device with its stream, cuBLAS handle and kernels.
 pub struct CudaDevice {

@@ -11,7 +11,7 @@
 //! gradients (the products' output gradients, laid out in backward batch
 //! order), the output gradients of every node (store-shaped) and the
 //! parameter gradients. All are sized once per trace and reused by every
-//! run; [`TrainRun::kept_bytes`] reports them.
+//! run; [`TrainRun::kept_bytes`](crate::run::TrainRun::kept_bytes) reports them.
 
 use std::time::Instant;
 
@@ -21,21 +21,21 @@ use super::gemm::{
     gemm_outer_acc_packed, gemm_reusing,
 };
 use super::grad::{GDst, GKind, GRowOp, GStep, GradPlan, LazyGroup, ParamTerm};
+use super::ops;
 use super::plan::{Buf, View};
+use super::split::{CHUNK_ROWS, chunk_rows, per_run_dag};
 use super::threads::{SharedMut, Threads};
-use super::{BackwardSchedule, CpuReplay, PassRun, TrainOptions, TrainRun, ops};
 use crate::error::ReplayError;
-use crate::executor::Executor;
 use crate::graph::{Graph, NodeId};
 use crate::incell::CellProgram;
 use crate::model::Model;
-use crate::run::{Counters, Decide, Order, TimeSplit, Walk, walk};
+use crate::run::{Counters, Decide, Order, PassRun, TimeSplit, TrainOptions, Walk, walk};
 use crate::store::Store;
 use crate::trace::Trace;
 
 /// The backward state of a session.
 pub(crate) struct Backward {
-    plans: Vec<GradPlan>,
+    pub(super) plans: Vec<GradPlan>,
     reversed: Graph,
     /// Output gradients of every node (the store's layout).
     dout: Store,
@@ -68,7 +68,7 @@ pub(crate) struct Backward {
     gemm: GemmScratch,
     outer: OuterScratch,
     /// Roles whose nodes seed the backward pass (the loss sums).
-    seeds: Vec<bool>,
+    pub(super) seeds: Vec<bool>,
 }
 
 impl Backward {
@@ -245,124 +245,6 @@ impl GradRows for GBases {
     }
 }
 
-impl CpuReplay {
-    /// Forward then backward over `trace`: the loss, and every parameter's
-    /// gradient in [`CpuReplay::gradients`]. `backward` batches the reversed
-    /// graph (the reference runs it node by node in reverse topological
-    /// order and ignores it).
-    pub(crate) fn train(
-        &mut self,
-        trace: &Trace,
-        model: &Model,
-        cells: &crate::cells::CellLibrary,
-        executor: &mut Executor,
-        backward: BackwardSchedule<'_>,
-        opts: &TrainOptions,
-    ) -> Result<TrainRun, ReplayError> {
-        let g = &trace.graph;
-        if matches!(executor, Executor::Dynet(_)) {
-            let forward = self.run(trace, model, cells, executor)?;
-            let seeds: Vec<bool> = model.roles.iter().map(|r| r.role.loss).collect();
-            if !g
-                .nodes()
-                .any(|v| seeds[model.type_role[g.node_type(v).index()]])
-            {
-                return Err(ReplayError::NoLoss(trace.workload.clone()));
-            }
-            let loss = g
-                .nodes()
-                .filter(|&v| seeds[model.type_role[g.node_type(v).index()]])
-                .map(|v| {
-                    self.store
-                        .node(v)
-                        .iter()
-                        .map(|&x| f64::from(x))
-                        .sum::<f64>()
-                })
-                .sum();
-            let d = self.dynet.as_mut().expect("a dynet session");
-            let backward = d.backward(model, &self.threads, opts)?;
-            return Ok(TrainRun {
-                loss,
-                forward,
-                backward,
-                kept_bytes: d.kept_bytes(),
-                device_s: None,
-            });
-        }
-        if self.backward.is_none() {
-            let programs = super::cell_programs(model, executor);
-            self.backward = Some(Box::new(Backward::new(trace, model, &programs)?));
-            let total: usize = g
-                .nodes()
-                .map(|v| self.plans[model.type_role[g.node_type(v).index()]].units)
-                .sum();
-            self.bufs.keep = Some(KeptRecords {
-                arena: vec![0.0; total],
-                bump: 0,
-                node_rec: vec![0; g.len()],
-            });
-        }
-        if let Some(kept) = &mut self.bufs.keep {
-            kept.bump = 0;
-        }
-        let forward = self.run(trace, model, cells, executor)?;
-        let kept_fwd = self
-            .bufs
-            .keep
-            .as_ref()
-            .map_or(0, |k| 4 * k.arena.len() as u64);
-        let bw = self.backward.as_mut().expect("made above");
-        let loss: f64 = g
-            .nodes()
-            .filter(|&v| bw.seeds[model.type_role[g.node_type(v).index()]])
-            .map(|v| {
-                self.store
-                    .node(v)
-                    .iter()
-                    .map(|&x| f64::from(x))
-                    .sum::<f64>()
-            })
-            .sum();
-        // The reference (no forward schedule) runs node by node.
-        let order = match (backward, &self.last_schedule) {
-            (_, None) => Order::Nodes,
-            (BackwardSchedule::ReverseForward, Some(s)) => Order::Reversed(s),
-            (BackwardSchedule::Policy(p), Some(_)) => Order::Policy(p),
-        };
-        let backward = run_backward(
-            g,
-            model,
-            &self.plans,
-            bw,
-            self.bufs.keep.as_ref().expect("kept for training"),
-            &self.store,
-            &self.threads,
-            order,
-            opts,
-        )?;
-        let kept_bytes = kept_fwd + bw.bytes();
-        Ok(TrainRun {
-            loss,
-            forward,
-            backward,
-            kept_bytes,
-            device_s: None,
-        })
-    }
-
-    /// The gradients of the last training run: per role, per cell value (the
-    /// shapes of [`crate::model::RoleModel::params`]; empty for
-    /// non-parameters).
-    pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
-        if let Some(d) = &self.dynet {
-            return d.gradients(model);
-        }
-        let bw = self.backward.as_ref()?;
-        Some(unpack_gradients(model, &bw.plans, &bw.pgrads))
-    }
-}
-
 /// Parameter gradients (per role, in program order) as per-value tensors.
 pub(crate) fn unpack_gradients(
     model: &Model,
@@ -392,7 +274,7 @@ pub(crate) fn unpack_gradients(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_backward(
+pub(super) fn run_backward(
     g: &Graph,
     model: &Model,
     fwd_plans: &[super::plan::CpuPlan],
@@ -439,10 +321,7 @@ fn run_backward(
         // 1,200-row leaf batch at h512 has 24 MB of them). The backward
         // keeps 64 rows at every width (longer chunks were measured for
         // inference only).
-        for (i, part) in batch
-            .chunks(super::chunk_rows(threads, super::CHUNK_ROWS))
-            .enumerate()
-        {
+        for (i, part) in batch.chunks(chunk_rows(threads, CHUNK_ROWS)).enumerate() {
             let mut pc = Counters::default();
             backward_batch(
                 g,
@@ -467,7 +346,7 @@ fn run_backward(
         decide: Decide::AllFirst,
         id_order: false,
     };
-    let exact = |g: &Graph| super::per_run_dag(g, true, threads);
+    let exact = |g: &Graph| per_run_dag(g, true, threads);
     let result = walk(&rg, order, how, &exact, |batch, _| {
         run_one(batch, &mut c);
         Ok(())

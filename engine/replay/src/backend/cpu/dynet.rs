@@ -18,13 +18,14 @@ use super::grad::{GStep, GradPlan};
 use super::ops;
 use super::plan::{Buf, CpuPlan, PlanOptions, RowKind, Step, View};
 use super::roofline::GemmLog;
+use super::split::per_run_dag;
 use super::threads::{SharedMut, Threads};
 use crate::cells::CellLibrary;
 use crate::error::ReplayError;
 use crate::graph::NodeId;
 use crate::incell::CellProgram;
 use crate::model::Model;
-use crate::run::{Counters, Decide, Order, TimeSplit, Walk, walk};
+use crate::run::{Counters, Decide, Order, PassRun, TimeSplit, TrainOptions, Walk, walk};
 use crate::sched::{BatchPolicy, SameTypeDag};
 use crate::store::Store;
 use crate::trace::Trace;
@@ -126,8 +127,8 @@ impl DynetCpu {
         &mut self,
         model: &Model,
         threads: &Threads,
-        opts: &super::TrainOptions,
-    ) -> Result<super::PassRun, ReplayError> {
+        opts: &TrainOptions,
+    ) -> Result<PassRun, ReplayError> {
         let t0 = Instant::now();
         let Some((prog, schedule)) = self.last.take() else {
             return Err(ReplayError::NotForTraining("dynet (no forward run)"));
@@ -242,7 +243,7 @@ impl DynetCpu {
         let execution = t1.elapsed().as_secs_f64();
         self.back = Some(back);
         self.last = Some((prog, schedule));
-        Ok(super::PassRun {
+        Ok(PassRun {
             counters: c,
             time: TimeSplit {
                 construction,
@@ -302,7 +303,7 @@ impl DynetCpu {
             decide: Decide::EachBatch,
             id_order: false,
         };
-        let exact = |g: &crate::graph::Graph| super::per_run_dag(g, true, threads);
+        let exact = |g: &crate::graph::Graph| per_run_dag(g, true, threads);
         let walked = walk(og, Order::Policy(policy), how, &exact, |batch, _| {
             on_batch(batch);
             Ok(())
@@ -560,7 +561,7 @@ fn op_backward(
     n: usize,
     model: &Model,
     threads: &Threads,
-    opts: &super::TrainOptions,
+    opts: &TrainOptions,
     c: &mut Counters,
 ) {
     let plan = &back.plans[role];

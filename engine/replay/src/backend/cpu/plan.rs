@@ -27,6 +27,7 @@
 //!   step over all rows (the ablation baseline).
 
 use super::gemm::{Init, MAX_SEGS, PackedB};
+use super::split::{CHUNK_ROWS, MAX_CHUNK_ROWS};
 use crate::cells::{Cell, PrimOp, ValueKind};
 use crate::incell::{Access, CellProgram};
 use crate::model::RoleModel;
@@ -196,7 +197,7 @@ pub struct CpuPlan {
 }
 
 impl CpuPlan {
-    /// Rows per inference chunk on one thread ([`super::CHUNK_ROWS`] explains
+    /// Rows per inference chunk on one thread ([`CHUNK_ROWS`](super::split::CHUNK_ROWS) explains
     /// chunking). Each chunk streams the cell's weights again, and a chunk's
     /// records should stay in cache. A chunk is therefore made long enough
     /// that its records hold at least twice the bytes of the weights it
@@ -212,7 +213,7 @@ impl CpuPlan {
     pub(crate) fn chunk_rows(&self) -> usize {
         let weights: usize = self.gemm_shapes.iter().map(|&(n, k)| n * k * 4).sum();
         let record = (self.units + self.tunits).max(1) * 4;
-        (2 * weights / record).clamp(super::CHUNK_ROWS, super::MAX_CHUNK_ROWS)
+        (2 * weights / record).clamp(CHUNK_ROWS, MAX_CHUNK_ROWS)
     }
 
     /// Compiles `prog` (a layout's program, or [`CellProgram::op_by_op`]) for

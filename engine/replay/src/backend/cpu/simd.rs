@@ -423,19 +423,17 @@ multiversion! {
 mod avx512 {
     use std::arch::x86_64::*;
 
+    use crate::backend::cpu::simd::{LN2_HI, LN2_LO, LOG2E};
+
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn exp16(x: __m512) -> __m512 {
         let s = _mm512_set1_ps;
         let xc = _mm512_min_ps(_mm512_max_ps(x, s(-104.0)), s(89.0));
         let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-            _mm512_mul_ps(xc, s(super::LOG2E)),
+            _mm512_mul_ps(xc, s(LOG2E)),
         );
-        let r = _mm512_fnmadd_ps(
-            n,
-            s(super::LN2_LO),
-            _mm512_fnmadd_ps(n, s(super::LN2_HI), xc),
-        );
+        let r = _mm512_fnmadd_ps(n, s(LN2_LO), _mm512_fnmadd_ps(n, s(LN2_HI), xc));
         let mut p = s(1.987_569_1e-4);
         p = _mm512_fmadd_ps(p, r, s(1.398_199_9e-3));
         p = _mm512_fmadd_ps(p, r, s(8.333_452e-3));

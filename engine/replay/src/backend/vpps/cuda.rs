@@ -17,8 +17,11 @@ use cudarc::driver::sys::{CUdevice_attribute as A, CUevent_flags, CUfunction_att
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
+use super::error::VppsError;
+use super::kernel;
+use super::pipeline::{Batches, KernelInfo, Vpps, VppsOptions, VppsRun};
 use super::placement::BLOCK;
-use super::{Batches, KernelInfo, Target, Vpps, VppsError, VppsOptions, VppsRun, kernel};
+use super::target::Target;
 use crate::device::{CudaDevice, DeviceError};
 use crate::error::ReplayError;
 use crate::model::Model;

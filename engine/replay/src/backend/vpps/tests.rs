@@ -3,11 +3,13 @@ use crate::cells::CellLibrary;
 use crate::compare::{max_rel_error, worst_gradient};
 use crate::device::DeviceKind;
 use crate::executor::Executor;
-use crate::model::model;
+use crate::model::{Model, model};
 use crate::run::BackwardSchedule;
 use crate::sched::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy};
 use crate::session::{Session, device_present, replay};
+use crate::store::Store;
 use crate::tests::record;
+use crate::trace::Trace;
 use crate::workloads::WORKLOADS;
 
 /// The reference's loss, outputs and gradients (CPU, one node at a time).
