@@ -7,15 +7,17 @@
 //! iterations, as `engine replay` measures). Figures in docs/benchmarks.md.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use engine::cells::CellLibrary;
-use engine::device::DeviceKind;
-use engine::replay::cpu::gemm::{
+use engine::backend::cpu::gemm::{
     ASeg, COut, GemmScratch, Init, MR, PackedB, ReadA, gemm, gemm_read_a, pack_a,
 };
-use engine::replay::cpu::simd;
-use engine::replay::cpu::threads::{SharedMut, Threads};
-use engine::replay::{self, Executor, Session};
+use engine::backend::cpu::simd;
+use engine::backend::cpu::threads::{SharedMut, Threads};
+use engine::cells::CellLibrary;
+use engine::device::DeviceKind;
+use engine::executor::Executor;
+use engine::model;
 use engine::sched::{AgendaPolicy, SameTypeDag, TypewisePolicy};
+use engine::session::Session;
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions};
 
@@ -308,7 +310,7 @@ fn executors(c: &mut Criterion) {
         &cells,
     )
     .expect("records");
-    let model = replay::model(&trace, &cells, 7).expect("model");
+    let model = model::model(&trace, &cells, 7).expect("model");
     let mut g = c.benchmark_group("replay_tree_lstm_b32_h64");
     g.sample_size(10);
     g.throughput(Throughput::Elements(32));

@@ -4,9 +4,10 @@
 //! float-by-float race detector). Figures in docs/benchmarks.md.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use engine::backend::vpps;
 use engine::cells::CellLibrary;
-use engine::replay::BackwardSchedule;
-use engine::replay::{self, vpps};
+use engine::model::{self, Model};
+use engine::run::BackwardSchedule;
 use engine::sched::DepthPolicy;
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
@@ -28,7 +29,7 @@ fn record(cells: &CellLibrary, name: &str, batch: usize, hidden: usize) -> Trace
 
 /// A training script (forward by depth, backward the forward reversed), as
 /// `engine replay --executor vpps --train` builds one per mini-batch.
-fn compile(v: &vpps::Vpps, trace: &Trace, model: &replay::Model) -> vpps::Compiled {
+fn compile(v: &vpps::Vpps, trace: &Trace, model: &Model) -> vpps::Compiled {
     let batches = vpps::schedule(
         trace,
         &mut DepthPolicy::default(),
@@ -49,7 +50,7 @@ fn script_compile(c: &mut Criterion) {
         ("bilstm-tagger", 32),
     ] {
         let trace = record(&cells, name, batch, 256);
-        let model = replay::model(&trace, &cells, 1).unwrap();
+        let model = model::model(&trace, &cells, 1).unwrap();
         let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
             .expect("the model is in the instruction set");
         g.throughput(Throughput::Elements(trace.graph.len() as u64));
@@ -76,7 +77,7 @@ fn emulate(c: &mut Criterion) {
     let mut g = c.benchmark_group("vpps_emulate");
     g.sample_size(10);
     let trace = record(&cells, "tree-lstm", 8, 64);
-    let model = replay::model(&trace, &cells, 1).unwrap();
+    let model = model::model(&trace, &cells, 1).unwrap();
     let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
         .expect("the model is in the instruction set");
     let compiled = compile(&v, &trace, &model);

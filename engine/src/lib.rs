@@ -16,10 +16,14 @@
 //! - [`sched`]: the frontier, state encodings and the runtime batching
 //!   policies (heuristics and the FSM lookup); [`layout`]: memory layout
 //!   files, which the engine consumes and `planner` writes.
-//! - [`replay`]: executes a trace with real kernels on the CPU or CUDA
-//!   ([`device`]) with the reference, DyNet, Cavs, policy and ED-Batch
-//!   executors, and measures them; [`memory`] estimates what a record or a
-//!   replay will allocate and refuses what the machine cannot hold.
+//! - [`session`]: executes a trace with real kernels on the CPU or CUDA
+//!   ([`device`], [`backend`]) with the reference, DyNet, Cavs, policy,
+//!   ED-Batch and VPPS executors ([`executor`]) and the trace's [`model`],
+//!   and [`measure`]s them (the replay's other modules — [`run`], [`store`],
+//!   [`incell`], [`compare`], [`check`], [`expected`], [`usage`],
+//!   [`error`] — are in `engine-replay`'s overview); [`memory`] refuses a
+//!   record or a replay whose estimate (a replay's: [`footprint`]) the
+//!   machine cannot hold.
 //! - [`export`]: a trace's model and program for other frameworks;
 //!   [`dot`]: the one Graphviz writer; [`io`], [`tool`], [`fieldpath`],
 //!   [`yaml`]: what the command-line tools share (atomic writes, exit codes,
@@ -31,9 +35,11 @@
 //! ```
 //! use engine::cells::CellLibrary;
 //! use engine::graph::stats;
-//! use engine::replay::{self, Executor};
+//! use engine::compare::max_rel_error;
+//! use engine::executor::Executor;
 //! use engine::trace::Level;
 //! use engine::workloads::{self, DataChoice, RecordOptions};
+//! use engine::{model, session};
 //!
 //! let cells = CellLibrary::builtin()?;
 //! let trace = workloads::record(
@@ -50,11 +56,11 @@
 //! let s = stats(&trace.graph);
 //! assert!(s.lower_bound <= s.nodes);
 //!
-//! let model = replay::model(&trace, &cells, 7)?;
-//! let (cavs, out) = replay::replay(&trace, &model, &cells, &mut Executor::Cavs)?;
-//! let (one_by_one, reference) = replay::replay(&trace, &model, &cells, &mut Executor::Reference)?;
+//! let model = model::model(&trace, &cells, 7)?;
+//! let (cavs, out) = session::replay(&trace, &model, &cells, &mut Executor::Cavs)?;
+//! let (one_by_one, reference) = session::replay(&trace, &model, &cells, &mut Executor::Reference)?;
 //! assert!(cavs.counters.batches < one_by_one.counters.batches);
-//! assert!(replay::max_rel_error(&trace, &out, &reference) < 1e-4);
+//! assert!(max_rel_error(&trace, &out, &reference) < 1e-4);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs)]
@@ -63,4 +69,7 @@ pub use engine_core::{
     alloc, cells, data, dot, fieldpath, flag_range_test, graph, io, layout, memory, modeldir,
     outln, sched, tool, trace, workloads, yaml,
 };
-pub use engine_replay::{device, export, replay, train};
+pub use engine_replay::{
+    backend, check, compare, device, error, executor, expected, export, footprint, incell, measure,
+    model, run, session, store, train, usage,
+};

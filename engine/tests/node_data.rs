@@ -4,7 +4,10 @@
 
 use engine::cells::CellLibrary;
 use engine::data::{Dataset, Lattice, Sentence, Structures, Tree, TreeNode, Word};
-use engine::replay::{Executor, ReplayError, model, replay};
+use engine::error::ReplayError;
+use engine::executor::Executor;
+use engine::model::model;
+use engine::session::replay;
 use engine::trace::{Level, NodeData, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions, record, record_samples, role_of};
 
@@ -270,7 +273,7 @@ fn the_model_reads_recorded_rows_and_labels_and_seeds_the_rest() {
     let sink = *g.topo_order().last().unwrap();
     assert_ne!(out.node(sink)[0], bare_out.node(sink)[0]);
     let (_, cavs) = replay(&t, &m, &lib, &mut Executor::Cavs).unwrap();
-    assert!(engine::replay::max_rel_error(&t, &cavs, &out) < 1e-4);
+    assert!(engine::compare::max_rel_error(&t, &cavs, &out) < 1e-4);
 
     // The export carries the same rows and labels.
     let e = engine::export::export_model(&t, &m, &lib, 5, engine::export::Reference::None).unwrap();

@@ -3,12 +3,15 @@
 //! run and reused. Its own test binary, so no other test's allocations share
 //! the process's page-fault counter.
 
+use engine::backend::cpu::CpuOptions;
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
-use engine::replay::cpu::CpuOptions;
-use engine::replay::{self, Executor, Session, SessionOptions, compile_layouts};
+use engine::executor::{Executor, compile_layouts};
+use engine::model::{self, Model};
 use engine::sched::{AgendaPolicy, TypewisePolicy};
+use engine::session::{Session, SessionOptions};
 use engine::trace::Level;
+use engine::usage;
 use engine::workloads::{self, DataChoice, RecordOptions};
 
 /// Page faults a steady-state run may still take (a store alone is thousands
@@ -19,7 +22,7 @@ const MAX_FAULTS: u64 = 32;
 
 #[test]
 fn the_second_run_of_a_session_touches_no_new_pages() {
-    if replay::usage::now().is_none() {
+    if usage::now().is_none() {
         eprintln!("SKIPPED: this OS does not report page faults (getrusage)");
         return;
     }
@@ -37,7 +40,7 @@ fn the_second_run_of_a_session_touches_no_new_pages() {
             &cells,
         )
         .unwrap();
-        let model = replay::model(&trace, &cells, 5).unwrap();
+        let model = model::model(&trace, &cells, 5).unwrap();
         for threads in [1, 2] {
             let opts = SessionOptions {
                 cpu: CpuOptions {
@@ -78,7 +81,7 @@ fn the_second_run_of_a_session_touches_no_new_pages() {
 /// The executor `name` (the planner is not a dependency of the engine, so the
 /// ED-Batch executor runs every role op by op here; its layout path is the
 /// same code).
-fn executor(name: &str, model: &replay::Model) -> Executor {
+fn executor(name: &str, model: &Model) -> Executor {
     match name {
         "reference" => Executor::Reference,
         "cavs" => Executor::Cavs,

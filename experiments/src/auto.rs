@@ -14,11 +14,12 @@
 //!   abstracted, so one FSM serves every hidden size and batch size.
 //! - [`layouts_for`]: the planned and DyNet-order layout files of every
 //!   built-in cell at a hidden size (`planner layout --all --hidden H --batch
-//!   8 --out-dir DIR`), ready for `engine::replay::compile_layouts`.
+//!   8 --out-dir DIR`), ready for `engine::executor::compile_layouts`.
 //!
 //! ```
 //! use engine::cells::CellLibrary;
-//! use engine::replay::{self, Executor, compile_layouts};
+//! use engine::executor::{Executor, compile_layouts};
+//! use engine::{model, session};
 //! use engine::sched::FsmPolicy;
 //! use experiments::auto::{layouts_for, policy_for, record};
 //! use experiments::config::FsmRule;
@@ -29,11 +30,11 @@
 //! let fsm = policy_for("tree-lstm", &rule, &cells).unwrap();
 //! let layouts = layouts_for(&cells, 16, 8).unwrap();
 //! let trace = record("tree-lstm", 4, 16, 7, &cells).unwrap();
-//! let model = replay::model(&trace, &cells, 7).unwrap();
+//! let model = model::model(&trace, &cells, 7).unwrap();
 //! let programs = compile_layouts(&model, &layouts.planned).unwrap();
 //! let policy = Box::new(FsmPolicy::new(fsm.file.clone()).unwrap());
 //! let (run, _outputs) =
-//!     replay::replay(&trace, &model, &cells, &mut Executor::EdBatch(policy, programs)).unwrap();
+//!     session::replay(&trace, &model, &cells, &mut Executor::EdBatch(policy, programs)).unwrap();
 //! assert!(run.counters.batches > 0);
 //! ```
 

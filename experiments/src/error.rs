@@ -94,7 +94,7 @@ pub enum RunFailure {
     Plan(#[from] planner::PlanError),
     /// The replay failed.
     #[error("replay: {0}")]
-    Replay(#[from] engine::replay::ReplayError),
+    Replay(#[from] engine::error::ReplayError),
     /// The device cannot be used.
     #[error(transparent)]
     Device(#[from] engine::device::DeviceError),

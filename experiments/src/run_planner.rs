@@ -141,7 +141,7 @@ fn compile(run: &Run, cells: &CellLibrary) -> Outcome {
         Metrics::PlannerCompile(PlannerCompileMetrics {
             batches: first.schedule().len(),
             copy_bytes: first.planned.planned.eval.totals.copy_bytes,
-            compile_s: engine::replay::measure::median(&samples),
+            compile_s: engine::measure::median(&samples),
         }),
         samples,
     ))

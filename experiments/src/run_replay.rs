@@ -1,5 +1,5 @@
 //! Kind `replay` (ED-Batch Fig. 6, 9, Table 6; Cavs Fig. 8): each executor on
-//! each trace, timed with `engine::replay::measure` (one warm-up, `repeats`
+//! each trace, timed with `engine::measure` (one warm-up, `repeats`
 //! timed runs, medians, raw totals as samples). Runs are sequential; with
 //! `rounds` > 1 a trace's runs are repeated round after round, their order
 //! rotated each round, and each row folds its rounds (interleaved A/B: a
@@ -11,12 +11,17 @@
 
 use std::sync::Arc;
 
+use engine::backend::cpu::CpuOptions;
 use engine::cells::CellLibrary;
+use engine::compare;
 use engine::device::{DeviceKind, check_available};
-use engine::replay::cpu::CpuOptions;
-use engine::replay::measure::{MeasureOptions, Measured, measure_on};
-use engine::replay::{self, Executor, Model, Session, SessionOptions, Store, compile_layouts};
+use engine::executor::{Executor, compile_layouts};
+use engine::footprint;
+use engine::measure::{self, MeasureOptions, Measured, measure_on};
+use engine::model::{self, Model};
 use engine::sched::{FsmPolicy, heuristic};
+use engine::session::{self, Session, SessionOptions};
+use engine::store::Store;
 use engine::trace::Trace;
 
 use crate::auto::{AutoPolicy, Layouts, layouts_for, policy_for, record};
@@ -73,7 +78,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
         let prepared = guarded(|| {
             let trace = record(w, b, h, s, &shared.cells)?;
             // An error row rather than an abort when the machine cannot hold it.
-            let shape = replay::memory::RunShape {
+            let shape = footprint::RunShape {
                 op_level: group.iter().any(|r| {
                     matches!(&r.config, RunConfig::Replay(ReplayConfig { executor, .. }) if executor == "dynet")
                 }),
@@ -82,7 +87,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
                     .any(|r| matches!(&r.config, RunConfig::Replay(ReplayConfig { check: true, .. }))),
                 roofline: false,
             };
-            let est = replay::memory::estimate(&trace, &shared.cells, shape)?;
+            let est = footprint::estimate(&trace, &shared.cells, shape)?;
             let budget = engine::memory::Budget::detect(None);
             engine::memory::check(
                 format!("batch {b}, hidden {h}"),
@@ -91,7 +96,7 @@ pub(crate) fn run(todo: &[Run], sink: &Sink) -> Result<(), RunError> {
                 budget.as_ref(),
             )
             .map_err(|e| RunFailure::Message(e.to_string()))?;
-            let model = replay::model(&trace, &shared.cells, s)?;
+            let model = model::model(&trace, &shared.cells, s)?;
             Ok((trace, model))
         });
         let mut reference: Option<Store> = None;
@@ -141,7 +146,7 @@ fn rounds_of(c: &RunConfig) -> usize {
 /// part of the time split and the CPU time the median over the rounds, page
 /// faults the most, the check's error the largest.
 fn fold_rounds(mut outs: Vec<Outcome>) -> Outcome {
-    use engine::replay::measure::median;
+    use engine::measure::median;
     if outs.len() == 1 {
         return outs.remove(0);
     }
@@ -285,7 +290,7 @@ fn one(
             let p = heuristic(h)
                 .ok_or_else(|| RunFailure::Message(format!("unknown heuristic {h}")))?;
             (
-                Executor::Vpps(p, engine::replay::vpps::VppsOptions::default()),
+                Executor::Vpps(p, engine::backend::vpps::VppsOptions::default()),
                 Some(h.to_string()),
             )
         }
@@ -340,12 +345,12 @@ fn one(
     } else {
         if reference.is_none() {
             // No reference run on this trace yet: one untimed run.
-            let (_, r) = replay::replay(trace, model, &shared.cells, &mut Executor::Reference)?;
+            let (_, r) = session::replay(trace, model, &shared.cells, &mut Executor::Reference)?;
             *reference = Some(r);
         }
         reference
             .as_ref()
-            .map(|r| replay::max_rel_error(trace, &store, r))
+            .map(|r| compare::max_rel_error(trace, &store, r))
     };
     let instances = trace.graph.num_instances();
     Ok((
@@ -406,14 +411,14 @@ fn train_one(
     };
     let cells = &shared.cells;
     let mut session = Session::open_with(how.kind, trace, model, cells, &mut ex, &sopts)?;
-    let m = engine::replay::measure::measure_train(
+    let m = engine::measure::measure_train(
         &mut session,
         None,
-        &engine::replay::TrainOptions { lazy },
+        &engine::run::TrainOptions { lazy },
         opts,
     )?;
     let max_rel_error = if how.check {
-        Some(replay::check_train(&session, m.loss)?.worst())
+        Some(compare::check_train(&session, m.loss)?.worst())
     } else {
         None
     };
@@ -436,7 +441,7 @@ fn train_one(
             policy_misses: 0,
             policy,
             device_s: m.device_s,
-            cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
+            cpu_s: (!m.cpu_samples.is_empty()).then(|| measure::median(&m.cpu_samples)),
             page_faults: None,
             threads: session.cpu().map(|c| c.threads()),
             train: Some(crate::rows::TrainMetrics {

@@ -84,7 +84,7 @@ fn one(run: &Run, trace: &Trace) -> Outcome {
     let t = first.ok_or_else(|| RunFailure::Message("no training run".into()))?;
     let file = search::export::policy_file(&t, trace, "training", &hyper, *trainer_seed);
     let r = &t.report;
-    let train_s = engine::replay::measure::median(&samples);
+    let train_s = engine::measure::median(&samples);
     let lb = lower_bound(g).total;
     Ok((
         Metrics::Training(TrainingMetrics {

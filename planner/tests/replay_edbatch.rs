@@ -7,8 +7,11 @@ use engine::layout::LayoutFile;
 use engine::sched::TypewisePolicy;
 use engine::trace::Level;
 use engine::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
+use engine_replay::compare;
 use engine_replay::device::DeviceKind;
-use engine_replay::replay::{self, Executor, Session, compile_layouts, device_present};
+use engine_replay::executor::{Executor, compile_layouts};
+use engine_replay::model;
+use engine_replay::session::{self, Session, device_present};
 use planner::layout_file::{baseline_file, planned_file};
 use planner::{PlanOptions, plan_cell};
 
@@ -54,8 +57,8 @@ fn edbatch_matches_the_reference_on(device: DeviceKind) {
     let (planned, baseline) = layouts(&cells);
     for w in WORKLOADS {
         let trace = record(&cells, w.name, 6, 5);
-        let m = replay::model(&trace, &cells, 3).unwrap();
-        let (_, reference) = replay::replay(&trace, &m, &cells, &mut Executor::Reference).unwrap();
+        let m = model::model(&trace, &cells, 3).unwrap();
+        let (_, reference) = session::replay(&trace, &m, &cells, &mut Executor::Reference).unwrap();
         let mut moved = Vec::new();
         for files in [&planned, &baseline] {
             let progs = compile_layouts(&m, files).unwrap();
@@ -67,7 +70,7 @@ fn edbatch_matches_the_reference_on(device: DeviceKind) {
             let mut ex = Executor::EdBatch(Box::new(TypewisePolicy), progs);
             let mut session = Session::open(device, &trace, &m, &cells, &mut ex).unwrap();
             let run = session.run().unwrap();
-            let err = replay::max_rel_error(&trace, session.outputs(), &reference);
+            let err = compare::max_rel_error(&trace, session.outputs(), &reference);
             assert!(
                 err < 1e-4,
                 "{} on {device:?}: max relative error {err}",
@@ -104,7 +107,7 @@ fn lstm_planned_layout_removes_the_gate_weight_gathers() {
     let cells = CellLibrary::builtin().unwrap();
     let (planned, baseline) = layouts(&cells);
     let trace = record(&cells, "fixed-lstm", 4, 1);
-    let m = replay::model(&trace, &cells, 1).unwrap();
+    let m = model::model(&trace, &cells, 1).unwrap();
     let role = m.roles.iter().position(|r| r.cell.name == "lstm").unwrap();
     let cell = &m.roles[role].cell;
     let gathers = |files: &Files| {
@@ -137,7 +140,7 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
     let (planned, _) = layouts(&cells);
     for w in ["lattice-lstm", "lattice-gru"] {
         let trace = record(&cells, w, 6, 5);
-        let m = replay::model(&trace, &cells, 3).unwrap();
+        let m = model::model(&trace, &cells, 3).unwrap();
         let mut gathered = Vec::new();
         let progs = compile_layouts(&m, &planned).unwrap();
         for mut ex in [
@@ -162,13 +165,13 @@ fn lattice_char_gates_read_h_prev_and_c_w_in_place_on_the_cpu() {
 /// every workload the loss and the gradients equal the unbatched reference's.
 #[test]
 fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
-    use engine_replay::replay::{BackwardSchedule, TrainOptions};
+    use engine_replay::run::{BackwardSchedule, TrainOptions};
     let cells = CellLibrary::builtin().unwrap();
     let (planned, _) = layouts(&cells);
     type Grads = Vec<Vec<Vec<f32>>>;
     fn step(
         trace: &engine::trace::Trace,
-        m: &engine_replay::replay::Model,
+        m: &engine_replay::model::Model,
         cells: &CellLibrary,
         mut ex: Executor,
     ) -> (f64, Grads) {
@@ -183,7 +186,7 @@ fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
     }
     for w in WORKLOADS {
         let trace = record(&cells, w.name, 5, 9);
-        let m = replay::model(&trace, &cells, 4).unwrap();
+        let m = model::model(&trace, &cells, 4).unwrap();
         let (want_loss, want) = step(&trace, &m, &cells, Executor::Reference);
         let progs = compile_layouts(&m, &planned).unwrap();
         let (loss, got) = step(
@@ -197,7 +200,7 @@ fn edbatch_training_with_planned_layouts_matches_the_reference_gradients() {
             "{}: loss {loss} vs {want_loss}",
             w.name
         );
-        let (err, role, v) = replay::worst_gradient(&got, &want);
+        let (err, role, v) = compare::worst_gradient(&got, &want);
         assert!(err < 1e-4, "{} role {role} value {v}: {err:.2e}", w.name);
     }
 }

@@ -3,7 +3,7 @@
 //! Recording a huge mini-batch or replaying at a huge hidden size used to grow
 //! until the kernel killed the process, or abort on a failed allocation. Now
 //! the tools estimate first ([`crate::workloads::estimate`],
-//! `engine::replay::memory::estimate`) and refuse, naming the flag to lower
+//! `engine::footprint::estimate`) and refuse, naming the flag to lower
 //! and both numbers, when the estimate exceeds the [`Budget`]: `--max-memory`
 //! where given, else the least of the machine's available memory
 //! (`MemAvailable`), the cgroup's remaining limit and the address-space limit

@@ -12,7 +12,7 @@
 //! [`Header`] (cells, nodes, bindings, reference loss) is the string under
 //! the key `batchlab` of the safetensors `__metadata__`.
 //!
-//! The parameters are [`crate::replay::Model`]'s (seeded), the per-node lookup
+//! The parameters are [`crate::model::Model`]'s (seeded), the per-node lookup
 //! row and label are [`Model::node_data`], and the producers per port are
 //! [`Model::bindings`] resolved to node ids — exactly what the replay engine
 //! gathers (a `many` port's producers are summed, input `j` of a port reads
@@ -25,9 +25,12 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cells::{Arity, Cell, CellLibrary, PrimOp, ValueKind};
+use crate::error::ReplayError;
+use crate::executor::Executor;
+use crate::model::{self, Model};
 use crate::modeldir::{Tensor, Tensors, TensorsError};
-use crate::replay::{self, Executor, Model, ReplayError};
 use crate::sched::{AgendaPolicy, SameTypeDag, run_policy};
+use crate::session;
 use crate::trace::{Level, Trace};
 use crate::workloads::expand;
 
@@ -301,7 +304,7 @@ pub fn export(
     if trace.meta.level == Some(Level::Op) {
         return Err(ExportError::OpLevel);
     }
-    let model = replay::model(trace, cells, seed)?;
+    let model = model::model(trace, cells, seed)?;
     export_model(trace, &model, cells, seed, reference)
 }
 
@@ -356,7 +359,7 @@ pub fn export_model(
     let reference_loss = match reference {
         Reference::None => None,
         Reference::Loss => {
-            let (_, out) = replay::replay(trace, model, cells, &mut Executor::Reference)?;
+            let (_, out) = session::replay(trace, model, cells, &mut Executor::Reference)?;
             Some(
                 loss_nodes
                     .iter()
@@ -403,8 +406,8 @@ fn insert_gradients(
     tensors: &mut Tensors,
 ) -> Result<f64, ExportError> {
     use crate::device::DeviceKind;
-    use crate::replay::Session;
-    use crate::replay::{BackwardSchedule, TrainOptions};
+    use crate::run::{BackwardSchedule, TrainOptions};
+    use crate::session::Session;
     let mut ex = Executor::Reference;
     let mut session = Session::open(DeviceKind::Cpu, trace, model, cells, &mut ex)?;
     let run = session.train(
@@ -624,7 +627,7 @@ mod tests {
         assert_eq!(back.header.nodes.len(), t.graph.len());
         assert!(!back.has_gradients());
         // One tensor per parameter, holding the model's values.
-        let model = replay::model(&t, &cells, 5).unwrap();
+        let model = model::model(&t, &cells, 5).unwrap();
         let mut floats = 0;
         for (r, rm) in back.header.roles.iter().zip(&model.roles) {
             for (ps, &p) in r.params.iter().zip(&rm.cell.params) {

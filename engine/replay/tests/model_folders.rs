@@ -7,8 +7,11 @@ use std::path::{Path, PathBuf};
 
 use engine_core::modeldir::ModelDir;
 use engine_core::sched::{AgendaPolicy, heuristic};
-use engine_replay::replay::{self, Executor, Session, expected};
-use engine_replay::replay::{BackwardSchedule, TrainOptions};
+use engine_replay::executor::{Executor, compile_layouts};
+use engine_replay::expected;
+use engine_replay::model;
+use engine_replay::run::{BackwardSchedule, TrainOptions};
+use engine_replay::session::{self, Session};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -30,10 +33,10 @@ fn model_folders_replay_to_pytorchs_numbers_on_every_cpu_executor() {
     for name in ["model-tree", "model-dag"] {
         let dir = ModelDir::open(&fixture(name)).unwrap();
         let exp = dir.expected().unwrap().unwrap();
-        let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+        let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
         model.load_weights(&dir.weights().unwrap()).unwrap();
         for (label, mut ex) in executors() {
-            let (_, store) = replay::replay(&dir.trace, &model, &dir.cells, &mut ex).unwrap();
+            let (_, store) = session::replay(&dir.trace, &model, &dir.cells, &mut ex).unwrap();
             let c = expected::check_outputs(&dir.trace, &model, &store, &exp).unwrap();
             assert!(c.passed, "{name} {label}: {c:?}");
             assert!(
@@ -49,7 +52,7 @@ fn model_folders_train_to_pytorchs_gradients() {
     for name in ["model-tree", "model-dag"] {
         let dir = ModelDir::open(&fixture(name)).unwrap();
         let exp = dir.expected().unwrap().unwrap();
-        let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+        let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
         model.load_weights(&dir.weights().unwrap()).unwrap();
         for (label, mut ex) in executors().into_iter().filter(|(l, _)| *l != "dynet") {
             let mut s = Session::open(
@@ -80,7 +83,7 @@ fn model_folders_train_to_pytorchs_gradients() {
 fn a_probe_agrees_op_by_op_with_pytorch() {
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
     let exp = dir.expected().unwrap().unwrap();
-    let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+    let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
     model.load_weights(&dir.weights().unwrap()).unwrap();
     for r in 0..model.roles.len() {
         if let Some(p) = expected::probe(&model, &exp, r) {
@@ -115,7 +118,7 @@ fn a_probe_agrees_op_by_op_with_pytorch() {
 fn missing_and_misshapen_weights_are_named_with_their_file() {
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
     let mut w = dir.weights().unwrap();
-    let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+    let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
     let mut t = w.get("out.proj.bias").unwrap().clone();
     t.shape = vec![t.data.len() - 1];
     t.data.pop();
@@ -135,7 +138,7 @@ fn missing_and_misshapen_weights_are_named_with_their_file() {
 fn sliced_affines_read_in_place_train_to_pytorchs_gradients_under_a_planned_layout() {
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
     let exp = dir.expected().unwrap().unwrap();
-    let mut model = replay::model(&dir.trace, &dir.cells, 7).unwrap();
+    let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
     model.load_weights(&dir.weights().unwrap()).unwrap();
     let layouts = fixture("model-tree-layouts");
     let files: Vec<(String, engine_core::layout::LayoutFile)> = ["leaf", "node", "out"]
@@ -146,7 +149,7 @@ fn sliced_affines_read_in_place_train_to_pytorchs_gradients_under_a_planned_layo
             (p.display().to_string(), f)
         })
         .collect();
-    let progs = replay::compile_layouts(&model, &files).unwrap();
+    let progs = compile_layouts(&model, &files).unwrap();
     let mut ex = Executor::EdBatch(Box::new(AgendaPolicy::fixed()), progs);
     let mut s = Session::open(
         engine_replay::device::DeviceKind::Cpu,

@@ -128,7 +128,8 @@ fn compile_all() {
     use engine_core::cells::CellLibrary;
     use engine_core::trace::Level;
     use engine_core::workloads::{self, DataChoice, RecordOptions, WORKLOADS};
-    use engine_replay::replay::{self, vpps};
+    use engine_replay::backend::vpps;
+    use engine_replay::model;
 
     // SAFETY: only tries to dlopen the library.
     assert!(
@@ -157,7 +158,7 @@ fn compile_all() {
             &cells,
         )
         .unwrap();
-        let model = replay::model(&trace, &cells, 1).unwrap();
+        let model = model::model(&trace, &cells, 1).unwrap();
         let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
             .expect("the model is in the instruction set");
         let src = v.kernel_source();

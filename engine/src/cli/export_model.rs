@@ -98,7 +98,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     // The export expands every cell to ops and runs the reference for its
     // loss: the op-level arena and a store of node outputs beside the weights.
-    let shape = engine::replay::memory::RunShape {
+    let shape = engine::footprint::RunShape {
         op_level: true,
         check: !a.no_reference,
         roofline: false,

@@ -119,10 +119,10 @@ pub(crate) struct Loaded {
 
 impl Loaded {
     /// The replay model: cells and seeded weights, or the folder's weights.
-    pub(crate) fn model(&self, seed: u64) -> anyhow::Result<engine::replay::Model> {
+    pub(crate) fn model(&self, seed: u64) -> anyhow::Result<engine::model::Model> {
         use anyhow::Context;
         let mut model =
-            engine::replay::model(&self.trace, &self.cells, seed).context("building the model")?;
+            engine::model::model(&self.trace, &self.cells, seed).context("building the model")?;
         if let Some(d) = &self.dir {
             model.load_weights(&d.weights()?)?;
         }
@@ -165,12 +165,12 @@ impl<'a> TraceInput<'a> {
     pub(crate) fn check_memory(
         &self,
         loaded: &Loaded,
-        shape: engine::replay::memory::RunShape,
+        shape: engine::footprint::RunShape,
         what: &str,
         budget: Option<&engine::memory::Budget>,
     ) -> anyhow::Result<()> {
         let trace = &loaded.trace;
-        let est = engine::replay::memory::estimate(trace, &loaded.cells, shape)?;
+        let est = engine::footprint::estimate(trace, &loaded.cells, shape)?;
         let part = |name: &str| est.parts.iter().find(|p| p.0 == name).map_or(0, |p| p.1);
         // Weights grow with hidden², everything else with the nodes × hidden.
         let by_weights = 2 * (part("weights") + part("packed weights")) >= est.total();

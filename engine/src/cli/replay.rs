@@ -3,9 +3,18 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use engine::backend::cpu;
+use engine::backend::vpps;
+use engine::compare;
+use engine::executor::{Executor, compile_layouts};
+use engine::expected;
+use engine::footprint;
 use engine::layout::LayoutFile;
-use engine::replay::{self, Counters, Executor, TimeSplit};
+use engine::measure;
+use engine::model::Model;
+use engine::run::{Counters, TimeSplit, TrainOptions};
 use engine::sched::PolicyArg;
+use engine::session::{self, Session, SessionOptions};
 use engine::trace::Level;
 use serde::Serialize;
 
@@ -174,12 +183,12 @@ struct Report {
     gemm_gflops: f64,
     /// With --roofline: the run's GEMMs timed alone, and the fraction of that
     /// the whole run reaches.
-    roofline: Option<replay::cpu::roofline::Roofline>,
+    roofline: Option<cpu::roofline::Roofline>,
     /// The vpps executor's placement on this GPU and kernel compile time.
     vpps: Option<VppsReport>,
     /// With a model folder: the run against the recording's own outputs
     /// and loss (`expected.safetensors`).
-    expected: Option<replay::expected::ExpectedCheck>,
+    expected: Option<expected::ExpectedCheck>,
 }
 
 /// What a VPPS session planned and compiled (`engine script` shows the
@@ -193,12 +202,12 @@ struct VppsReport {
     ctas_per_sm: u32,
     /// The compiled kernel: registers and spills per thread, NVRTC compile
     /// and module load (ms; cached within a process per model).
-    kernel: replay::vpps::KernelInfo,
+    kernel: vpps::KernelInfo,
     #[serde(flatten)]
-    summary: replay::vpps::placement::PlanSummary,
+    summary: vpps::placement::PlanSummary,
 }
 
-fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
+fn vpps_report(session: &Session) -> Option<VppsReport> {
     session.vpps_plan().map(|(p, kernel)| VppsReport {
         target: p.target.name.clone(),
         vps: p.vps,
@@ -211,7 +220,7 @@ fn vpps_report(session: &replay::Session) -> Option<VppsReport> {
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
 /// `<cell>.baseline.json` for the DyNet order).
 pub(super) fn layouts(
-    model: &replay::Model,
+    model: &Model,
     dir: &std::path::Path,
     baseline: bool,
 ) -> anyhow::Result<Vec<(String, LayoutFile)>> {
@@ -266,7 +275,7 @@ pub(super) fn layouts(
     Ok(files)
 }
 
-pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Executor> {
+pub(super) fn executor(a: &Args, model: &Model) -> anyhow::Result<Executor> {
     use engine::sched::{ExecutorKind, ExecutorName};
     let name = ExecutorName::parse(&a.executor).map_err(|e| anyhow::anyhow!("--executor: {e}"))?;
     if a.ctas_per_sm.is_some() && name.kind != ExecutorKind::Vpps {
@@ -321,7 +330,7 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
                 );
             }
             let files = layouts(model, dir, kind == ExecutorKind::EdBatchNoLayout)?;
-            Executor::EdBatch(policy("typewise")?, replay::compile_layouts(model, &files)?)
+            Executor::EdBatch(policy("typewise")?, compile_layouts(model, &files)?)
         }
         ExecutorKind::Policy => {
             if given.is_none() {
@@ -332,7 +341,7 @@ pub(super) fn executor(a: &Args, model: &replay::Model) -> anyhow::Result<Execut
             Executor::Policy(policy("typewise")?)
         }
         ExecutorKind::Vpps => {
-            let mut opts = replay::vpps::VppsOptions::default();
+            let mut opts = vpps::VppsOptions::default();
             opts.place.ctas_per_sm = a.ctas_per_sm;
             Executor::Vpps(policy("depth")?, opts)
         }
@@ -352,7 +361,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "replay needs a cell-level trace (record without --level op); the dynet executor expands cells itself"
         );
     }
-    let shape = replay::memory::RunShape {
+    let shape = footprint::RunShape {
         op_level: engine::sched::ExecutorName::parse(&a.executor)
             .is_ok_and(|e| e.kind == engine::sched::ExecutorKind::Dynet),
         check: !a.no_check,
@@ -361,12 +370,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     source.check_memory(&input, shape, "the replay", budget.as_ref())?;
     let model = input.model(a.seed)?;
     let mut ex = executor(&a, &model)?;
-    let cpu = replay::cpu::CpuOptions {
+    let cpu = cpu::CpuOptions {
         threads: a.threads,
         fuse: !a.no_fuse,
     };
-    let sopts = replay::SessionOptions { cpu };
-    let mut session = replay::Session::open_with(device, trace, &model, cells, &mut ex, &sopts)?;
+    let sopts = SessionOptions { cpu };
+    let mut session = Session::open_with(device, trace, &model, cells, &mut ex, &sopts)?;
     if a.roofline {
         match session.cpu_mut() {
             Some(c) => c.log_gemms(true),
@@ -376,8 +385,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ),
         }
     }
-    // Warm-up, then timed repeats (engine::replay::measure).
-    let opts = replay::measure::MeasureOptions {
+    // Warm-up, then timed repeats (engine::measure).
+    let opts = measure::MeasureOptions {
         warmup: true,
         repeats: a.repeat,
     };
@@ -394,25 +403,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.train {
         return run_train(&a, &mut session, &opts, cpu, expected.as_ref());
     }
-    let m = replay::measure::measure_on(&mut session, &opts)?;
+    let m = measure::measure_on(&mut session, &opts)?;
     let gemm_flops = match session.cpu() {
         Some(c) => c.gemm_flops(trace, &model),
-        None => replay::cpu::CpuReplay::new(trace, &model, &Executor::Cavs, &cpu)?
-            .gemm_flops(trace, &model),
+        None => {
+            cpu::CpuReplay::new(trace, &model, &Executor::Cavs, &cpu)?.gemm_flops(trace, &model)
+        }
     };
     let roofline = if a.roofline {
-        replay::measure::roofline(&mut session, a.repeat)?
+        measure::roofline(&mut session, a.repeat)?
     } else {
         None
     };
     let max_rel_error = if a.no_check {
         None
     } else {
-        let (_, reference) = replay::replay(trace, &model, cells, &mut Executor::Reference)?;
-        Some(replay::max_rel_error(trace, &m.store, &reference))
+        let (_, reference) = session::replay(trace, &model, cells, &mut Executor::Reference)?;
+        Some(compare::max_rel_error(trace, &m.store, &reference))
     };
     let expected = match &expected {
-        Some(e) => Some(replay::expected::check_outputs(trace, &model, &m.store, e)?),
+        Some(e) => Some(expected::check_outputs(trace, &model, &m.store, e)?),
         None => None,
     };
     if a.check {
@@ -514,7 +524,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 /// One line on a run against the recording's own numbers.
-fn print_expected(e: &replay::expected::ExpectedCheck) {
+fn print_expected(e: &expected::ExpectedCheck) {
     engine::outln!(
         "  against the recording (expected.safetensors): outputs {:.2e}, loss {} (max relative error){}",
         e.max_rel_error,
@@ -529,11 +539,11 @@ fn print_expected(e: &replay::expected::ExpectedCheck) {
 /// reference executor).
 fn gate(
     executor: &str,
-    expected: Option<&replay::expected::ExpectedCheck>,
+    expected: Option<&expected::ExpectedCheck>,
     reference: Option<f64>,
     gradients: Option<&(f64, String)>,
 ) -> anyhow::Result<()> {
-    let tol = replay::expected::TOLERANCE;
+    let tol = expected::TOLERANCE;
     if let Some(e) = expected {
         if let Some(w) = e.worst.as_ref().filter(|w| w.rel_error > tol) {
             bail!(
@@ -634,11 +644,11 @@ struct TrainReport {
     device_s: Option<f64>,
     /// The step against the reference's on the CPU (loss, every node's
     /// outputs, every parameter gradient); `null` with --no-check.
-    check: Option<replay::TrainCheck>,
+    check: Option<compare::TrainCheck>,
     /// With a model folder: the step against the recording's outputs and
     /// loss, and `expected_gradients`: the largest relative error of a
     /// parameter gradient against the recording's, and that parameter.
-    expected: Option<replay::expected::ExpectedCheck>,
+    expected: Option<expected::ExpectedCheck>,
     expected_gradients: Option<(f64, String)>,
     /// As `engine replay --json`'s `vpps`.
     vpps: Option<VppsReport>,
@@ -646,9 +656,9 @@ struct TrainReport {
 
 fn run_train(
     a: &Args,
-    session: &mut replay::Session<'_>,
-    opts: &replay::measure::MeasureOptions,
-    cpu: replay::cpu::CpuOptions,
+    session: &mut Session<'_>,
+    opts: &measure::MeasureOptions,
+    cpu: cpu::CpuOptions,
     expected: Option<&engine::modeldir::Tensors>,
 ) -> anyhow::Result<()> {
     let (trace, model) = (session.trace(), session.model());
@@ -657,22 +667,22 @@ fn run_train(
         Some(arg) => Some(arg.instantiate()?),
         None => None,
     };
-    let train = replay::TrainOptions { lazy: !a.eager };
+    let train = TrainOptions { lazy: !a.eager };
     let back_ref: Option<&mut dyn engine::sched::BatchPolicy> = match back.as_mut() {
         Some(b) => Some(b.as_mut()),
         None => None,
     };
-    let m = replay::measure::measure_train(session, back_ref, &train, opts)?;
+    let m = measure::measure_train(session, back_ref, &train, opts)?;
     let check = if a.no_check {
         None
     } else {
-        Some(replay::check_train(session, m.loss)?)
+        Some(compare::check_train(session, m.loss)?)
     };
     let (expected, expected_gradients) = match expected {
         Some(e) => {
-            let out = replay::expected::check_outputs(trace, model, session.outputs(), e)?;
+            let out = expected::check_outputs(trace, model, session.outputs(), e)?;
             let grads = match session.gradients() {
-                Some(g) => replay::expected::check_gradients(model, &g, e)?,
+                Some(g) => expected::check_gradients(model, &g, e)?,
                 None => None,
             };
             (Some(out), grads)
@@ -707,7 +717,7 @@ fn run_train(
         forward_time: m.forward_time,
         backward_time: m.backward_time,
         total_s: m.total_s,
-        cpu_s: (!m.cpu_samples.is_empty()).then(|| replay::measure::median(&m.cpu_samples)),
+        cpu_s: (!m.cpu_samples.is_empty()).then(|| measure::median(&m.cpu_samples)),
         instances_per_s: instances as f64 / m.total_s.max(1e-12),
         kept_bytes: m.kept_bytes,
         device_s: m.device_s,

@@ -5,10 +5,15 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use engine::backend::vpps;
+use engine::compare;
 use engine::device::DeviceKind;
-use engine::replay::BackwardSchedule;
-use engine::replay::{self, Executor, Session, vpps};
+use engine::executor::Executor;
+use engine::model::Model;
+use engine::run::BackwardSchedule;
 use engine::sched::PolicyArg;
+use engine::session::Session;
+use engine::store::Store;
 use engine::trace::{Level, Trace};
 use serde::Serialize;
 
@@ -161,7 +166,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     // The model's weights and per-node state, as a replay of the trace
     // would hold them: an upper bound of what compiling its script holds.
-    let shape = engine::replay::memory::RunShape {
+    let shape = engine::footprint::RunShape {
         op_level: false,
         check: false,
         roofline: false,
@@ -214,13 +219,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             (loss_of(trace, &model, s.outputs()), None)
         };
         let max_rel_error_gradients = match (&run.gradients, &grads) {
-            (Some(got), Some(want)) => Some(replay::max_rel_error_gradients(got, want)),
+            (Some(got), Some(want)) => Some(compare::max_rel_error_gradients(got, want)),
             _ => None,
         };
         Some(Emulation {
             loss: run.loss,
             reference_loss,
-            max_rel_error_outputs: replay::max_rel_error(trace, &run.outputs, s.outputs()),
+            max_rel_error_outputs: compare::max_rel_error(trace, &run.outputs, s.outputs()),
             max_rel_error_gradients,
             instructions: run.stats.instructions,
             barriers: run.stats.barriers,
@@ -349,7 +354,7 @@ fn print_text(report: &Report, v: &vpps::Vpps) {
     }
 }
 
-fn loss_of(trace: &Trace, model: &replay::Model, out: &replay::Store) -> f64 {
+fn loss_of(trace: &Trace, model: &Model, out: &Store) -> f64 {
     let g = &trace.graph;
     g.nodes()
         .filter(|&v| model.role_of(g, v).role.role == "loss.sum")

@@ -6,11 +6,12 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use engine::backend::cpu::CpuOptions;
 use engine::cells::CellLibrary;
 use engine::data::Dataset;
-use engine::replay::TrainOptions;
-use engine::replay::cpu::CpuOptions;
-use engine::replay::{Executor, Model};
+use engine::executor::Executor;
+use engine::model::Model;
+use engine::run::TrainOptions;
 use engine::sched::BatchPolicy;
 use engine::train::checkpoint::EpochRecord;
 use engine::train::optim::{Optimizer, Rule};

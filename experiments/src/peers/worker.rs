@@ -13,12 +13,16 @@
 
 use std::path::{Path, PathBuf};
 
+use engine::backend::cpu::CpuOptions;
+use engine::backend::vpps;
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
+use engine::executor::{Executor, compile_layouts};
 use engine::layout::LayoutFile;
-use engine::replay::cpu::CpuOptions;
-use engine::replay::{self, Executor, Session, SessionOptions};
+use engine::model::{self, Model};
+use engine::run::TimeSplit;
 use engine::sched::{FsmPolicy, PolicyFile, heuristic};
+use engine::session::{Session, SessionOptions};
 use engine::trace::Trace;
 use serde::Serialize;
 
@@ -124,11 +128,7 @@ pub fn worker_main(args: &[String]) -> i32 {
     }
 }
 
-fn layouts(
-    model: &replay::Model,
-    dir: &Path,
-    planned: bool,
-) -> Result<Vec<(String, LayoutFile)>, String> {
+fn layouts(model: &Model, dir: &Path, planned: bool) -> Result<Vec<(String, LayoutFile)>, String> {
     let mut files: Vec<(String, LayoutFile)> = Vec::new();
     for rm in &model.roles {
         let name = &rm.cell.name;
@@ -146,7 +146,7 @@ fn layouts(
     Ok(files)
 }
 
-fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String>), String> {
+fn executor(f: &Flags, model: &Model) -> Result<(Executor, Option<String>), String> {
     let Some(System::Batchlab(choice)) = parse_system(&f.system) else {
         return Err(format!("--system {}: not a batchlab executor", f.system));
     };
@@ -178,7 +178,7 @@ fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String
         ExecutorChoice::EdBatch { planned } => {
             let dir = f.layouts.as_ref().ok_or("edbatch needs --layouts")?;
             let files = layouts(model, dir, planned)?;
-            let programs = replay::compile_layouts(model, &files).map_err(|e| e.to_string())?;
+            let programs = compile_layouts(model, &files).map_err(|e| e.to_string())?;
             let (p, label) = fsm()?;
             (Executor::EdBatch(p, programs), Some(label))
         }
@@ -186,7 +186,7 @@ fn executor(f: &Flags, model: &replay::Model) -> Result<(Executor, Option<String
         ExecutorChoice::Vpps(h) => {
             let p = heuristic(h).ok_or_else(|| format!("unknown heuristic {h}"))?;
             (
-                Executor::Vpps(p, replay::vpps::VppsOptions::default()),
+                Executor::Vpps(p, vpps::VppsOptions::default()),
                 Some(h.to_string()),
             )
         }
@@ -221,7 +221,7 @@ fn work(f: &Flags) -> Result<(), String> {
         }
         (None, None) => return Err("give one of --trace and --model".into()),
     };
-    let mut model = replay::model(&trace, &cells, f.seed).map_err(|e| e.to_string())?;
+    let mut model = model::model(&trace, &cells, f.seed).map_err(|e| e.to_string())?;
     if let Some(w) = &weights {
         model.load_weights(w).map_err(|e| e.to_string())?;
     }
@@ -264,7 +264,7 @@ fn work(f: &Flags) -> Result<(), String> {
                 .sum::<f64>()
         })
         .sum();
-    let col = |k: fn(&replay::TimeSplit) -> f64| median(&splits.iter().map(k).collect::<Vec<_>>());
+    let col = |k: fn(&TimeSplit) -> f64| median(&splits.iter().map(k).collect::<Vec<_>>());
     let samples: Vec<f64> = splits
         .iter()
         .map(|t| t.construction + t.scheduling + t.execution)
@@ -296,7 +296,7 @@ fn work(f: &Flags) -> Result<(), String> {
 /// the backward's, `samples` whole steps.
 fn train(f: &Flags, session: &mut Session<'_>, policy: Option<String>) -> Result<(), String> {
     let trace = session.trace();
-    use engine::replay::{BackwardSchedule, TrainOptions};
+    use engine::run::{BackwardSchedule, TrainOptions};
     let topts = TrainOptions { lazy: true };
     let step = |session: &mut Session<'_>| {
         session
@@ -313,9 +313,8 @@ fn train(f: &Flags, session: &mut Session<'_>, policy: Option<String>) -> Result
         runs.push(r);
     }
     let first = runs.first().ok_or("no timed run")?;
-    let col = |k: &dyn Fn(&engine::replay::TrainRun) -> f64| {
-        median(&runs.iter().map(k).collect::<Vec<_>>())
-    };
+    let col =
+        |k: &dyn Fn(&engine::run::TrainRun) -> f64| median(&runs.iter().map(k).collect::<Vec<_>>());
     let samples: Vec<f64> = runs
         .iter()
         .map(|r| r.forward.time.total() + r.backward.time.total())

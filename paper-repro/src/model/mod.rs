@@ -245,7 +245,7 @@ pub fn analyse_builtin(
     let trace =
         engine::trace::Trace::read(trace_path).map_err(|e| usage(format!("--builtin: {e}")))?;
     let cells = engine::cells::CellLibrary::builtin().map_err(|e| usage(e.to_string()))?;
-    let model = engine::replay::model(&trace, &cells, 7)
+    let model = engine::model::model(&trace, &cells, 7)
         .map_err(|e| usage(format!("--builtin {}: {e}", trace_path.display())))?;
     let mut names: Vec<&str> = Vec::new();
     for rm in &model.roles {

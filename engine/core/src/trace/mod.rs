@@ -80,7 +80,7 @@ pub struct TraceMeta {
 
 /// The run-time data of one node as recorded from real inputs (the `data`
 /// field of version 2): what its cell reads besides its arguments. Absent
-/// values are derived from the replay seed instead (`replay::Model::node_data`).
+/// values are derived from the replay seed instead (`engine_replay::model::Model::node_data`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct NodeData {
     /// Token id (word or character) read by the node's lookups: a frequency

@@ -10,7 +10,8 @@ use cudarc::driver::{
 };
 use serde::Serialize;
 
-use super::{DeviceError, KERNELS_CU};
+use super::KERNELS_CU;
+use super::error::DeviceError;
 
 /// An opened CUDA device with its stream, cuBLAS handle and kernels.
 pub struct CudaDevice {
@@ -267,10 +268,10 @@ impl CudaDevice {
         let yh = s.clone_dtoh(&yd).map_err(DeviceError::cuda)?;
         let mut cpu = vec![0.0f32; k * m];
         {
-            use crate::replay::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
+            use crate::backend::cpu::gemm::{ASeg, COut, GemmScratch, Init, PackedB, gemm};
             let w = PackedB::new(m, kk, |i, p| wh[i * kk + p], None);
             let a = [ASeg::new(&xh, 0, kk, kk, k)];
-            let threads = crate::replay::cpu::threads::Threads::new(1);
+            let threads = crate::backend::cpu::threads::Threads::new(1);
             let out = COut::new(&mut cpu, 0, m, k, m);
             gemm(
                 &threads,

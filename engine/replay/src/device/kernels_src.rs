@@ -1,7 +1,7 @@
 //! CUDA C source of the batched elementwise and memory kernels, compiled with
 //! NVRTC once per device (see `CudaDevice::open`). Kept in its own module so the
 //! source is one place to read; the launch side lives in `cuda.rs` and
-//! `replay::gpu`.
+//! `backend::cuda`.
 //!
 //! Operands of the replay kernels are *table views*: element `c` of op `j` of
 //! instance `r` lives at `ptr[shift + tab[j] + r·rs + c]`. One form covers a

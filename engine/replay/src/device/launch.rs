@@ -8,7 +8,8 @@
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
-use super::{CudaDevice, DeviceError};
+use super::cuda::CudaDevice;
+use super::error::DeviceError;
 
 /// A table view (see `kernels_src`): element `c` of op `j` of instance `r` is
 /// at `ptr[shift + tab[j] + r·rs + c]` (floats), `tab` a device array of i64.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::optim::{Optimizer, Tensors};
-use crate::replay::Model;
+use crate::model::Model;
 
 /// Magic of the file.
 pub const CHECKPOINT_FORMAT: &str = "batchlab-checkpoint";
@@ -190,7 +190,7 @@ mod tests {
             &cells,
         )
         .unwrap();
-        crate::replay::model(&t, &cells, 1).unwrap()
+        crate::model::model(&t, &cells, 1).unwrap()
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Optimisers over a model's parameters (per role, per cell value — the
-//! shape of [`crate::replay::RoleModel::params`]), updated in place.
+//! shape of [`crate::model::RoleModel::params`]), updated in place.
 
 use serde::{Deserialize, Serialize};
 

@@ -16,14 +16,18 @@ use super::checkpoint::{
     CHECKPOINT_FORMAT, CHECKPOINT_VERSION, Checkpoint, CheckpointError, EpochRecord, shapes,
 };
 use super::optim::{Optimizer, Tensors};
+use crate::backend::cpu::CpuOptions;
 use crate::cells::{CellLibrary, PrimOp};
 use crate::data::{Dataset, Structures};
 use crate::device::DeviceKind;
+use crate::error::ReplayError;
+use crate::executor::Executor;
 use crate::graph::NodeId;
-use crate::replay::cpu::CpuOptions;
-use crate::replay::{BackwardSchedule, TrainOptions};
-use crate::replay::{Executor, Model, ReplayError, Session, SessionOptions, Store};
+use crate::model::Model;
+use crate::run::{BackwardSchedule, TrainOptions};
 use crate::sched::BatchPolicy;
+use crate::session::{Session, SessionOptions};
+use crate::store::Store;
 use crate::trace::{Level, Trace};
 use crate::workloads::{RecordOptions, WorkloadSpec, record_samples};
 
@@ -193,7 +197,7 @@ fn model_with(
     seed: u64,
     params: &Tensors,
 ) -> Result<Model, TrainError> {
-    let mut m = crate::replay::model(trace, cells, seed)?;
+    let mut m = crate::model::model(trace, cells, seed)?;
     for (rm, p) in m.roles.iter_mut().zip(params) {
         rm.params.clone_from(p);
     }
@@ -243,7 +247,7 @@ pub fn majority(
     let idx: Vec<usize> = (0..data.len()).collect();
     for chunk in idx.chunks(cfg.batch.max(1)) {
         let trace = record(cfg, cells, &select(data, chunk), cfg.seed)?;
-        let model = crate::replay::model(&trace, cells, cfg.seed)?;
+        let model = crate::model::model(&trace, cells, cfg.seed)?;
         for (label, is_root) in labels(&trace, &model) {
             *all.entry(label).or_default() += 1;
             if is_root {
@@ -304,7 +308,7 @@ pub fn predictions(trace: &Trace, model: &Model, store: &Store) -> Vec<(u32, u32
             continue;
         };
         let (label, is_root) = labelled.next().expect("one label per loss node");
-        let logits = crate::replay::check::cell_value(trace, model, store, v, pick.args[0].index());
+        let logits = crate::check::cell_value(trace, model, store, v, pick.args[0].index());
         let width = rm.cell.values[pick.args[0].index()].shape[0].max(1);
         let pred = logits
             .iter()
@@ -428,7 +432,7 @@ pub fn train(
     let dev_data = cfg.dev.map(crate::data::load_embedded).transpose()?;
     // The initial parameters: the seeded model of a one-sample trace.
     let first = record(cfg, cells, &select(&train_data, &[0]), cfg.seed)?;
-    let init = crate::replay::model(&first, cells, cfg.seed)?;
+    let init = crate::model::model(&first, cells, cfg.seed)?;
     let mut params: Tensors = init.roles.iter().map(|r| r.params.clone()).collect();
     let mut opt = optimizer;
     let mut history = Vec::new();
@@ -555,7 +559,7 @@ pub fn train_folder(
     optimizer: Optimizer,
     progress: &mut Progress<'_>,
 ) -> Result<Vec<EpochRecord>, TrainError> {
-    let mut init = crate::replay::model(&cfg.trace, cells, cfg.seed)?;
+    let mut init = crate::model::model(&cfg.trace, cells, cfg.seed)?;
     init.load_weights(&cfg.weights)?;
     let instances = cfg.trace.instances();
     if instances.is_empty() {
