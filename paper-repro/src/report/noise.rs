@@ -121,7 +121,7 @@ fn rounds(config: &RunConfig) -> usize {
 
 /// Whether rows `a` and `b` are two arms measured together, round by round
 /// on the same trace with their order rotated: the same spec, revision and
-/// machine; configs equal but for the arm ([`trace_config`]) and with
+/// machine; configs equal but for the arm (`trace_config`) and with
 /// `rounds` ≥ 2; and as many timed runs each (at least two), sample i of
 /// both from round i.
 pub fn paired(a: &Row, b: &Row) -> bool {
