@@ -182,14 +182,7 @@ fn zero_sizes_name_their_flag_and_a_cut_trace_names_its_last_whole_field() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in [
-        "record",
-        "inspect",
-        "workloads",
-        "cells",
-        "fixtures",
-        "bench",
-    ] {
+    for sub in ["record", "inspect", "workloads", "cells", "fixtures"] {
         let o = engine(&[sub, "--help"]);
         assert!(o.status.success(), "{sub}");
         let text = String::from_utf8_lossy(&o.stdout);

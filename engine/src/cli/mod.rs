@@ -2,7 +2,6 @@
 //! prints a human table by default and a documented JSON object with `--json`
 //! (fields in `docs/cli.md`).
 
-mod bench;
 mod cells;
 mod devices;
 mod export_model;
@@ -50,8 +49,6 @@ enum Command {
     Devices(devices::Args),
     /// Convert the raw ED-Batch data sets into the fixtures under data/ (shapes and integer annotations).
     Fixtures(fixtures::Args),
-    /// Measure record, write and read throughput on a large trace.
-    Bench(bench::Args),
 }
 
 /// Runs the parsed command.
@@ -68,7 +65,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ExportModel(a) => export_model::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Fixtures(a) => fixtures::run(a),
-        Command::Bench(a) => bench::run(a),
     }
 }
 
