@@ -43,6 +43,25 @@ pub(crate) struct BatchProg {
     pub(crate) result_in_place: bool,
 }
 
+impl BatchProg {
+    /// The batch of `ops` with its operands and result classified against
+    /// the value places `unit` and `param_at` (a one-op batch writes its
+    /// result in place).
+    fn classify(cell: &Cell, unit: &[usize], param_at: &[usize], ops: Vec<usize>) -> BatchProg {
+        let access = |values: Vec<usize>| access_of(cell, unit, param_at, &values);
+        let arity = cell.ops[ops[0]].args.len();
+        let args = (0..arity)
+            .map(|i| access(ops.iter().map(|&o| cell.ops[o].args[i].index()).collect()))
+            .collect();
+        let result = access(ops.iter().map(|&o| cell.ops[o].out.index()).collect());
+        BatchProg {
+            result_in_place: result == Access::InPlace || ops.len() == 1,
+            ops,
+            args,
+        }
+    }
+}
+
 /// A role's cell compiled for batched execution from a layout file.
 #[derive(Clone)]
 pub struct CellProgram {
@@ -152,22 +171,7 @@ impl CellProgram {
                     )));
                 }
             }
-            let access = |values: Vec<usize>| access_of(cell, &unit, &param_at, &values);
-            let args = (0..arity)
-                .map(|i| {
-                    access(
-                        ops.iter()
-                            .map(|&o| cell.ops[o].args[i].0 as usize)
-                            .collect(),
-                    )
-                })
-                .collect();
-            let result = access(ops.iter().map(|&o| cell.ops[o].out.0 as usize).collect());
-            batches.push(BatchProg {
-                ops,
-                args,
-                result_in_place: result == Access::InPlace || entry.ops.len() == 1,
-            });
+            batches.push(BatchProg::classify(cell, &unit, &param_at, ops));
         }
         if let Some(o) = done.iter().position(|d| !d) {
             return Err(bad(format!("op {o} is in no batch")));
@@ -225,7 +229,7 @@ impl CellProgram {
     /// recorded `Linear(x).chunk(5)` then costs what five gate affines cost.
     /// Batches left empty go; the others' operands are classified again
     /// (the sources' units moved).
-    pub fn with_slices_in_place(&self, cell: &Cell) -> CellProgram {
+    pub fn with_slices_in_place(self, cell: &Cell) -> CellProgram {
         use crate::cells::PrimOp;
         let n = cell.values.len();
         let mut boundary = vec![false; n];
@@ -251,9 +255,8 @@ impl CellProgram {
             alias[o] = Some((src, start * inner));
         }
         if alias.iter().all(Option::is_none) {
-            return self.clone();
+            return self;
         }
-        let gone: Vec<bool> = alias.iter().map(Option::is_some).collect();
         // The other values close up in their order (neighbours stay
         // neighbours), then each sliced value takes its place in its source;
         // ops are in dependency order, so a slice of a slice finds its
@@ -283,28 +286,23 @@ impl CellProgram {
             .batches
             .iter()
             .filter_map(|b| {
-                let ops: Vec<usize> = b.ops.iter().copied().filter(|&o| !gone[o]).collect();
+                let ops: Vec<usize> = b
+                    .ops
+                    .iter()
+                    .copied()
+                    .filter(|&o| alias[o].is_none())
+                    .collect();
                 if ops.is_empty() {
                     return None;
                 }
-                let access = |values: Vec<usize>| access_of(cell, &unit, &self.param_at, &values);
-                let arity = cell.ops[ops[0]].args.len();
-                let args = (0..arity)
-                    .map(|i| access(ops.iter().map(|&o| cell.ops[o].args[i].index()).collect()))
-                    .collect();
-                let result = access(ops.iter().map(|&o| cell.ops[o].out.index()).collect());
-                Some(BatchProg {
-                    result_in_place: result == Access::InPlace || ops.len() == 1,
-                    ops,
-                    args,
-                })
+                Some(BatchProg::classify(cell, &unit, &self.param_at, ops))
             })
             .collect();
         CellProgram {
             unit,
             units,
-            params: self.params.clone(),
-            param_at: self.param_at.clone(),
+            params: self.params,
+            param_at: self.param_at,
             batches,
         }
     }
@@ -386,7 +384,7 @@ mod tests {
         let rm = &m.roles[r];
         let cell = &rm.cell;
         let plain = CellProgram::op_by_op(rm);
-        let p = plain.with_slices_in_place(cell);
+        let p = plain.clone().with_slices_in_place(cell);
         let slices: Vec<&crate::cells::Op> = cell
             .ops
             .iter()
@@ -424,7 +422,7 @@ mod tests {
         cell.ops[o].args[0] = cell.ports[0].inputs[0];
         cell.ops[o].slice = Some((0, 1));
         let plain = CellProgram::op_by_op(rm);
-        let p = plain.with_slices_in_place(&cell);
+        let p = plain.clone().with_slices_in_place(&cell);
         assert!(p.batches.iter().any(|b| b.ops == vec![o]));
         assert_eq!(p.batches.len(), plain.batches.len() - 4);
     }

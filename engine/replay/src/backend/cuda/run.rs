@@ -144,7 +144,6 @@ impl CudaReplay {
             staging: &mut self.staging,
             cursor: 0,
             counters: Counters::default(),
-            failure: None,
             exec_s: 0.0,
         };
         let mut cavs = CavsPolicy::default();
@@ -160,11 +159,7 @@ impl CudaReplay {
             id_order: false,
         };
         let walked = walk(g, order, how, &SameTypeDag::new, |batch, _| {
-            b.batch(g, model, batch);
-            match b.failure.take() {
-                Some(e) => Err(e.into()),
-                None => Ok(()),
-            }
+            Ok(b.batch(g, model, batch)?)
         })?;
         let misses = walked.misses;
         let (time, device_s) = clock.finish(&dev, b.exec_s, walked.dag_s)?;
@@ -260,20 +255,18 @@ struct Batcher<'a> {
     staging: &'a mut Staging,
     cursor: usize,
     counters: Counters,
-    failure: Option<DeviceError>,
     exec_s: f64,
 }
 
 impl Batcher<'_> {
-    fn batch(&mut self, g: &Graph, model: &Model, batch: &[NodeId]) {
-        if self.failure.is_some() || batch.is_empty() {
-            return;
+    fn batch(&mut self, g: &Graph, model: &Model, batch: &[NodeId]) -> Result<(), DeviceError> {
+        if batch.is_empty() {
+            return Ok(());
         }
         let t = Instant::now();
-        if let Err(e) = self.try_batch(g, model, batch) {
-            self.failure = Some(e);
-        }
+        let r = self.try_batch(g, model, batch);
         self.exec_s += t.elapsed().as_secs_f64();
+        r
     }
 
     fn try_batch(&mut self, g: &Graph, model: &Model, batch: &[NodeId]) -> Result<(), DeviceError> {
