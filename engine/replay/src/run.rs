@@ -1,7 +1,8 @@
 //! What a replay run takes and gives, whatever the device: the schedule
 //! walker every pass runs on (`walk`), a run's work and time
 //! ([`Counters`], [`TimeSplit`]; [`Replayed`], what a session's run
-//! returns), a pass's measurement ([`PassRun`]), how to train
+//! returns), a pass's measurement ([`PassRun`]; `ForwardRun`, what a
+//! backend's forward run returns), how to train
 //! ([`TrainOptions`], [`BackwardSchedule`]) and a training step's measurement
 //! ([`TrainRun`]). The CPU, CUDA and VPPS backends all use these.
 
@@ -12,13 +13,8 @@ use serde::Serialize;
 
 use crate::error::ReplayError;
 use crate::graph::{Graph, NodeId};
-use crate::sched::{PolicyRun, RunDags, SameTypeDag, Schedule};
+use crate::sched::{BatchPolicy, PolicyRun, RunDags, SameTypeDag, Schedule};
 use crate::usage::Usage;
-
-/// A run's counters, host time, policy misses and GPU time, as a backend
-/// hands them to the session.
-pub(crate) type PassRunParts = (Counters, TimeSplit, u64, Option<f64>);
-use crate::sched::BatchPolicy;
 
 /// Where a pass's batches come from.
 pub(crate) enum Order<'a> {
@@ -244,6 +240,16 @@ pub struct PassRun {
     pub time: TimeSplit,
     /// Policy fallbacks (FSM misses).
     pub misses: u64,
+}
+
+/// What a backend's forward run measured, as it hands it to the session
+/// (which adds the run's [`Usage`] to make a [`Replayed`]).
+pub(crate) struct ForwardRun {
+    /// The pass's counters, time split and policy misses.
+    pub pass: PassRun,
+    /// GPU time between the run's first and last kernel (CUDA events);
+    /// `None` on the CPU.
+    pub device_s: Option<f64>,
 }
 
 /// How the backward pass picks its batches.

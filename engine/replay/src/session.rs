@@ -4,10 +4,15 @@
 //! weights, the node store, batch buffers — so repeated runs reuse them. Asking
 //! for CUDA on a machine (or build) without it is a typed [`DeviceError`],
 //! never a fall back.
+//!
+//! The session holds its [`backend`](crate::backend) as one trait object:
+//! opening it is the one place that chooses a backend by device (and, on
+//! CUDA, by executor); every other method is a call of the trait.
 
 use crate::backend::cpu::{CpuOptions, CpuReplay};
-use crate::backend::cuda::CudaBackend;
-use crate::backend::vpps::{KernelInfo, Plan, VppsError};
+use crate::backend::cuda::{CudaBackend, VppsBackend};
+use crate::backend::vpps::{KernelInfo, Plan};
+use crate::backend::{Backend, Work};
 use crate::cells::CellLibrary;
 use crate::device::{DeviceError, DeviceKind};
 use crate::error::ReplayError;
@@ -25,19 +30,12 @@ pub struct SessionOptions {
     pub cpu: CpuOptions,
 }
 
-enum Backend {
-    Cpu(Box<CpuReplay>),
-    Cuda(Box<CudaBackend>),
-}
-
 /// An executor prepared on a device for one trace, its model and cells: it
 /// borrows them at [`Session::open`], so every run is of what it was
 /// prepared for.
 pub struct Session<'a> {
-    backend: Backend,
-    trace: &'a Trace,
-    model: &'a Model,
-    cells: &'a CellLibrary,
+    backend: Box<dyn Backend>,
+    work: Work<'a>,
     executor: &'a mut Executor,
 }
 
@@ -60,7 +58,12 @@ impl<'a> Session<'a> {
         )
     }
 
-    /// Prepares `executor` for `trace` on `device`.
+    /// Prepares `executor` for `trace` on `device`: on the CPU the CPU
+    /// backend (VPPS there is a typed error, [`VppsError::CudaOnly`]), on
+    /// CUDA VPPS's kernel for the VPPS executor and the CUDA replay for the
+    /// others.
+    ///
+    /// [`VppsError::CudaOnly`]: crate::backend::vpps::VppsError::CudaOnly
     pub fn open_with(
         device: DeviceKind,
         trace: &'a Trace,
@@ -69,22 +72,21 @@ impl<'a> Session<'a> {
         executor: &'a mut Executor,
         opts: &SessionOptions,
     ) -> Result<Session<'a>, ReplayError> {
-        let backend = match device {
-            DeviceKind::Cpu if matches!(executor, Executor::Vpps(..)) => {
-                return Err(VppsError::CudaOnly.into());
-            }
-            DeviceKind::Cpu => {
-                Backend::Cpu(Box::new(CpuReplay::new(trace, model, executor, &opts.cpu)?))
-            }
-            DeviceKind::Cuda(n) => Backend::Cuda(Box::new(CudaBackend::open(
-                n, trace, model, cells, executor,
-            )?)),
-        };
-        Ok(Session {
-            backend,
+        let work = Work {
             trace,
             model,
             cells,
+        };
+        let backend: Box<dyn Backend> = match device {
+            DeviceKind::Cpu => Box::new(CpuReplay::open(opts.cpu, work, executor)?),
+            DeviceKind::Cuda(n) if matches!(executor, Executor::Vpps(..)) => {
+                Box::new(VppsBackend::open(n, work, executor)?)
+            }
+            DeviceKind::Cuda(n) => Box::new(CudaBackend::open(n, work, executor)?),
+        };
+        Ok(Session {
+            backend,
+            work,
             executor,
         })
     }
@@ -92,53 +94,41 @@ impl<'a> Session<'a> {
     /// Runs the trace once; the outputs are then in [`Session::outputs`].
     pub fn run(&mut self) -> Result<Replayed, ReplayError> {
         let before = usage::now();
-        let (trace, model, executor) = (self.trace, self.model, &mut *self.executor);
-        let (counters, time, misses, device_s) = match &mut self.backend {
-            Backend::Cpu(r) => {
-                let run = r.run(trace, model, self.cells, executor)?;
-                (run.counters, run.time, run.misses, None)
-            }
-            Backend::Cuda(r) => r.run(trace, model, executor)?,
-        };
+        let run = self.backend.forward(self.work, self.executor)?;
         Ok(Replayed {
-            counters,
-            time,
-            misses,
-            device_s,
+            counters: run.pass.counters,
+            time: run.pass.time,
+            misses: run.pass.misses,
+            device_s: run.device_s,
             usage: usage::since(before, usage::now()),
         })
     }
 
     /// One training step's passes: forward, then backward in the order
-    /// `backward` says (CPU, or vpps's one kernel on CUDA; the CUDA replay
-    /// of the other executors has no backward pass: a typed
-    /// error).
+    /// `backward` says (CPU, or vpps's one kernel on CUDA, which takes no
+    /// options; the CUDA replay of the other executors has no backward
+    /// pass: a typed error).
     pub fn train(
         &mut self,
         backward: BackwardSchedule<'_>,
         opts: &TrainOptions,
     ) -> Result<TrainRun, ReplayError> {
-        let (trace, model, executor) = (self.trace, self.model, &mut *self.executor);
-        match &mut self.backend {
-            Backend::Cpu(r) => r.train(trace, model, self.cells, executor, backward, opts),
-            // VPPS' one kernel has no options to take.
-            Backend::Cuda(r) => r.train(trace, model, executor, backward),
-        }
+        self.backend.train(self.work, self.executor, backward, opts)
     }
 
     /// The trace the session runs.
     pub fn trace(&self) -> &'a Trace {
-        self.trace
+        self.work.trace
     }
 
     /// The model the session runs.
     pub fn model(&self) -> &'a Model {
-        self.model
+        self.work.model
     }
 
     /// The cells of the model.
     pub fn cells(&self) -> &'a CellLibrary {
-        self.cells
+        self.work.cells
     }
 
     /// The executor (its policy's state, such as an FSM's misses).
@@ -149,51 +139,33 @@ impl<'a> Session<'a> {
     /// The gradients of the last training run (per role and value id, like
     /// the model's parameters).
     pub fn gradients(&self) -> Option<Vec<Vec<Vec<f32>>>> {
-        match &self.backend {
-            Backend::Cpu(r) => r.gradients(self.model),
-            Backend::Cuda(r) => r.gradients(),
-        }
+        self.backend.gradients(self.work.model)
     }
 
     /// Every node's outputs of the last run (all zero before the first).
     pub fn outputs(&self) -> &Store {
-        match &self.backend {
-            Backend::Cpu(r) => r.outputs(),
-            Backend::Cuda(r) => r.outputs(),
-        }
+        self.backend.outputs()
     }
 
     /// The outputs, consuming the session.
     pub fn into_outputs(self) -> Store {
-        match self.backend {
-            Backend::Cpu(r) => r.into_outputs(),
-            Backend::Cuda(r) => r.into_outputs(),
-        }
+        self.backend.into_outputs()
     }
 
     /// The CPU side of the session, where it runs on the CPU.
     pub fn cpu(&self) -> Option<&CpuReplay> {
-        match &self.backend {
-            Backend::Cpu(r) => Some(r),
-            Backend::Cuda(..) => None,
-        }
+        self.backend.cpu()
     }
 
     /// The CPU side of the session, mutable.
     pub fn cpu_mut(&mut self) -> Option<&mut CpuReplay> {
-        match &mut self.backend {
-            Backend::Cpu(r) => Some(r),
-            Backend::Cuda(..) => None,
-        }
+        self.backend.cpu_mut()
     }
 
     /// For a VPPS session: its placement and the compiled kernel (registers,
     /// spills, NVRTC compile and load time).
     pub fn vpps_plan(&self) -> Option<(&Plan, &KernelInfo)> {
-        match &self.backend {
-            Backend::Cuda(r) => r.vpps_plan(),
-            Backend::Cpu(..) => None,
-        }
+        self.backend.vpps_plan()
     }
 }
 

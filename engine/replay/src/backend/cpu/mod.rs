@@ -11,10 +11,12 @@
 //! - [`threads`], [`team`]: the session's threads (the caller and spinning
 //!   workers); every step splits over them.
 //!
-//! A [`CpuReplay`] owns every buffer a run needs — the node store, the batch
-//! records and temporaries, the GEMM's packing buffer, DyNet's arena — sized
-//! on the first run and reused, so repeated runs allocate nothing and touch no
-//! new pages (`page_faults` in the run record shows it).
+//! A [`CpuReplay`] (`replay.rs`) owns every buffer a run needs — the node
+//! store, the batch records and temporaries, the GEMM's packing buffer,
+//! DyNet's arena — sized on the first run and reused, so repeated runs
+//! allocate nothing and touch no new pages (`page_faults` in the run record
+//! shows it). It is the CPU's backend: `session.rs` implements the
+//! backends' trait for it (forward pass, training step, read-back).
 
 mod backward;
 pub mod dynet;
@@ -23,6 +25,7 @@ pub mod gemm;
 pub mod grad;
 pub mod ops;
 pub mod plan;
+mod replay;
 pub mod roofline;
 mod session;
 pub mod simd;
@@ -30,4 +33,4 @@ pub(crate) mod split;
 pub mod team;
 pub mod threads;
 
-pub use session::{CpuOptions, CpuReplay};
+pub use replay::{CpuOptions, CpuReplay};

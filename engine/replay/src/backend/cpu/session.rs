@@ -1,224 +1,38 @@
-//! The CPU side of a [`Session`](crate::session::Session): a [`CpuReplay`]
-//! prepares an executor for one trace — each role's compiled plan, or
-//! DyNet's op-level one — and owns every buffer a run needs; it runs the
-//! forward pass on the schedule walker, and trains (the forward pass with its
-//! records kept, then the backward pass of `backward`).
+//! The CPU backend's side of a [`Session`](crate::session::Session): the
+//! [`Backend`] implementation of [`CpuReplay`]. The forward pass walks the
+//! executor's batches on the schedule walker and runs each over the
+//! session's threads; a training step is the forward pass with its records
+//! kept, then the backward pass in the order `backward` says.
 
 use std::time::Instant;
 
 use super::backward::{Backward, run_backward, unpack_gradients};
-use super::dynet::DynetCpu;
-use super::exec::{BatchBuffers, KeptRecords, run_batch};
-use super::plan::{CpuPlan, PlanOptions};
+use super::exec::{KeptRecords, run_batch};
+use super::replay::{CpuOptions, CpuReplay, cell_programs, compiled_for};
 use super::split::{chunk_rows, per_run_dag};
-use super::threads::Threads;
-use super::{backward, roofline, team};
-use crate::cells::CellLibrary;
+use super::team;
+use crate::backend::{Backend, Work};
 use crate::error::ReplayError;
 use crate::executor::{Executor, instance_policy};
 use crate::graph::NodeId;
-use crate::incell::CellProgram;
 use crate::model::Model;
 use crate::run::{
-    BackwardSchedule, Counters, Decide, Order, PassRun, TimeSplit, TrainOptions, TrainRun, Walk,
-    walk,
+    BackwardSchedule, Counters, Decide, ForwardRun, Order, PassRun, TimeSplit, TrainOptions,
+    TrainRun, Walk, walk,
 };
 use crate::sched::CavsPolicy;
 use crate::store::Store;
-use crate::trace::Trace;
-
-/// The cell program each role runs on the cell-level executors (`cavs`,
-/// `policy`, `edbatch*`): the executor's layout program where it has one,
-/// else op by op, with slices read in place
-/// ([`CellProgram::with_slices_in_place`]). The forward plans and the
-/// backward are compiled from the same programs, so they agree on every
-/// value's place.
-pub(crate) fn cell_programs(model: &Model, executor: &Executor) -> Vec<CellProgram> {
-    model
-        .roles
-        .iter()
-        .enumerate()
-        .map(|(i, rm)| {
-            let layout = match executor {
-                Executor::EdBatch(_, progs) => progs.get(i).and_then(Option::as_ref),
-                _ => None,
-            };
-            layout
-                .map_or_else(|| CellProgram::op_by_op(rm), Clone::clone)
-                .with_slices_in_place(&rm.cell)
-        })
-        .collect()
-}
-
-/// CPU options of a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CpuOptions {
-    /// Worker threads (`None`: the machine's available parallelism).
-    pub threads: Option<usize>,
-    /// Fuse each cell's row work into one pass per instance (Cavs §3.5).
-    pub fuse: bool,
-}
-
-impl Default for CpuOptions {
-    fn default() -> Self {
-        CpuOptions {
-            threads: None,
-            fuse: true,
-        }
-    }
-}
-
-impl CpuOptions {
-    /// The thread count these options resolve to on this machine.
-    pub fn thread_count(&self) -> usize {
-        self.threads
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .max(1)
-    }
-}
-
-/// Which programs a session compiled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Compiled {
-    /// Every role op by op (reference, cavs, policy).
-    OpByOp,
-    /// The executor's layout programs (edbatch, edbatch-nolayout).
-    Layouts,
-    /// The op-level DyNet executor.
-    Dynet,
-}
-
-fn compiled_for(executor: &Executor) -> Compiled {
-    match executor {
-        Executor::Dynet(_) => Compiled::Dynet,
-        Executor::EdBatch(..) => Compiled::Layouts,
-        _ => Compiled::OpByOp,
-    }
-}
-
-/// An executor prepared on the CPU for one trace.
-pub struct CpuReplay {
-    compiled: Compiled,
-    threads: Threads,
-    /// Per role, the compiled cell (cell-level executors).
-    plans: Vec<CpuPlan>,
-    dynet: Option<DynetCpu>,
-    store: Store,
-    bufs: BatchBuffers,
-    /// Training: the backward pass's state (made by the first `train`).
-    backward: Option<Box<backward::Backward>>,
-    /// The last run's batches (a backward pass may replay them reversed).
-    last_schedule: Option<crate::sched::Schedule>,
-}
 
 impl CpuReplay {
-    /// Compiles `executor`'s programs for `trace` and allocates its store.
-    pub fn new(
-        trace: &Trace,
-        model: &Model,
-        executor: &Executor,
-        opts: &CpuOptions,
-    ) -> Result<CpuReplay, ReplayError> {
-        crate::usage::keep_heap();
-        let threads = Threads::try_new(opts.thread_count())
-            .map_err(|e| ReplayError::Threads(e.to_string()))?;
-        let popts = PlanOptions {
-            fuse: opts.fuse,
-            direct_io: true,
-        };
-        let (plans, dynet) = match executor {
-            Executor::Dynet(_) => (Vec::new(), Some(DynetCpu::new(model))),
-            _ => (
-                model
-                    .roles
-                    .iter()
-                    .zip(cell_programs(model, executor))
-                    .map(|(rm, p)| CpuPlan::new(rm, &p, popts))
-                    .collect(),
-                None,
-            ),
-        };
-        Ok(CpuReplay {
-            compiled: compiled_for(executor),
-            threads,
-            plans,
-            dynet,
-            store: Store::new(&trace.graph, model),
-            bufs: BatchBuffers::default(),
-            backward: None,
-            last_schedule: None,
-        })
-    }
-
-    /// Threads the session runs on.
-    pub fn threads(&self) -> usize {
-        self.threads.count()
-    }
-
-    /// Logs every GEMM's shape from the next run on (for [`roofline`]);
-    /// off by default, since the log allocates.
-    pub fn log_gemms(&mut self, on: bool) {
-        let log = on.then(roofline::GemmLog::default);
-        match &mut self.dynet {
-            Some(d) => d.log = log,
-            None => self.bufs.log = log,
-        }
-    }
-
-    /// The GEMM shapes of the last run, if logging is on.
-    pub fn gemm_log(&self) -> Option<&roofline::GemmLog> {
-        match &self.dynet {
-            Some(d) => d.log.as_ref(),
-            None => self.bufs.log.as_ref(),
-        }
-    }
-
-    /// The session's threads.
-    pub fn thread_pool(&self) -> &Threads {
-        &self.threads
-    }
-
-    /// Every node's outputs of the last run.
-    pub fn outputs(&self) -> &Store {
-        &self.store
-    }
-
-    /// The outputs, consuming the session.
-    pub fn into_outputs(self) -> Store {
-        self.store
-    }
-
-    /// GEMM flops one run of `trace` performs (shared-weight and per-instance
-    /// products; the op-level DyNet executor does the same products).
-    pub fn gemm_flops(&self, trace: &Trace, model: &Model) -> u64 {
-        let g = &trace.graph;
-        let plans: Vec<CpuPlan>;
-        let plans = if self.plans.is_empty() {
-            plans = model
-                .roles
-                .iter()
-                .map(|rm| CpuPlan::new(rm, &CellProgram::op_by_op(rm), PlanOptions::default()))
-                .collect();
-            &plans
-        } else {
-            &self.plans
-        };
-        g.nodes()
-            .map(|v| plans[model.type_role[g.node_type(v).index()]].flops_per_row)
-            .sum()
-    }
-
-    /// Per role, the compiled cell (empty for the DyNet executor).
-    pub fn plans(&self) -> &[CpuPlan] {
-        &self.plans
-    }
-
-    /// Runs the trace once.
-    pub(crate) fn run(
+    /// Runs the forward pass once (for `train`, with the records its
+    /// backward pass reads kept, where `bufs.keep` is set).
+    fn pass(
         &mut self,
-        trace: &Trace,
-        model: &Model,
-        cells: &CellLibrary,
+        Work {
+            trace,
+            model,
+            cells,
+        }: Work<'_>,
         executor: &mut Executor,
     ) -> Result<PassRun, ReplayError> {
         if compiled_for(executor) != self.compiled {
@@ -310,23 +124,39 @@ impl CpuReplay {
     }
 }
 
-impl CpuReplay {
-    /// Forward then backward over `trace`: the loss, and every parameter's
-    /// gradient in [`CpuReplay::gradients`]. `backward` batches the reversed
-    /// graph (the reference runs it node by node in reverse topological
-    /// order and ignores it).
-    pub(crate) fn train(
+impl Backend for CpuReplay {
+    type Config = CpuOptions;
+
+    fn open(config: CpuOptions, work: Work<'_>, executor: &Executor) -> Result<Self, ReplayError> {
+        CpuReplay::new(work.trace, work.model, executor, &config)
+    }
+
+    fn forward(
         &mut self,
-        trace: &Trace,
-        model: &Model,
-        cells: &crate::cells::CellLibrary,
+        work: Work<'_>,
+        executor: &mut Executor,
+    ) -> Result<ForwardRun, ReplayError> {
+        Ok(ForwardRun {
+            pass: self.pass(work, executor)?,
+            device_s: None,
+        })
+    }
+
+    /// Forward then backward over the trace: the loss, and every
+    /// parameter's gradient in [`gradients`](Backend::gradients).
+    /// `backward` batches the reversed graph (the reference runs it node by
+    /// node in reverse topological order and ignores it).
+    fn train(
+        &mut self,
+        work: Work<'_>,
         executor: &mut Executor,
         backward: BackwardSchedule<'_>,
         opts: &TrainOptions,
     ) -> Result<TrainRun, ReplayError> {
+        let Work { trace, model, .. } = work;
         let g = &trace.graph;
         if matches!(executor, Executor::Dynet(_)) {
-            let forward = self.run(trace, model, cells, executor)?;
+            let forward = self.pass(work, executor)?;
             let seeds: Vec<bool> = model.roles.iter().map(|r| r.role.loss).collect();
             if !g
                 .nodes()
@@ -371,7 +201,7 @@ impl CpuReplay {
         if let Some(kept) = &mut self.bufs.keep {
             kept.bump = 0;
         }
-        let forward = self.run(trace, model, cells, executor)?;
+        let forward = self.pass(work, executor)?;
         let kept_fwd = self
             .bufs
             .keep
@@ -416,14 +246,27 @@ impl CpuReplay {
         })
     }
 
-    /// The gradients of the last training run: per role, per cell value (the
-    /// shapes of [`crate::model::RoleModel::params`]; empty for
-    /// non-parameters).
-    pub fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
+    fn outputs(&self) -> &Store {
+        &self.store
+    }
+
+    fn into_outputs(self: Box<Self>) -> Store {
+        self.store
+    }
+
+    fn gradients(&self, model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
         if let Some(d) = &self.dynet {
             return d.gradients(model);
         }
         let bw = self.backward.as_ref()?;
         Some(unpack_gradients(model, &bw.plans, &bw.pgrads))
+    }
+
+    fn cpu(&self) -> Option<&CpuReplay> {
+        Some(self)
+    }
+
+    fn cpu_mut(&mut self) -> Option<&mut CpuReplay> {
+        Some(self)
     }
 }

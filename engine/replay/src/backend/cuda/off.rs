@@ -1,65 +1,62 @@
-//! The CUDA backend in a build without the `cuda` feature (this file takes
-//! the place of `mod.rs`): only the CUDA side of a
-//! [`Session`](crate::session::Session), a type with no values, whose `open`
-//! is the typed error [`DeviceError::NotBuilt`], so the session's code is the
-//! same in both builds (candle's stub-backend pattern).
+//! The CUDA backends in a build without the `cuda` feature (this file takes
+//! the place of `mod.rs`): `CudaBackend` and `VppsBackend` are both
+//! `Unbuilt`, a type with no values whose `open` is the typed error
+//! [`DeviceError::NotBuilt`], so the session's code is the same in
+//! both builds (candle's stub-backend pattern) and no CUDA backend can be
+//! made in this one.
 
-use crate::backend::vpps::{KernelInfo, Plan};
-use crate::cells::CellLibrary;
+use crate::backend::{Backend, Work};
 use crate::device::DeviceError;
 use crate::error::ReplayError;
 use crate::executor::Executor;
 use crate::model::Model;
-use crate::run::{BackwardSchedule, PassRunParts, TrainRun};
+use crate::run::{BackwardSchedule, ForwardRun, TrainOptions, TrainRun};
 use crate::store::Store;
-use crate::trace::Trace;
 
 /// No CUDA in this build: never made.
-pub(crate) enum CudaBackend {}
+pub(crate) enum Unbuilt {}
 
-impl CudaBackend {
-    pub(crate) fn open(
-        _n: usize,
-        _trace: &Trace,
-        _model: &Model,
-        _cells: &CellLibrary,
-        _executor: &Executor,
-    ) -> Result<CudaBackend, ReplayError> {
+/// The forward executors' CUDA replay: not in this build.
+pub(crate) type CudaBackend = Unbuilt;
+
+/// VPPS's persistent kernel: not in this build.
+pub(crate) type VppsBackend = Unbuilt;
+
+impl Backend for Unbuilt {
+    /// The device's ordinal, as in a build with CUDA.
+    type Config = usize;
+
+    fn open(_n: usize, _work: Work<'_>, _executor: &Executor) -> Result<Self, ReplayError> {
         Err(DeviceError::NotBuilt.into())
     }
 
-    pub(crate) fn run(
+    fn forward(
         &mut self,
-        _trace: &Trace,
-        _model: &Model,
+        _work: Work<'_>,
         _executor: &mut Executor,
-    ) -> Result<PassRunParts, ReplayError> {
+    ) -> Result<ForwardRun, ReplayError> {
         match *self {}
     }
 
-    pub(crate) fn train(
+    fn train(
         &mut self,
-        _trace: &Trace,
-        _model: &Model,
+        _work: Work<'_>,
         _executor: &mut Executor,
         _backward: BackwardSchedule<'_>,
+        _opts: &TrainOptions,
     ) -> Result<TrainRun, ReplayError> {
         match *self {}
     }
 
-    pub(crate) fn gradients(&self) -> Option<Vec<Vec<Vec<f32>>>> {
+    fn outputs(&self) -> &Store {
         match *self {}
     }
 
-    pub(crate) fn outputs(&self) -> &Store {
+    fn into_outputs(self: Box<Self>) -> Store {
         match *self {}
     }
 
-    pub(crate) fn into_outputs(self) -> Store {
-        match self {}
-    }
-
-    pub(crate) fn vpps_plan(&self) -> Option<(&Plan, &KernelInfo)> {
+    fn gradients(&self, _model: &Model) -> Option<Vec<Vec<Vec<f32>>>> {
         match *self {}
     }
 }
