@@ -21,9 +21,12 @@ Systems: ``eager`` (the user's loop, one sample at a time), ``bt-SCHEDULE``
 ``bt-fsm`` with ``--policy P.yaml``), and each baseline by name. One
 untimed warm-up (it also fills ``bt.run``'s per-sample cache), then
 ``--repeats`` timed mini-batches; ``--train 1`` times the backward of the
-summed loss too. The result: wall and process CPU seconds per repeat, the
-loss, and for ``bt.run`` its batches and where its time went. Exit status 0,
-or 2 with the error on standard error.
+summed loss too. Every system runs with freed host memory kept in the
+process (:func:`~batchlab_torch.memory.keep_freed_memory`, which ``bt.run``
+sets for its users), so that no system pays page faults another does not.
+The result: wall and process CPU seconds and minor page faults per repeat,
+the loss, and for ``bt.run`` its batches and where its time went. Exit
+status 0, or 2 with the error on standard error.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import importlib
 import importlib.util
 import json
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +44,7 @@ from typing import Any
 
 import torch
 
+from .memory import keep_freed_memory
 from .runner import Runner, Stats
 
 
@@ -114,8 +119,9 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
     model = setup["model"]
     fn, runner = step_fn(setup, system, policy)
 
-    def once() -> tuple[float, float, float, Stats | None]:
+    def once() -> tuple[float, float, int, float, Stats | None]:
         model.zero_grad(set_to_none=True)
+        f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t, c = time.perf_counter(), time.process_time()
         if train:
             loss = sum(fn())
@@ -124,15 +130,17 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
             with torch.no_grad():
                 loss = sum(fn())
         wall, cpu = time.perf_counter() - t, time.process_time() - c
-        return wall, cpu, float(loss.detach()), (runner.stats if runner is not None else None)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
+        return wall, cpu, faults, float(loss.detach()), (runner.stats if runner is not None else None)
 
     once()  # warm-up: kinds learned, bt.run's per-sample cache filled
-    walls, cpus, stats = [], [], []
+    walls, cpus, faults, stats = [], [], [], []
     loss = float("nan")
     for _ in range(repeats):
-        w, c, loss, s = once()
+        w, c, pf, loss, s = once()
         walls.append(w)
         cpus.append(c)
+        faults.append(pf)
         if s is not None:
             stats.append(s)
     out: dict[str, Any] = {
@@ -143,6 +151,8 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
         "instances": len(setup["samples"]),
         "samples": walls,
         "cpu_samples": cpus,
+        "fault_samples": faults,
+        "keeps_freed": keep_freed_memory(),
         "total_s": median(walls),
         "cpu_s": median(cpus),
         "loss": loss,
@@ -176,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         torch.set_num_threads(max(1, a.threads))
+        keep_freed_memory()  # every system alike (bt.run's Runner would set it for itself)
         setup = load_setup(a.setup, a.model)
         if a.list:
             print(json.dumps(systems(setup)))

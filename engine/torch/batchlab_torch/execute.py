@@ -130,14 +130,26 @@ def base_key(key: tuple) -> tuple:
 @dataclass
 class KindPlan:
     """What running a batch of one kind needs, worked out once per runner:
-    the store of each output and of each tensor input, and per integer
-    input its position, column and dtype."""
+    the store of each output and of each tensor input, per integer input
+    its position, column and dtype, and the outputs grouped by store
+    (first appearance first): a batch writes a store's outputs at once."""
 
     kind: Kind
     outs: list[int]
     ins: list[int]
     data: list[tuple[int, int, torch.dtype]]
     caller: Caller | None = None  # made on the kind's first batch
+
+    def __post_init__(self) -> None:
+        self.out_groups = _groups(self.outs)
+
+
+def _groups(stores: list[int]) -> list[tuple[int, list[int]]]:
+    """Positions by store, stores in order of first appearance."""
+    by: dict[int, list[int]] = {}
+    for j, st in enumerate(stores):
+        by.setdefault(st, []).append(j)
+    return list(by.items())
 
 
 class KindTable:
@@ -338,8 +350,13 @@ class Execution:
             if grad and any(v.requires_grad for v in vals):
                 tokens[bi] = _Scatter.apply(writes, *vals)
             else:
-                for (s, a, n), v in zip(writes, vals):
-                    s.data.narrow(0, a, n).copy_(v.detach())
+                # A store's outputs are consecutive blocks: one write each.
+                for _, ks in kp.out_groups:
+                    store, a = writes[ks[0]][0], writes[ks[0]][1]
+                    if len(ks) == 1:
+                        store.data.narrow(0, a, b).copy_(vals[ks[0]])
+                    else:
+                        torch.cat([vals[k] for k in ks], out=store.data.narrow(0, a, len(ks) * b))
 
     def values(self, nodes: np.ndarray, ks: np.ndarray) -> list[torch.Tensor]:
         """The values of node outputs (after :meth:`run`), one gather per store."""

@@ -46,6 +46,7 @@ from .discover import Discovery, Known, _values
 from .execute import Execution, KindTable, base_key, callers
 from .flat import unflatten as tree_unflatten
 from .graph import Kind, RecordError, Src
+from .memory import keep_freed_memory
 from .plan import Fragment, Plan
 from .schedules import _Server, find_tool, graph_request, read_schedule
 
@@ -82,7 +83,9 @@ class Runner:
     graph (``cache=True``: a sample object seen again is not run again; its
     structure must not change), between them. ``bound=True`` asks the
     schedule service for each mini-batch's A.3 lower bound too
-    (``stats.lower_bound``; else ``None``)."""
+    (``stats.lower_bound``; else ``None``). On the CPU it keeps freed host
+    memory in the process (:func:`~batchlab_torch.memory.keep_freed_memory`;
+    ``BATCHLAB_TORCH_KEEP_FREED=0`` not)."""
 
     def __init__(
         self,
@@ -113,6 +116,8 @@ class Runner:
             self.device = next(model.parameters()).device
         except StopIteration:
             self.device = torch.device("cpu")
+        if self.device.type == "cpu":
+            keep_freed_memory()  # a batch's big temporaries, not faulted in afresh every mini-batch
 
     @property
     def caller(self) -> Any:

@@ -85,6 +85,10 @@ pub struct Row {
     pub total_s: Option<f64>,
     /// Median process CPU seconds of one.
     pub cpu_s: Option<f64>,
+    /// Median minor page faults of one (the PyTorch systems; rows written
+    /// before it was measured have none).
+    #[serde(default)]
+    pub faults: Option<f64>,
     /// Batches per mini-batch (forward).
     pub batches: Option<u64>,
     /// The mini-batch's loss.
@@ -545,6 +549,14 @@ pub fn measure(
                         system: sys.name.clone(),
                         total_s: f(&v, "total_s"),
                         cpu_s: f(&v, "cpu_s"),
+                        faults: v
+                            .get("fault_samples")
+                            .and_then(Value::as_array)
+                            .and_then(|a| {
+                                let mut x: Vec<f64> = a.iter().filter_map(Value::as_f64).collect();
+                                x.sort_by(f64::total_cmp);
+                                (!x.is_empty()).then(|| x[x.len() / 2])
+                            }),
                         batches: v.get("batches").and_then(Value::as_u64),
                         loss: f(&v, "loss"),
                         split: match (f(&v, "discover_s"), f(&v, "schedule_s"), f(&v, "execute_s"))
@@ -563,6 +575,7 @@ pub fn measure(
                         system: sys.name.clone(),
                         total_s: None,
                         cpu_s: None,
+                        faults: None,
                         batches: None,
                         loss: None,
                         split: None,

@@ -27,6 +27,8 @@ pub struct Summary {
     pub max: f64,
     /// Median CPU seconds.
     pub cpu: Option<f64>,
+    /// Median minor page faults per mini-batch.
+    pub faults: Option<f64>,
     /// Batches.
     pub batches: Option<u64>,
     /// The loss of its last round.
@@ -67,6 +69,7 @@ pub fn summarise(rows: &[Row]) -> BTreeMap<String, Vec<Summary>> {
             .collect();
         let mut t: Vec<f64> = mine.iter().filter_map(|r| r.total_s).collect();
         let mut c: Vec<f64> = mine.iter().filter_map(|r| r.cpu_s).collect();
+        let mut f: Vec<f64> = mine.iter().filter_map(|r| r.faults).collect();
         let splits: Vec<[f64; 3]> = mine.iter().filter_map(|r| r.split).collect();
         let split = (!splits.is_empty()).then(|| {
             let mut s = [0.0; 3];
@@ -87,6 +90,7 @@ pub fn summarise(rows: &[Row]) -> BTreeMap<String, Vec<Summary>> {
             min,
             max,
             cpu: (!c.is_empty()).then(|| median(&mut c)),
+            faults: (!f.is_empty()).then(|| median(&mut f)),
             batches: mine.iter().rev().find_map(|r| r.batches),
             loss: mine.iter().rev().find_map(|r| r.loss),
             split,
@@ -212,7 +216,7 @@ pub fn write(
         let mut t = Table::new(
             format!("model-{mode}"),
             format!(
-                "{} per mini-batch of {} samples: median over {} rounds (least–most), process CPU time beside; each system in its own process, {} timed mini-batches each, the order rotated every round; ratios per round against the eager loop. A loss ✓ equals the recording's within 1e-4.",
+                "{} per mini-batch of {} samples: median over {} rounds (least–most), process CPU time and page faults beside; each system in its own process, {} timed mini-batches each, the order rotated every round; ratios per round against the eager loop. A loss ✓ equals the recording's within 1e-4.",
                 if mode == "training" {
                     "Training steps"
                 } else {
@@ -227,6 +231,7 @@ pub fn write(
                 "family",
                 "ms (least–most)",
                 "CPU ms",
+                "page faults",
                 "samples/s",
                 "batches",
                 "÷ eager time",
@@ -253,6 +258,7 @@ pub fn write(
                     _ => format!("{} ({}–{})", ms(s.median), ms(s.min), ms(s.max)),
                 },
                 s.cpu.map_or("—".into(), ms),
+                s.faults.map_or("—".into(), |f| format!("{f:.0}")),
                 if s.median.is_finite() {
                     format!("{:.0}", m.instances as f64 / s.median)
                 } else {
