@@ -7,6 +7,7 @@ mod devices;
 mod export_model;
 mod fixtures;
 mod inspect;
+mod memory;
 mod record;
 mod replay;
 mod schedule;

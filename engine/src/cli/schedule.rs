@@ -224,6 +224,8 @@ fn parse_request(line: &str, what: &str) -> anyhow::Result<(String, Graph)> {
 /// `--serve`: answers every request on standard input, one answer each;
 /// a bad request gets an error answer and the service goes on.
 fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
+    // One request after another allocates the same buffers: keep their pages.
+    super::memory::keep_freed_memory();
     let mut input = std::io::BufReader::new(std::io::stdin().lock());
     let mut out = std::io::stdout().lock();
     let mut line = String::new();
