@@ -74,7 +74,7 @@ fn a_tiny_spec_runs_end_to_end_with_every_new_field() {
         .find(|l| !l.contains("\"error\":null"))
         .map(str::to_string);
     assert_eq!(r.failed, 0, "{first_error:?}");
-    assert!(r.filtered > 0 && r.filtered % 7 == 0, "{r:?}");
+    assert!(r.filtered > 0 && r.filtered.is_multiple_of(7), "{r:?}");
     let rows = typed(&r.json);
     assert_eq!(
         rows.len(),

@@ -250,7 +250,7 @@ fn fsm(
             .map_or(1, |s| s.value),
         episodes: episodes as u32,
         encodings,
-        nodes: nodes.map(|n| n as usize),
+        nodes,
         teacher_budget_ms,
     })
 }

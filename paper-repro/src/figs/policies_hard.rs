@@ -199,14 +199,11 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
     let opt = |f: &dyn Fn(&experiments::config::OptimiseRule) -> String| {
         distinct(
             rows.policies()
-                .filter_map(|r| r.config.optimise.as_ref().map(|o| f(o))),
+                .filter_map(|r| r.config.optimise.as_ref().map(f)),
         )
     };
     let fsm = |f: &dyn Fn(&experiments::config::FsmRule) -> String| {
-        distinct(
-            rows.policies()
-                .filter_map(|r| r.config.fsm.as_ref().map(|o| f(o))),
-        )
+        distinct(rows.policies().filter_map(|r| r.config.fsm.as_ref().map(f)))
     };
     sec.setup = format!(
         "{} graphs (hidden {}). Best-known and certified bound: `search optimise` ({} s per \
