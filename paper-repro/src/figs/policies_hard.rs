@@ -4,7 +4,7 @@
 //! ED-Batch's scheme, the default scheme, the default scheme distilling the
 //! best-known schedule — with the default scheme's learning curves.
 
-use figures::{Figure, LineChart, LineSeries, RefLine, Scale};
+use figures::{Figure, LineChart, LineSeries, Scale};
 
 use crate::error::Result;
 use crate::items::Paper::EdBatch;
@@ -154,7 +154,8 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         }
     }
 
-    // The figure: the curves, each normalised to its prior; a curve holds
+    // The figure: the curves as the share of the prior's batches saved (the
+    // y axis starts at 0, where every curve starts); a curve holds
     // its best between its points (it is a running minimum) and ends at
     // its last episode.
     let xs = ascending(
@@ -173,22 +174,22 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                     (*x <= last)
                         .then(|| curve.iter().rev().find(|p| p.episode <= *x))
                         .flatten()
-                        .map(|p| p.best as f64 / *prior as f64)
+                        .map(|p| 100.0 * (*prior as f64 - p.best as f64) / *prior as f64)
                 })
                 .collect(),
         })
         .collect();
     let chart = LineChart {
         x_label: "episodes".into(),
-        y_label: "best batches / prior (typewise)".into(),
+        y_label: "batches saved against the prior (typewise), %".into(),
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x: xs.iter().map(|x| f64::from(*x)).collect(),
         series,
-        reference_lines: vec![RefLine::new(1.0, "prior")],
+        reference_lines: Vec::new(),
     };
     let fig = Figure::new(
-        "Hard graphs: learning curves of the default trainer (lower is better)",
+        "Hard graphs: learning curves of the default trainer (higher is better)",
         chart,
         ctx.stamp.clone(),
     );
