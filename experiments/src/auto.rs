@@ -26,7 +26,8 @@
 //!
 //! let cells = CellLibrary::builtin().unwrap();
 //! let rule = FsmRule { batch: Some(4), hidden: Some(8), seed: Some(1), trainer_seed: 1,
-//!                      episodes: 50, encodings: vec!["sort".into()] };
+//!                      episodes: 50, encodings: vec!["sort".into()], nodes: None,
+//!                      teacher_budget_ms: None };
 //! let fsm = policy_for("tree-lstm", &rule, &cells).unwrap();
 //! let layouts = layouts_for(&cells, 16, 8).unwrap();
 //! let trace = record("tree-lstm", 4, 16, 7, &cells).unwrap();
