@@ -18,9 +18,10 @@ target/release/paper-repro --quick --out "$out"
 # peers' environment (`paper-repro peers --install`), so they are checked for
 # their REPORT.md section, and `peers` / `peers-train` for their files where
 # they ran.
-items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8 cavs-fig10)
+items=(fig7 fig7-gap table2 table4 table5 fig6 fig9 table6 cavs-fig8 cavs-fig10
+       policies policies-exact policies-hard policies-unseen optimise-scaling)
 all_items=("${items[@]}" vpps vpps-train peers peers-train)
-extra_csv=(fig6-ratios cavs-fig8-paper cavs-fig8-backward)
+extra_csv=(fig6-ratios cavs-fig8-paper cavs-fig8-backward policies-transfer policies-hard-curves)
 fail=0
 bad() { echo "main-job: $*" >&2; fail=1; }
 

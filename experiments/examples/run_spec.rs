@@ -6,7 +6,8 @@
 //!
 //! `--dry-run` checks the spec and lists its runs without running them.
 //!
-//! Prints the report (runs total, skipped, ran, failed; the row files) and the
+//! Prints the report (runs total, skipped, ran, failed, left out by
+//! `max_nodes`; the row files) and the
 //! wall time; exits 1 with `error: <message>` on a bad spec.
 
 use std::path::PathBuf;
@@ -78,13 +79,14 @@ fn main() {
                 );
             }
             println!(
-                "{}: {} runs, {} skipped, {} ran ({} retried), {} failed; {:.1} s; rows in {}, {}, {}",
+                "{}: {} runs, {} skipped, {} ran ({} retried), {} failed, {} left out by max_nodes; {:.1} s; rows in {}, {}, {}",
                 r.spec,
                 r.total,
                 r.skipped,
                 r.ran,
                 r.retried,
                 r.failed,
+                r.filtered,
                 start.elapsed().as_secs_f64(),
                 r.jsonl.display(),
                 r.csv.display(),

@@ -26,7 +26,8 @@
 //!
 //! let cells = CellLibrary::builtin().unwrap();
 //! let rule = FsmRule { batch: Some(4), hidden: Some(8), seed: Some(1), trainer_seed: 1,
-//!                      episodes: 50, encodings: vec!["sort".into()] };
+//!                      episodes: 50, encodings: vec!["sort".into()], nodes: None,
+//!                      teacher_budget_ms: None };
 //! let fsm = policy_for("tree-lstm", &rule, &cells).unwrap();
 //! let layouts = layouts_for(&cells, 16, 8).unwrap();
 //! let trace = record("tree-lstm", 4, 16, 7, &cells).unwrap();
@@ -40,7 +41,7 @@
 
 use engine::cells::CellLibrary;
 use engine::layout::LayoutFile;
-use engine::sched::{Encoding, PolicyFile, SameTypeDag};
+use engine::sched::{Encoding, Hyperparameters, PolicyFile, SameTypeDag};
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 use rayon::prelude::*;
@@ -57,11 +58,25 @@ pub fn record(
     seed: u64,
     cells: &CellLibrary,
 ) -> Result<Trace, RunFailure> {
+    record_data(workload, batch, hidden, seed, "default", cells)
+}
+
+/// Records a cell-level trace of `workload` on `data` (`default`,
+/// `synthetic` or a shipped data set, as `engine record --data`).
+pub fn record_data(
+    workload: &str,
+    batch: usize,
+    hidden: usize,
+    seed: u64,
+    data: &str,
+    cells: &CellLibrary,
+) -> Result<Trace, RunFailure> {
     let spec = workloads::workload(workload)
         .ok_or_else(|| RunFailure::Message(format!("unknown workload {workload:?}")))?;
+    let data = DataChoice::parse(data).map_err(|e| RunFailure::Message(e.to_string()))?;
     let opts = RecordOptions {
         workload: spec,
-        data: DataChoice::Default,
+        data,
         batch,
         hidden,
         level: Level::Cell,
@@ -105,9 +120,22 @@ pub fn train_best_with(
     episodes: u32,
     teacher: Option<&Teacher>,
 ) -> Option<AutoPolicy> {
-    let st = SameTypeDag::new(&trace.graph);
     let mut hyper = default_hyperparameters();
     hyper.max_episodes = episodes;
+    train_best_hyper(trace, trace_name, encodings, &hyper, trainer_seed, teacher)
+}
+
+/// [`train_best_with`] with the trainer's hyper-parameters given (e.g.
+/// `search::trainer::reference_hyperparameters`, ED-Batch's scheme).
+pub fn train_best_hyper(
+    trace: &Trace,
+    trace_name: &str,
+    encodings: &[Encoding],
+    hyper: &Hyperparameters,
+    trainer_seed: u64,
+    teacher: Option<&Teacher>,
+) -> Option<AutoPolicy> {
+    let st = SameTypeDag::new(&trace.graph);
     let trained: Vec<_> = encodings
         .par_iter()
         .map(|&encoding| {
@@ -122,7 +150,7 @@ pub fn train_best_with(
     let best = (0..trained.len()).min_by_key(|&i| trained[i].report.best_batches)?;
     let t = &trained[best];
     Some(AutoPolicy {
-        file: search::export::policy_file(t, trace, trace_name, &hyper, trainer_seed),
+        file: search::export::policy_file(t, trace, trace_name, hyper, trainer_seed),
         encoding: t.report.encoding,
         report: t.report.clone(),
         runs: trained.iter().map(|t| t.report.clone()).collect(),

@@ -70,8 +70,81 @@ pub struct Grid {
     pub rounds: usize,
     /// Optimiser rule (kind `policies`; `None` without an `optimise` block).
     pub optimise: Option<OptimiseRule>,
+    /// The traces (kind `policies`): the union of these sets, in order. A
+    /// spec without `traces` has one set, of its top-level axes; `workloads`,
+    /// `batches`, `hiddens` and `seeds` above are then the union of the
+    /// sets' values (what `exclude` is checked against).
+    pub traces: Vec<TraceSet>,
+    /// The generator of `random-dag` traces (kind `policies`).
+    pub random_dag: DagShape,
     /// Grid points left out.
     pub exclude: Vec<Exclude>,
+}
+
+/// Workload name of the random multi-type DAG (`search::synth`), a trace
+/// source of kind `policies` beside the workloads of the zoo.
+pub const RANDOM_DAG: &str = search::synth::WORKLOAD;
+
+/// One set of traces (kind `policies`): workloads × batches × hiddens × data
+/// × seeds, and for `random-dag` nodes × seeds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceSet {
+    /// Workloads (`random-dag` included).
+    pub workloads: Vec<String>,
+    /// Batch sizes (not used by `random-dag`).
+    pub batches: Vec<usize>,
+    /// Hidden sizes (not used by `random-dag`).
+    pub hiddens: Vec<usize>,
+    /// Record seeds.
+    pub seeds: Vec<u64>,
+    /// Data (`default` is written as no `data` in the run's config; not
+    /// used by `random-dag`).
+    pub data: Vec<String>,
+    /// Node counts (`random-dag` only).
+    pub nodes: Vec<usize>,
+    /// Traces with more nodes are not measured.
+    pub max_nodes: Option<usize>,
+}
+
+/// The random DAG generator's parameters other than the node count and the
+/// seed (`search::synth::DagParams`; defaults: issue 16's acceptance graph).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DagShape {
+    /// Types.
+    pub types: usize,
+    /// Arguments are drawn among this many preceding nodes.
+    pub window: usize,
+    /// Most arguments per node.
+    pub max_args: usize,
+    /// Independent DAGs (samples) the nodes are split into: the trace's
+    /// batch size.
+    pub instances: usize,
+}
+
+impl Default for DagShape {
+    fn default() -> Self {
+        let d = search::synth::DagParams::default();
+        DagShape {
+            types: d.types,
+            window: d.window,
+            max_args: d.max_args,
+            instances: d.instances,
+        }
+    }
+}
+
+/// A random DAG trace's generator parameters (kind `policies`, workload
+/// `random-dag`); its seed is the run's `seed`, its instances the run's `batch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RandomDag {
+    /// Nodes.
+    pub nodes: usize,
+    /// Types.
+    pub types: usize,
+    /// Window of argument draws.
+    pub window: usize,
+    /// Most arguments per node.
+    pub max_args: usize,
 }
 
 /// An `exclude` entry: a run is left out when, for every field named, its
@@ -107,8 +180,17 @@ pub struct FsmRule {
     /// Episode budget.
     pub episodes: u32,
     /// Encodings trained; the one with fewest batches is kept (ties to the
-    /// earlier in `Encoding::ALL` order).
+    /// earlier in `Encoding::ALL` order). Kind `policies`: those `fsm-best`
+    /// and `fsm-teacher` choose from, `[]` = all.
     pub encodings: Vec<String>,
+    /// Node count of the training trace of a `random-dag` trace (kind
+    /// `policies`; `None`: the evaluated trace's). Absent from older rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<usize>,
+    /// Milliseconds of the optimiser whose schedule `fsm-teacher` distils
+    /// (kind `policies`; `None`: the run's `optimise` budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_budget_ms: Option<u64>,
 }
 
 /// How the best-known schedule and the certified bound of a trace are
@@ -120,6 +202,10 @@ pub struct OptimiseRule {
     pub budget_ms: u64,
     /// Widest beam.
     pub max_width: usize,
+    /// Traces run one at a time and rows carry the optimiser's wall and
+    /// process CPU seconds (absent: false, so older rows keep their hash).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed: bool,
 }
 
 fn is_one(n: &usize) -> bool {
@@ -194,6 +280,16 @@ pub struct PoliciesConfig {
     /// hash otherwise, so older rows keep theirs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimise: Option<OptimiseRule>,
+    /// Data of the trace (absent: the workload's default data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    /// The random DAG's parameters (workload `random-dag` only; its
+    /// `batch` is the instances, its `hidden` 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dag: Option<RandomDag>,
+    /// A trace with more nodes is not measured: no row (absent: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<usize>,
 }
 
 /// Kind `training`: one training run, timed.
@@ -336,20 +432,46 @@ fn is_cpu(device: &String) -> bool {
     device == "cpu"
 }
 
+/// How an FSM policy is trained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// `search train`'s defaults: bound-shaped reward, key exploration.
+    Default,
+    /// ED-Batch's scheme (`search train --reference`): Eq. 1 reward,
+    /// ε-greedy per decision.
+    Reference,
+}
+
+impl Scheme {
+    /// The trainer's hyper-parameters of this scheme, with `episodes`.
+    pub fn hyperparameters(self, episodes: u32) -> engine::sched::Hyperparameters {
+        let mut h = match self {
+            Scheme::Default => search::trainer::default_hyperparameters(),
+            Scheme::Reference => search::trainer::reference_hyperparameters(),
+        };
+        h.max_episodes = episodes;
+        h
+    }
+}
+
 /// A policy of kind `policies`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PolicyChoice {
     /// One of [`HEURISTICS`].
     Heuristic(&'static str),
-    /// An FSM trained with this encoding.
-    Fsm(Encoding),
-    /// The best FSM over all encodings.
-    FsmBest,
-    /// The best FSM over all encodings, each distilled from the best-known
-    /// schedule of its training trace first (`search train --teacher`).
+    /// An FSM trained with this encoding and scheme.
+    Fsm(Encoding, Scheme),
+    /// The best FSM over the rule's encodings (all by default).
+    FsmBest(Scheme),
+    /// The best FSM over the rule's encodings, each distilled from the
+    /// best-known schedule of its training trace first (`search train
+    /// --teacher`, default scheme).
     FsmTeacher,
     /// The offline optimiser's best-known schedule (`search optimise`).
     BestKnown,
+    /// The exact optimum by branch and bound (`search optimal`; traces of
+    /// at most [`search::optimal::NODE_LIMIT`] nodes).
+    Optimal,
 }
 
 impl PolicyChoice {
@@ -357,20 +479,38 @@ impl PolicyChoice {
     pub fn needs_optimise(self) -> bool {
         matches!(self, PolicyChoice::FsmTeacher | PolicyChoice::BestKnown)
     }
+
+    /// Whether it is a trained FSM.
+    pub fn is_fsm(self) -> bool {
+        matches!(
+            self,
+            PolicyChoice::Fsm(..) | PolicyChoice::FsmBest(_) | PolicyChoice::FsmTeacher
+        )
+    }
 }
 
-/// Parses a policy name: a heuristic, `fsm-<encoding>` or `fsm-best`.
+/// Suffix of a policy name trained with ED-Batch's scheme.
+pub const REFERENCE_SUFFIX: &str = ":reference";
+
+/// Parses a policy name: a heuristic, `fsm-<encoding>[:reference]`,
+/// `fsm-best[:reference]`, `fsm-teacher`, `best-known` or `optimal`.
 pub fn parse_policy(name: &str) -> Option<PolicyChoice> {
     if let Some(&h) = HEURISTICS.iter().find(|h| **h == name) {
         return Some(PolicyChoice::Heuristic(h));
     }
-    if name == "best-known" {
-        return Some(PolicyChoice::BestKnown);
+    match name {
+        "best-known" => return Some(PolicyChoice::BestKnown),
+        "optimal" => return Some(PolicyChoice::Optimal),
+        "fsm-teacher" => return Some(PolicyChoice::FsmTeacher),
+        _ => {}
     }
-    match name.strip_prefix("fsm-")? {
-        "best" => Some(PolicyChoice::FsmBest),
-        "teacher" => Some(PolicyChoice::FsmTeacher),
-        enc => Encoding::parse(enc).map(PolicyChoice::Fsm),
+    let (fsm, scheme) = match name.strip_suffix(REFERENCE_SUFFIX) {
+        Some(base) => (base, Scheme::Reference),
+        None => (name, Scheme::Default),
+    };
+    match fsm.strip_prefix("fsm-")? {
+        "best" => Some(PolicyChoice::FsmBest(scheme)),
+        enc => Encoding::parse(enc).map(|e| PolicyChoice::Fsm(e, scheme)),
     }
 }
 
@@ -379,8 +519,10 @@ pub fn policy_names() -> String {
     let mut v: Vec<String> = HEURISTICS.iter().map(|s| s.to_string()).collect();
     v.extend(Encoding::ALL.iter().map(|e| format!("fsm-{}", e.name())));
     v.push("fsm-best".into());
+    v.push(format!("any of those fsm-* with {REFERENCE_SUFFIX}"));
     v.push("fsm-teacher".into());
     v.push("best-known".into());
+    v.push("optimal".into());
     v.join(", ")
 }
 

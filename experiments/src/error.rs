@@ -98,6 +98,18 @@ pub enum RunFailure {
     /// The device cannot be used.
     #[error(transparent)]
     Device(#[from] engine::device::DeviceError),
+    /// The random DAG generator refused its parameters.
+    #[error("random DAG: {0}")]
+    Dag(#[from] search::synth::DagError),
+    /// The exact search could not run (a graph above its node limit).
+    #[error("exact optimum: {0}")]
+    Optimal(#[from] search::optimal::OptimalError),
+    /// The offline optimiser failed.
+    #[error("optimiser: {0}")]
+    Optimise(#[from] search::optimise::OptimiseError),
+    /// A schedule did not replay (a bug of the search that made it).
+    #[error("invalid schedule: {0}")]
+    Schedule(#[from] engine::sched::ScheduleError),
     /// A failure already rendered as text: one shared from a cached step
     /// (the FSM of a workload, the layouts of a hidden size), with its chain.
     #[error("{0}")]

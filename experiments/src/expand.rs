@@ -3,7 +3,7 @@
 //!
 //! | kind | order |
 //! |---|---|
-//! | `policies` | workloads × batches × hiddens × seeds × policies |
+//! | `policies` | per trace set: workloads × batches × hiddens × data × seeds (`random-dag`: nodes × seeds) × policies |
 //! | `training` | workloads × batches × hiddens × seeds × encodings |
 //! | `planner-memory`, `planner-compile` | cells × hiddens × batches × fixed_inputs |
 //! | `replay` | workloads × hiddens × batches × seeds × devices × executors |
@@ -13,11 +13,11 @@
 //! remove points, and the remaining runs are numbered. Runs on the same trace are
 //! consecutive, so a trace (and its reference outputs) is built once.
 
-use crate::config::PolicyChoice;
 use crate::config::{
-    ExecutorChoice, FsmRule, PeersConfig, PlannerCompileConfig, PlannerMemoryConfig,
-    PoliciesConfig, ReplayConfig, RunConfig, Spec, TrainingConfig, parse_executor, parse_policy,
+    ExecutorChoice, PeersConfig, PlannerCompileConfig, PlannerMemoryConfig, PoliciesConfig,
+    ReplayConfig, RunConfig, Spec, TrainingConfig, parse_executor, parse_policy,
 };
+use crate::config::{PolicyChoice, RANDOM_DAG, RandomDag};
 use crate::hash::config_hash;
 use crate::spec::Kind;
 
@@ -42,10 +42,14 @@ impl Run {
                 hidden,
                 seed,
                 policy,
+                data,
+                dag,
                 ..
-            }) => {
-                format!("{workload} b{batch} h{hidden} s{seed} {policy}")
-            }
+            }) => match (dag, data) {
+                (Some(d), _) => format!("{workload} n{} s{seed} {policy}", d.nodes),
+                (None, Some(d)) => format!("{workload} b{batch} h{hidden} {d} s{seed} {policy}"),
+                (None, None) => format!("{workload} b{batch} h{hidden} s{seed} {policy}"),
+            },
             RunConfig::Training(TrainingConfig {
                 workload,
                 batch,
@@ -110,26 +114,22 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
     let mut configs = Vec::new();
     match spec.kind {
         Kind::Policies => {
-            for (w, &b, &h, &s) in traces(&g.workloads, &g.batches, &g.hiddens, &g.seeds) {
+            for t in policy_traces(g) {
                 for p in &g.policies {
-                    let fsm = match parse_policy(p) {
-                        Some(PolicyChoice::Heuristic(_)) | None => None,
-                        Some(PolicyChoice::BestKnown) => None,
-                        Some(
-                            PolicyChoice::Fsm(_) | PolicyChoice::FsmBest | PolicyChoice::FsmTeacher,
-                        ) => Some(FsmRule {
-                            encodings: Vec::new(),
-                            ..g.fsm.clone()
-                        }),
-                    };
+                    let fsm = parse_policy(p)
+                        .is_some_and(PolicyChoice::is_fsm)
+                        .then(|| g.fsm.clone());
                     configs.push(RunConfig::Policies(PoliciesConfig {
-                        workload: w.clone(),
-                        batch: b,
-                        hidden: h,
-                        seed: s,
+                        workload: t.workload.clone(),
+                        batch: t.batch,
+                        hidden: t.hidden,
+                        seed: t.seed,
                         policy: p.clone(),
                         fsm,
                         optimise: g.optimise.clone(),
+                        data: t.data.clone(),
+                        dag: t.dag,
+                        max_nodes: t.max_nodes,
                     }));
                 }
             }
@@ -270,6 +270,70 @@ pub fn expand(spec: &Spec) -> Vec<Run> {
             config,
         })
         .collect()
+}
+
+/// One trace of a `policies` grid.
+struct PolicyTrace {
+    workload: String,
+    batch: usize,
+    hidden: usize,
+    seed: u64,
+    data: Option<String>,
+    dag: Option<RandomDag>,
+    max_nodes: Option<usize>,
+}
+
+/// The traces of a `policies` grid: per set, workloads × batches × hiddens
+/// × data × seeds (a `random-dag`: nodes × seeds, batch = its instances,
+/// hidden 0), sets in order.
+fn policy_traces(g: &crate::config::Grid) -> Vec<PolicyTrace> {
+    let mut out = Vec::new();
+    for set in &g.traces {
+        for w in &set.workloads {
+            if w == RANDOM_DAG {
+                let shape = &g.random_dag;
+                for &nodes in &set.nodes {
+                    for &seed in &set.seeds {
+                        out.push(PolicyTrace {
+                            workload: w.clone(),
+                            batch: shape.instances,
+                            hidden: 0,
+                            seed,
+                            data: None,
+                            dag: Some(RandomDag {
+                                nodes,
+                                types: shape.types,
+                                window: shape.window,
+                                max_args: shape.max_args,
+                            }),
+                            max_nodes: set.max_nodes,
+                        });
+                    }
+                }
+                continue;
+            }
+            for &batch in &set.batches {
+                for &hidden in &set.hiddens {
+                    for d in &set.data {
+                        for &seed in &set.seeds {
+                            out.push(PolicyTrace {
+                                workload: w.clone(),
+                                batch,
+                                hidden,
+                                seed,
+                                // The default data is written as none, as
+                                // before the field existed.
+                                data: (d != "default").then(|| d.clone()),
+                                dag: None,
+                                max_nodes: set.max_nodes,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// workloads × batches × hiddens × seeds.

@@ -17,8 +17,9 @@
 //! - [`expand()`]: the spec's runs in a stated order, each with a stable
 //!   [`hash::config_hash`].
 //! - [`run_spec`]: runs them. Untimed kinds (`policies`, `planner-memory`) run
-//!   in parallel with rayon; timed kinds (`training`, `planner-compile`,
-//!   `replay`) one at a time. A failed run is an error row, never an abort;
+//!   in parallel with rayon (a `policies` spec whose optimiser is timed, one
+//!   trace at a time); timed kinds (`training`, `planner-compile`, `replay`)
+//!   one at a time. A failed run is an error row, never an abort;
 //!   a sweep that is run again skips the runs that already have a successful
 //!   row and reruns failed ones.
 //! - [`auto`]: the FSM policy and layouts of the ED-Batch executors, in-process

@@ -202,7 +202,7 @@ pub struct PeerMetrics {
 }
 
 /// One policy on one trace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicyMetrics {
     /// Trace nodes.
     pub nodes: usize,
@@ -238,6 +238,72 @@ pub struct PolicyMetrics {
     /// the budget (else the two numbers depend on the machine's speed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimise_complete: Option<bool>,
+    /// With an `optimise` block: how the optimiser's search went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimise: Option<OptimiseMetrics>,
+    /// FSM only: episode count when the kept table was found (0: the prior).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub best_episode: Option<u32>,
+    /// FSM only: batches of the prior (typewise, as an FSM) on the
+    /// training trace: the learning curve's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_batches: Option<u64>,
+    /// FSM only: batches of the FSM on its training trace (`batches` is
+    /// on the evaluated trace, which may be another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_batches: Option<u64>,
+    /// FSM only: the heuristic that replaced a learned table worse than it
+    /// on the training trace (its table is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// `fsm-teacher` only: batches of the teacher schedule (the training
+    /// trace's best-known) it was distilled from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_batches: Option<u64>,
+    /// FSM only: the learning curve of the kept encoding, a point per
+    /// greedy rollout (every 50 episodes by default) and at the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<Vec<CurvePoint>>,
+    /// `optimal` only: whether the search finished (`batches` is then the
+    /// optimum; else the best schedule found within the expansion budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proved: Option<bool>,
+    /// `optimal` only: node expansions of the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expanded: Option<u64>,
+}
+
+/// One point of a learning curve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Episodes trained before it.
+    pub episode: u32,
+    /// Fewest batches of a rollout so far.
+    pub best: u64,
+}
+
+/// The offline optimiser's search on a trace (kind `policies` with an
+/// `optimise` block; `search optimise --json` reports the same).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OptimiseMetrics {
+    /// The best heuristic (the search's first incumbent), first of the
+    /// best in `engine::sched::HEURISTICS` order.
+    pub heuristic: String,
+    /// Its batches.
+    pub heuristic_batches: u64,
+    /// Widest beam pass that ran to its end (0: none did).
+    pub widest_pass: usize,
+    /// Widest pass allowed: `max_width`, or less where a wider pass's states
+    /// would not fit the optimiser's memory.
+    pub width_limit: usize,
+    /// Why it stopped: `target` (met the certified bound), `max-width`, `budget`.
+    pub stop: String,
+    /// With `optimise.timed`: wall seconds of the bound and the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
+    /// With `optimise.timed`: process CPU seconds of the same (all threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
 }
 
 /// One training run (median over repeats).

@@ -69,6 +69,10 @@ pub struct RunReport {
     pub retried: usize,
     /// Of those, how many failed (error rows).
     pub failed: usize,
+    /// Of those, how many were not measured because their trace is larger
+    /// than the run's `max_nodes` (kind `policies`): they have no row, so a
+    /// sweep run again records their traces again, and leaves them out again.
+    pub filtered: usize,
     /// Warnings (dropped truncated rows...).
     pub warnings: Vec<String>,
     /// The row files.
@@ -91,6 +95,7 @@ pub(crate) struct Sink {
     writer: Mutex<JsonlWriter>,
     observer: Option<Observer>,
     failed: Mutex<usize>,
+    filtered: Mutex<usize>,
 }
 
 impl Sink {
@@ -102,6 +107,13 @@ impl Sink {
     /// Reports that `run` starts.
     pub(crate) fn started(&self, run: &Run) {
         self.notify(&Event::RunStarted(run));
+    }
+
+    /// Records that `run` is not measured (its trace is above the run's
+    /// `max_nodes`): no row, but the run is done.
+    pub(crate) fn filtered(&self, run: &Run) {
+        *self.filtered.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.notify(&Event::RunFinished { run, error: None });
     }
 
     /// Records the outcome of `run` on `device`.
@@ -215,6 +227,7 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         writer: Mutex::new(JsonlWriter::open(&jsonl)?),
         observer,
         failed: Mutex::new(0),
+        filtered: Mutex::new(0),
     };
     for w in &warnings {
         sink.notify(&Event::Warning(w));
@@ -245,6 +258,7 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
     write_json(&json, &table)?;
     sink.notify(&Event::Done);
     let failed = *sink.failed.lock().unwrap_or_else(|e| e.into_inner());
+    let filtered = *sink.filtered.lock().unwrap_or_else(|e| e.into_inner());
     Ok(RunReport {
         spec: spec.name.clone(),
         total: runs.len(),
@@ -252,6 +266,7 @@ pub fn run_spec(spec: &Spec, opts: &RunOptions) -> Result<RunReport, RunError> {
         ran: todo.len(),
         retried: todo.iter().filter(|r| errored.contains(&r.hash)).count(),
         failed,
+        filtered,
         warnings,
         jsonl,
         csv,

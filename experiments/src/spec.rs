@@ -68,7 +68,7 @@ pub struct RawSpec {
     /// What it reproduces, and why the grid is what it is.
     #[serde(default)]
     pub description: String,
-    /// Record seeds (trace samples and weights).
+    /// Record seeds (trace samples and weights; a random DAG's draws).
     pub seeds: Option<List<u64>>,
     /// Timed repetitions per run (after one warm-up).
     pub repeats: Option<Spanned<u64>>,
@@ -84,6 +84,18 @@ pub struct RawSpec {
     pub fixed_inputs: Option<List<bool>>,
     /// Policies (kind `policies`): heuristics and `fsm-<encoding>` / `fsm-best`.
     pub policies: Option<List<String>>,
+    /// Data of the recorded traces (kind `policies`): `default`,
+    /// `synthetic` or a shipped data set (default `[default]`).
+    pub data: Option<List<String>>,
+    /// Node counts of the `random-dag` traces (kind `policies`).
+    pub nodes: Option<List<u64>>,
+    /// Traces with more nodes are not measured (kind `policies`).
+    pub max_nodes: Option<Spanned<u64>>,
+    /// The generator of the `random-dag` traces (kind `policies`).
+    pub random_dag: Option<Spanned<RawRandomDag>>,
+    /// Trace sets (kind `policies`): the traces are the union of these
+    /// sub-grids, each field missing from an entry taken from the top level.
+    pub traces: Option<List<RawTraces>>,
     /// Encodings to train (kind `training`).
     pub encodings: Option<List<String>>,
     /// Executors (kind `replay`).
@@ -168,8 +180,50 @@ pub struct RawFsm {
     pub trainer_seed: Option<Spanned<u64>>,
     /// Episode budget (default 1000).
     pub episodes: Option<Spanned<u64>>,
-    /// Encodings to train, best kept (kind `replay`; default all).
+    /// Encodings to train, best kept (kinds `replay`, `peers`, and
+    /// `policies` for `fsm-best` and `fsm-teacher`; default all).
     pub encodings: Option<List<String>>,
+    /// Node count of the training trace of `random-dag` traces (kind
+    /// `policies`; default: the evaluated trace's).
+    pub nodes: Option<Spanned<u64>>,
+    /// Seconds of the optimiser whose schedule `fsm-teacher` distils (kind
+    /// `policies`; default: the `optimise` block's budget).
+    pub teacher_budget: Option<Spanned<f64>>,
+}
+
+/// One entry of `traces`: a sub-grid of traces.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTraces {
+    /// Workloads (`random-dag` for the random DAG).
+    pub workloads: Option<List<String>>,
+    /// Batch sizes (workloads other than `random-dag`).
+    pub batches: Option<List<u64>>,
+    /// Hidden sizes.
+    pub hiddens: Option<List<u64>>,
+    /// Record seeds.
+    pub seeds: Option<List<u64>>,
+    /// Data.
+    pub data: Option<List<String>>,
+    /// Node counts (`random-dag`).
+    pub nodes: Option<List<u64>>,
+    /// Traces with more nodes are not measured.
+    pub max_nodes: Option<Spanned<u64>>,
+}
+
+/// The `random_dag` block: the generator's parameters other than the node
+/// count and the seed (`search random-dag`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRandomDag {
+    /// Types (default 5).
+    pub types: Option<Spanned<u64>>,
+    /// Arguments are drawn among this many preceding nodes (default 48).
+    pub window: Option<Spanned<u64>>,
+    /// Most arguments per node (default 2).
+    pub max_args: Option<Spanned<u64>>,
+    /// Independent DAGs the nodes are split into (default 1).
+    pub instances: Option<Spanned<u64>>,
 }
 
 /// The `optimise` block (kind `policies`).
@@ -181,6 +235,9 @@ pub struct RawOptimise {
     /// Widest beam (default 256): with it the search usually ends before
     /// the budget, so its result does not depend on the machine's speed.
     pub max_width: Option<Spanned<u64>>,
+    /// Run the traces one at a time, so that the optimiser has the machine
+    /// to itself, and record its wall and process CPU seconds (default false).
+    pub timed: Option<Spanned<bool>>,
 }
 
 /// The `quick` block: replaces the fields it names in quick mode.
@@ -213,8 +270,10 @@ pub struct RawQuick {
     pub systems: Option<List<String>>,
     /// Replaces `rounds`.
     pub rounds: Option<Spanned<u64>>,
-    /// Replaces `optimise.budget`.
+    /// Replaces `optimise.budget` and `fsm.teacher_budget`.
     pub optimise_budget: Option<Spanned<f64>>,
+    /// Replaces `traces`.
+    pub traces: Option<List<RawTraces>>,
 }
 
 fn at<T>(v: &Option<Spanned<T>>) -> Option<serde_saphyr::Location> {
@@ -234,6 +293,11 @@ impl RawSpec {
             ("cells".into(), at(&self.cells)),
             ("fixed_inputs".into(), at(&self.fixed_inputs)),
             ("policies".into(), at(&self.policies)),
+            ("data".into(), at(&self.data)),
+            ("nodes".into(), at(&self.nodes)),
+            ("max_nodes".into(), at(&self.max_nodes)),
+            ("random_dag".into(), at(&self.random_dag)),
+            ("traces".into(), at(&self.traces)),
             ("encodings".into(), at(&self.encodings)),
             ("executors".into(), at(&self.executors)),
             ("devices".into(), at(&self.devices)),
@@ -251,6 +315,7 @@ impl RawSpec {
         if let Some(o) = &self.optimise {
             out.push(("optimise.budget".into(), at(&o.value.budget)));
             out.push(("optimise.max_width".into(), at(&o.value.max_width)));
+            out.push(("optimise.timed".into(), at(&o.value.timed)));
         }
         if let Some(f) = &self.fsm {
             let f = &f.value;
@@ -258,6 +323,8 @@ impl RawSpec {
             out.push(("fsm.hidden".into(), at(&f.hidden)));
             out.push(("fsm.seed".into(), at(&f.seed)));
             out.push(("fsm.encodings".into(), at(&f.encodings)));
+            out.push(("fsm.nodes".into(), at(&f.nodes)));
+            out.push(("fsm.teacher_budget".into(), at(&f.teacher_budget)));
         }
         if let Some(q) = &self.quick {
             let q = &q.value;
@@ -275,6 +342,7 @@ impl RawSpec {
             out.push(("quick.systems".into(), at(&q.systems)));
             out.push(("quick.rounds".into(), at(&q.rounds)));
             out.push(("quick.optimise_budget".into(), at(&q.optimise_budget)));
+            out.push(("quick.traces".into(), at(&q.traces)));
         }
         for (i, e) in self.exclude.iter().flat_map(|l| l.value.iter()).enumerate() {
             for (name, loc) in e.value.present() {

@@ -42,6 +42,8 @@ fn fsm() -> FsmRule {
         trainer_seed: 5,
         episodes: 200,
         encodings: vec!["sort".into()],
+        nodes: None,
+        teacher_budget_ms: None,
     }
 }
 
@@ -177,6 +179,9 @@ fn rows() -> Vec<Row> {
             policy: policy.into(),
             fsm,
             optimise,
+            data: None,
+            dag: None,
+            max_nodes: None,
         })
     };
     let policy_metrics = PolicyMetrics {
@@ -194,6 +199,7 @@ fn rows() -> Vec<Row> {
         certified_bound: None,
         bound_method: None,
         optimise_complete: None,
+        ..PolicyMetrics::default()
     };
     vec![
         row(
@@ -203,6 +209,7 @@ fn rows() -> Vec<Row> {
                 Some(OptimiseRule {
                     budget_ms: 1000,
                     max_width: 8,
+                    timed: false,
                 }),
             ),
             Metrics::Policy(PolicyMetrics {

@@ -31,6 +31,11 @@ fn every_shipped_spec_parses_in_full_and_quick_mode() {
         "table4",
         "table5",
         "table6",
+        "policies",
+        "policies-exact",
+        "policies-hard",
+        "policies-unseen",
+        "optimise-scaling",
     ] {
         assert!(names.iter().any(|n| n == want), "missing spec {want}");
     }

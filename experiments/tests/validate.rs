@@ -70,7 +70,7 @@ policies: [depth]
     let e = err(yaml);
     assert_eq!(
         e,
-        "specs/bad.yaml:5:5: workloads[1]: unknown workload \"tree-lstn\" (see `engine workloads`)"
+        "specs/bad.yaml:5:5: workloads[1]: unknown workload \"tree-lstn\" (see `engine workloads`, or random-dag)"
     );
 }
 

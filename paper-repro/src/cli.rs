@@ -20,7 +20,7 @@ use crate::summary::{ItemSummary, SUMMARY_SCHEMA, Summary, from_report};
 #[command(
     name = "paper-repro",
     version,
-    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps, vpps-train, peers, peers-train.\n\
+    after_help = "Items: fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, policies, policies-exact, policies-hard, policies-unseen, optimise-scaling, vpps, vpps-train, peers, peers-train.\n\
                   Without a subcommand: run (measure, then report). Output: figures (PNG + SVG), \
                   CSV tables and REPORT.md in --out; rows in --rows. See docs/paper-repro.md."
 )]
@@ -304,9 +304,15 @@ pub fn print(summary: &Summary, json: bool) -> Result<()> {
                 } else {
                     String::new()
                 };
+                let left_out = if m.filtered > 0 {
+                    format!(", {} left out by max_nodes", m.filtered)
+                } else {
+                    String::new()
+                };
                 format!(
-                    " (this run: {} measured, {} failed{reused})",
-                    m.ran, m.failed
+                    " (this run: {} measured, {} failed{left_out}{reused})",
+                    m.ran - m.filtered.min(m.ran),
+                    m.failed
                 )
             })
             .unwrap_or_default();

@@ -47,7 +47,7 @@ pub struct Item {
 }
 
 /// Every item, in report order.
-pub const ITEMS: [Item; 14] = [
+pub const ITEMS: [Item; 19] = [
     item(
         "fig7",
         Paper::EdBatch,
@@ -98,6 +98,34 @@ pub const ITEMS: [Item; 14] = [
         Paper::Cavs,
         "Cavs Fig. 10: lazy batching and fusion, one at a time over a baseline (training)",
     ),
+    item(
+        "policies",
+        Paper::EdBatch,
+        "Learned FSMs (ED-Batch's trainer) against the heuristics, and on other batch sizes",
+    ),
+    item(
+        "policies-exact",
+        Paper::EdBatch,
+        "Small graphs: the exact optimum against the lower bound, the heuristics and the FSMs",
+    ),
+    item(
+        "policies-hard",
+        Paper::EdBatch,
+        "Hard graphs: certified bounds, best-known schedules and three FSM trainers",
+    ),
+    item(
+        "policies-unseen",
+        Paper::EdBatch,
+        "Generalisation: an FSM distilled on one trace, run on unseen ones",
+    ),
+    Item {
+        name: "optimise-scaling",
+        spec: "optimise-scaling",
+        paper: Paper::Workbench,
+        title: "The offline optimiser on graphs of 1k-65k nodes: time, beam width, gap",
+        cuda_only: false,
+        peers: false,
+    },
     Item {
         name: "vpps",
         spec: "vpps",

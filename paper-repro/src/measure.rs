@@ -32,6 +32,10 @@ pub struct SpecLog {
     pub skipped: usize,
     /// Runs that failed now.
     pub failed: usize,
+    /// Runs of this invocation left out, without a row, because their
+    /// trace is above the spec's `max_nodes` (kind `policies`).
+    #[serde(default)]
+    pub filtered: usize,
     /// Wall seconds of the sweep (this invocation).
     pub seconds: f64,
     /// Wall seconds of every sweep whose rows are in the folder: this one
@@ -53,9 +57,11 @@ impl SpecLog {
         }
     }
 
-    /// Whether this invocation ran runs and every one of them failed.
+    /// Whether this invocation measured runs and every one of them failed
+    /// (runs left out by `max_nodes` were not measured).
     pub fn all_failed(&self) -> bool {
-        self.ran > 0 && self.failed == self.ran
+        let measured = self.ran - self.filtered.min(self.ran);
+        measured > 0 && self.failed == measured
     }
 }
 
@@ -216,8 +222,13 @@ pub fn measure(
         let r = experiments::run_spec(&spec, &run_opts)?;
         let seconds = t.elapsed().as_secs_f64();
         if !opts.quiet {
+            let left_out = if r.filtered > 0 {
+                format!(", {} left out (trace above max_nodes)", r.filtered)
+            } else {
+                String::new()
+            };
             eprintln!(
-                "paper-repro: {}: {} ran, {} failed in {seconds:.1} s",
+                "paper-repro: {}: {} ran, {} failed{left_out} in {seconds:.1} s",
                 item.name, r.ran, r.failed
             );
             if r.skipped > 0 {
@@ -248,6 +259,7 @@ pub fn measure(
             ran: r.ran,
             skipped: r.skipped,
             failed: r.failed,
+            filtered: r.filtered,
             seconds,
             total_seconds: seconds,
             invocations: 1,

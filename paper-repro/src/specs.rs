@@ -34,7 +34,7 @@ macro_rules! embedded {
 
 /// The embedded specs: the `experiments` crate's shipped specs, plus
 /// paper-repro's own `vpps` and `vpps-train` specs.
-pub const EMBEDDED: [Embedded; 14] = [
+pub const EMBEDDED: [Embedded; 19] = [
     embedded!("fig7", "experiments/specs"),
     embedded!("fig7-gap", "experiments/specs"),
     embedded!("table2", "experiments/specs"),
@@ -45,6 +45,11 @@ pub const EMBEDDED: [Embedded; 14] = [
     embedded!("table6", "experiments/specs"),
     embedded!("cavs-fig8", "experiments/specs"),
     embedded!("cavs-fig10", "experiments/specs"),
+    embedded!("policies", "experiments/specs"),
+    embedded!("policies-exact", "experiments/specs"),
+    embedded!("policies-hard", "experiments/specs"),
+    embedded!("policies-unseen", "experiments/specs"),
+    embedded!("optimise-scaling", "experiments/specs"),
     embedded!("vpps", "paper-repro/specs"),
     embedded!("vpps-train", "paper-repro/specs"),
     embedded!("peers", "experiments/specs"),

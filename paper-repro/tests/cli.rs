@@ -21,7 +21,7 @@ fn unknown_only_item_fails_listing_the_valid_ones() {
     assert!(!o.status.success());
     assert!(err.contains("\"fig99\""), "{err}");
     assert!(
-        err.contains("fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, vpps"),
+        err.contains("fig7, fig7-gap, table2, table4, table5, fig6, fig9, table6, cavs-fig8, cavs-fig10, policies, policies-exact, policies-hard, policies-unseen, optimise-scaling, vpps"),
         "{err}"
     );
 }

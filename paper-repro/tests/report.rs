@@ -112,6 +112,60 @@ fn readings_compare_with_the_papers_numbers() {
     assert!(csv.starts_with("executor,paper system,"));
 }
 
+/// The policy items render the tables of `docs/results/policies.md` (a)–(f)
+/// from their rows, in the page's format.
+#[test]
+fn policy_items_render_the_tables_of_the_policies_page() {
+    let out = tmp("report-policies");
+    let o = run(&[
+        "report",
+        "--only",
+        "policies,policies-exact,policies-hard,policies-unseen,optimise-scaling",
+        "--rows",
+        fixture().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", texts(&o).1);
+    let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
+    for want in [
+        // (a): cells `batches (ratio)`, the best FSM with its encoding.
+        "| workload | nodes | LB | depth | agenda | agenda-upd | cavs | typewise | FSM-base | FSM-max | FSM-sort | FSM-sort-cond | FSM-sort-phase | best FSM | states | misses |",
+        "| tree-lstm-2type | 2907 | 32 | 70 (2.19) | 106 (3.31) | 55 (1.72) | 47 (1.47) | 38 (1.19) |",
+        "| sort 36 (1.125) | 7 | 0 |",
+        "| lattice-lstm | 5861 | 135 |",
+        // (b): the batch-32 FSM on another trace.
+        "The best FSM, trained on the b32 s7 trace of the table above",
+        "| lattice-lstm | 64 | sort-cond | 101 | 10726 | 170 | 183 | 1.076 | 3.8% | 184 | 235 |",
+        // (c): one line per workload and trace set.
+        "| tree-lstm-2type | 2 | 4 | 132–182 | 4 | 0 | 1.18 |",
+        // (d) and its curves.
+        "| graph | nodes | A.3 | certified bound | best-known | gap | typewise | reference FSM (best@ep) | default FSM (best@ep) | teacher FSM (encoding) | teacher FSM / best-known | FSM ≤ typewise |",
+        "| tree-lstm-2type b8 | 895 | 29 | 32 (piece) | 32 | 1 | 37 |",
+        "| random-dag n300 | 300 | 40 |",
+        "| tree-lstm-2type b8 | sort-crit | 37 | 0:37 50:34 100:34 |",
+        // (e): the training trace first.
+        "| lattice-lstm | b32 s1 (sort-crit, 18 states) | same | 5879 | 178 | 0 (0%) | 196 | 178 | 1 | 1.101 |",
+        "| random-dag | 3000 nodes s1 | 3000 nodes s2 | 3000 |",
+        // (f): timings and the search's end.
+        "| random-dag | 1000 |",
+        "| tree-lstm-2type b32 | 2907 |",
+    ] {
+        assert!(report.contains(want), "no {want:?} in:\n{report}");
+    }
+    for csv in [
+        "policies.csv",
+        "policies-transfer.csv",
+        "policies-exact.csv",
+        "policies-hard.csv",
+        "policies-hard-curves.csv",
+        "policies-unseen.csv",
+        "optimise-scaling.csv",
+    ] {
+        check_file(&out.join(csv));
+    }
+}
+
 #[test]
 fn report_of_an_item_without_rows_fails_when_asked_for_by_name() {
     let rows = tmp("report-empty-rows");

@@ -15,7 +15,7 @@
 //! one row: medians over all rounds' timed runs, wall and process CPU time,
 //! the loss against batchlab's reference loss, op and batch counts.
 
-mod cputime;
+pub(crate) mod cputime;
 mod run;
 mod worker;
 

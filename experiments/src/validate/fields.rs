@@ -20,13 +20,14 @@ pub(super) fn users(field: &str) -> &'static [Kind] {
         }
         "repeats" => &[Tr, Pc, Re, Pe],
         "cells" | "fixed_inputs" => &[Pm, Pc],
-        "policies" | "optimise" | "optimise.budget" | "optimise.max_width" | "optimise_budget" => {
-            &[Po]
-        }
+        "policies" | "optimise" | "optimise.budget" | "optimise.max_width" | "optimise.timed"
+        | "optimise_budget" | "data" | "nodes" | "max_nodes" | "random_dag" | "traces"
+        | "fsm.nodes" | "fsm.teacher_budget" => &[Po],
         "encodings" => &[Tr],
         "executors" | "check" => &[Re],
         "devices" => &[Re, Pe],
-        "layout_batch" | "fsm.encodings" => &[Re, Pe],
+        "layout_batch" => &[Re, Pe],
+        "fsm.encodings" => &[Po, Re, Pe],
         "fsm.batch" | "fsm.hidden" | "fsm.seed" => &[Po, Re, Pe],
         "threads" => &[Re, Pe],
         "systems" => &[Pe],

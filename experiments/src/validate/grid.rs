@@ -6,14 +6,15 @@ use serde_saphyr::{Location, Spanned};
 
 use super::fields::users;
 use super::{Cx, MAX_BATCH, MAX_EPISODES, MAX_HIDDEN, MAX_REPEATS, MAX_ROUNDS, MAX_THREADS};
-use crate::config::{FsmRule, Grid, OptimiseRule, PolicyChoice, parse_policy};
+use crate::config::{DagShape, FsmRule, Grid, OptimiseRule, PolicyChoice, parse_policy};
 use crate::error::SpecError;
 use crate::spec::{Kind, List, RawQuick, RawSpec};
 
-/// Fields a kind cannot do without.
+/// Fields a kind cannot do without (`policies` checks its traces' own,
+/// which may come from `traces` entries instead).
 fn required(kind: Kind, field: &str) -> bool {
     match field {
-        "workloads" | "batches" => users("workloads").contains(&kind),
+        "workloads" | "batches" => kind != Kind::Policies && users("workloads").contains(&kind),
         "policies" | "executors" | "systems" => users(field).contains(&kind),
         _ => false,
     }
@@ -106,7 +107,12 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         Some(v) => cx.range(v, "layout_batch", 1, MAX_BATCH)?,
         None => 8,
     };
-    let fsm = fsm(cx, r, q.and_then(|q| q.episodes.as_ref()))?;
+    let fsm = fsm(
+        cx,
+        r,
+        q.and_then(|q| q.episodes.as_ref()),
+        q.and_then(|q| q.optimise_budget.as_ref()),
+    )?;
     let threads = sizes(&r.threads, q.map(|q| &q.threads), "threads", MAX_THREADS)?;
     let rounds = match pick(&r.rounds, q.map(|q| &q.rounds), "rounds") {
         Some((v, f)) => cx.range(v, &f, 1, MAX_ROUNDS)?,
@@ -123,7 +129,7 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         let msg = format!("{:?} needs an `optimise` block", p.value);
         return Err(cx.at(p.referenced, &format!("{field}[{i}]"), msg));
     }
-    let grid = Grid {
+    let mut grid = Grid {
         seeds,
         repeats,
         batches: batches.unwrap_or(vec![8]),
@@ -151,10 +157,35 @@ pub(super) fn grid(cx: &Cx, r: &RawSpec, quick: bool) -> Result<Grid, SpecError>
         threads,
         systems: names(&r.systems, q.map(|q| &q.systems), "systems")?,
         rounds,
+        traces: Vec::new(),
+        random_dag: DagShape::default(),
         exclude: Vec::new(),
     };
+    if cx.kind == Kind::Policies {
+        grid.traces = super::traces::trace_sets(cx, r, q)?;
+        grid.random_dag = super::traces::dag_shape(cx, r)?;
+        // The axes `exclude` is checked against: every set's values.
+        grid.workloads = union(&grid.traces, |t| &t.workloads);
+        grid.batches = union(&grid.traces, |t| &t.batches);
+        grid.hiddens = union(&grid.traces, |t| &t.hiddens);
+        grid.seeds = union(&grid.traces, |t| &t.seeds);
+    }
     check_hiddens(cx, r, q, &grid)?;
     Ok(grid)
+}
+
+/// The distinct values of `f` over `sets`, in first-seen order.
+fn union<T: Clone + PartialEq>(
+    sets: &[crate::config::TraceSet],
+    f: impl Fn(&crate::config::TraceSet) -> &[T],
+) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in sets.iter().flat_map(|s| f(s).iter()) {
+        if !out.contains(x) {
+            out.push(x.clone());
+        }
+    }
+    out
 }
 
 fn encodings(cx: &Cx, l: &List<String>, field: &str) -> Result<Vec<String>, SpecError> {
@@ -164,7 +195,12 @@ fn encodings(cx: &Cx, l: &List<String>, field: &str) -> Result<Vec<String>, Spec
     cx.list(l, field, |v| cx.check_name("encodings", v))
 }
 
-fn fsm(cx: &Cx, r: &RawSpec, quick_episodes: Option<&Spanned<u64>>) -> Result<FsmRule, SpecError> {
+fn fsm(
+    cx: &Cx,
+    r: &RawSpec,
+    quick_episodes: Option<&Spanned<u64>>,
+    quick_budget: Option<&Spanned<f64>>,
+) -> Result<FsmRule, SpecError> {
     let f = r.fsm.as_ref().map(|f| &f.value);
     let replay = matches!(cx.kind, Kind::Replay | Kind::Peers);
     let opt = |v: Option<&Spanned<u64>>, name: &str, max: u64| {
@@ -183,9 +219,28 @@ fn fsm(cx: &Cx, r: &RawSpec, quick_episodes: Option<&Spanned<u64>>) -> Result<Fs
     };
     let encodings = match f.and_then(|f| f.encodings.as_ref()) {
         Some(l) => encodings(cx, l, "fsm.encodings")?,
+        // Kind `policies` writes no list for "all", so the configurations
+        // (and hashes) of specs without one stay what they were.
+        None if cx.kind == Kind::Policies => Vec::new(),
         None => all_encodings(),
     };
     let seed = f.and_then(|f| f.seed.as_ref()).map(|s| s.value);
+    let nodes = opt(
+        f.and_then(|f| f.nodes.as_ref()),
+        "fsm.nodes",
+        super::MAX_NODES,
+    )?;
+    let teacher_budget_ms = match f.and_then(|f| f.teacher_budget.as_ref()) {
+        Some(b) if r.optimise.is_none() => {
+            let msg = "needs an `optimise` block (its max_width bounds the teacher's search)";
+            return Err(cx.at(b.referenced, "fsm.teacher_budget", msg.into()));
+        }
+        Some(b) => Some(match quick_budget {
+            Some(q) => budget_ms(cx, q, "quick.optimise_budget")?,
+            None => budget_ms(cx, b, "fsm.teacher_budget")?,
+        }),
+        None => None,
+    };
     Ok(FsmRule {
         batch: batch.or(replay.then_some(32)),
         hidden: hidden.or(replay.then_some(64)),
@@ -195,7 +250,18 @@ fn fsm(cx: &Cx, r: &RawSpec, quick_episodes: Option<&Spanned<u64>>) -> Result<Fs
             .map_or(1, |s| s.value),
         episodes: episodes as u32,
         encodings,
+        nodes,
+        teacher_budget_ms,
     })
+}
+
+/// A budget in seconds, checked, as milliseconds.
+fn budget_ms(cx: &Cx, b: &Spanned<f64>, field: &str) -> Result<u64, SpecError> {
+    if !(b.value.is_finite() && b.value > 0.0 && b.value <= MAX_OPTIMISE_S) {
+        let msg = format!("{} seconds is out of range (0, {MAX_OPTIMISE_S}]", b.value);
+        return Err(cx.at(b.referenced, field, msg));
+    }
+    Ok((b.value * 1000.0).round() as u64)
 }
 
 /// Longest optimiser budget per trace, seconds.
@@ -211,25 +277,19 @@ fn optimise(
     let Some(o) = r.optimise.as_ref().map(|o| &o.value) else {
         return Ok(None);
     };
-    let (budget, field) = match (quick_budget, &o.budget) {
-        (Some(b), _) => (Some(b), "quick.optimise_budget"),
-        (None, b) => (b.as_ref(), "optimise.budget"),
-    };
-    let seconds = match budget {
-        Some(b) if !(b.value.is_finite() && b.value > 0.0 && b.value <= MAX_OPTIMISE_S) => {
-            let msg = format!("{} seconds is out of range (0, {MAX_OPTIMISE_S}]", b.value);
-            return Err(cx.at(b.referenced, field, msg));
-        }
-        Some(b) => b.value,
-        None => 10.0,
+    let budget_ms = match (quick_budget, &o.budget) {
+        (Some(b), _) => budget_ms(cx, b, "quick.optimise_budget")?,
+        (None, Some(b)) => budget_ms(cx, b, "optimise.budget")?,
+        (None, None) => 10_000,
     };
     let max_width = match &o.max_width {
         Some(w) => cx.range(w, "optimise.max_width", 1, MAX_WIDTH)?,
         None => 256,
     };
     Ok(Some(OptimiseRule {
-        budget_ms: (seconds * 1000.0).round() as u64,
+        budget_ms,
         max_width,
+        timed: o.timed.as_ref().is_some_and(|t| t.value),
     }))
 }
 

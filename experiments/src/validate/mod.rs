@@ -8,6 +8,9 @@
 mod exclude;
 mod fields;
 mod grid;
+mod traces;
+
+pub use traces::MAX_NODES;
 
 use std::path::Path;
 
@@ -135,7 +138,12 @@ impl Cx<'_> {
     fn check_name(&self, field: &str, v: &str) -> Result<(), String> {
         use crate::config::{EXECUTOR_NAMES, parse_executor, parse_policy, policy_names};
         let ok = match field {
-            "workloads" => engine::workloads::workload(v).is_some(),
+            // The random DAG is a trace source of kind `policies` only: the
+            // other kinds replay, train or time the zoo's workloads.
+            "workloads" => {
+                engine::workloads::workload(v).is_some()
+                    || (self.kind == crate::spec::Kind::Policies && v == crate::config::RANDOM_DAG)
+            }
             "cells" => self.cells.spec(v).is_some(),
             "policies" => parse_policy(v).is_some(),
             "encodings" => engine::sched::Encoding::parse(v).is_some(),
@@ -152,6 +160,9 @@ impl Cx<'_> {
             return Ok(());
         }
         let expected = match field {
+            "workloads" if self.kind == crate::spec::Kind::Policies => {
+                format!("see `engine workloads`, or {}", crate::config::RANDOM_DAG)
+            }
             "workloads" => "see `engine workloads`".to_string(),
             "cells" => "see `engine cells`".to_string(),
             "policies" => format!("expected one of {}", policy_names()),

@@ -9,8 +9,14 @@ mod fig6;
 mod fig7;
 mod fig7_gap;
 mod fig9;
+mod optimise_scaling;
 pub mod peers;
 mod peers_train;
+mod policies;
+mod policies_exact;
+mod policies_hard;
+mod policies_unseen;
+mod policy_common;
 mod table2;
 mod table4;
 mod table5;
@@ -43,6 +49,11 @@ pub fn build(item: &'static Item, ctx: &Ctx, rows: &RowSet) -> Result<Section> {
         "vpps-train" => vpps::build_train(ctx, rows, &mut sec)?,
         "peers" => peers::build(ctx, rows, &mut sec)?,
         "peers-train" => peers_train::build(ctx, rows, &mut sec)?,
+        "policies" => policies::build(ctx, rows, &mut sec)?,
+        "policies-exact" => policies_exact::build(ctx, rows, &mut sec)?,
+        "policies-hard" => policies_hard::build(ctx, rows, &mut sec)?,
+        "policies-unseen" => policies_unseen::build(ctx, rows, &mut sec)?,
+        "optimise-scaling" => optimise_scaling::build(ctx, rows, &mut sec)?,
         other => unreachable!("item {other} has no builder"),
     }
     sec.notes.extend(Device::of(rows).mixed_note());
@@ -65,6 +76,11 @@ pub fn paper(item: &Item, ctx: &Ctx) -> Result<Vec<String>> {
         "vpps" | "vpps-train" => vpps::paper(ctx),
         "peers" => peers::paper(ctx),
         "peers-train" => peers_train::paper(ctx),
+        "policies" => policies::paper(ctx),
+        "policies-exact" => policies_exact::paper(ctx),
+        "policies-hard" => policies_hard::paper(ctx),
+        "policies-unseen" => policies_unseen::paper(ctx),
+        "optimise-scaling" => optimise_scaling::paper(ctx),
         other => unreachable!("item {other} has no builder"),
     }
 }
