@@ -70,6 +70,68 @@ fn script_compile(c: &mut Criterion) {
     g.finish();
 }
 
+/// Every point of VPPS' Fig. 11/12 as `results/2026-11-27-h200-vpps`
+/// measured it on the GPU (spec `vpps-train`: six models, batch 1–128,
+/// h = 256, seed 101, the H200's plan, training): the host's work per
+/// mini-batch, to set beside the kernel's time there (docs/benchmarks.md,
+/// "VPPS host side"). `BATCHLAB_VPPS_GRID=quick` keeps tree-lstm and
+/// bilstm-tagger at batch 2 and 32.
+fn fig11_12_host_path(c: &mut Criterion) {
+    let cells = CellLibrary::builtin().unwrap();
+    let quick = std::env::var("BATCHLAB_VPPS_GRID").is_ok_and(|v| v == "quick");
+    let (names, batches): (&[&str], &[usize]) = if quick {
+        (&["tree-lstm", "bilstm-tagger"], &[2, 32])
+    } else {
+        (
+            &[
+                "tree-lstm",
+                "bilstm-tagger",
+                "bilstm-tagger-char",
+                "td-rnn",
+                "td-lstm",
+                "rvnn",
+            ],
+            &[1, 2, 4, 8, 16, 32, 64, 128],
+        )
+    };
+    let opts = vpps::VppsOptions {
+        target: vpps::Target::preset("h200").expect("the H200 preset"),
+        ..vpps::VppsOptions::default()
+    };
+    let mut g = c.benchmark_group("vpps_fig11_12");
+    g.sample_size(10)
+        .warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_secs(1));
+    for name in names {
+        for &batch in batches {
+            let trace = workloads::record(
+                &RecordOptions {
+                    workload: workloads::workload(name).expect("a workload"),
+                    data: DataChoice::Default,
+                    batch,
+                    hidden: 256,
+                    level: Level::Cell,
+                    seed: 101,
+                },
+                &cells,
+            )
+            .expect("records");
+            let model = model::model(&trace, &cells, 101).unwrap();
+            let v = vpps::Vpps::new(&model, &opts).expect("the model is in the instruction set");
+            let mut words = Vec::new();
+            g.bench_function(BenchmarkId::new(*name, batch), |b| {
+                b.iter(|| {
+                    let c = compile(&v, &trace, &model);
+                    c.script.to_words_into(&mut words);
+                    v.recycle(c);
+                    words.len()
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 /// Emulating a training script: tree-lstm b8 h64 (the emulator interprets
 /// every processor's stream; CI runs it with the race detector).
 fn emulate(c: &mut Criterion) {
@@ -91,5 +153,5 @@ fn emulate(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, script_compile, emulate);
+criterion_group!(benches, script_compile, fig11_12_host_path, emulate);
 criterion_main!(benches);
