@@ -86,6 +86,7 @@ fn random_cell(seed: u64) -> Cell {
             args,
             out,
             slice: None,
+            factor: None,
         });
     }
     let last = ops.last().map(|o| o.out).into_iter().collect();

@@ -367,3 +367,33 @@ fn every_file_in_engine_cells_is_embedded() {
         );
     }
 }
+
+#[test]
+fn scale_signatures_carry_the_factor_distinct_factors_distinct_bytes() {
+    let mut lib = CellLibrary::new();
+    lib.add_yaml(
+        "name: s
+ports:
+  - {name: x, arity: one, inputs: [{name: x, shape: [h]}]}
+ops:
+  - {out: a, op: scale, args: [x], factor: 0.5}
+  - {out: b, op: scale, args: [x], factor: 0.50}
+  - {out: c, op: scale, args: [x], factor: 0.25}
+  - {out: d, op: scale, args: [x], factor: -1}
+  - {out: e, op: exp, args: [x]}
+  - {out: y, op: sum, args: [a, b, c, d, e]}
+outputs: [y]
+",
+        "test",
+    )
+    .unwrap();
+    let c = lib.instantiate("s", 64).unwrap();
+    assert_eq!(c.op_signature(0, "r"), "scale(0.5)[64]");
+    // The same factor written otherwise: the same bytes.
+    assert_eq!(c.op_signature(0, "r"), c.op_signature(1, "r"));
+    assert_eq!(c.op_signature(2, "r"), "scale(0.25)[64]");
+    assert_eq!(c.op_signature(3, "r"), "scale(-1.0)[64]");
+    assert_eq!(c.op_signature(4, "r"), "exp[64]");
+    assert_eq!(c.ops[3].factor, Some(-1.0));
+    assert_eq!(c.ops[4].factor, None);
+}

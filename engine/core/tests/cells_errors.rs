@@ -395,3 +395,34 @@ fn user_file_load_and_bind_to_builtins() {
     );
     std::fs::remove_dir_all(&dir).expect("clean up temp dir");
 }
+
+#[test]
+fn scale_factor_is_parsed_and_a_missing_or_non_finite_or_stray_factor_names_the_field() {
+    let ok = with(
+        "op: tanh, args: [pre]}",
+        "op: scale, args: [pre], factor: -0.5}",
+    );
+    assert_eq!(load(&ok).expect("valid"), "t");
+    let missing = with("op: tanh, args: [pre]}", "op: scale, args: [pre]}");
+    let msg = err(&missing);
+    assert!(
+        msg.starts_with("user/t.yaml:13:")
+            && msg.contains("op `y` (scale): scale needs a `factor`"),
+        "{msg}"
+    );
+    for bad in [".nan", ".inf", "-.inf", "1e39"] {
+        let text = with(
+            "op: tanh, args: [pre]}",
+            &format!("op: scale, args: [pre], factor: {bad}}}"),
+        );
+        let msg = err(&text);
+        assert!(
+            msg.contains("op `y` (scale): `factor` must be a finite f32"),
+            "{bad}: {msg}"
+        );
+    }
+    let stray = with("args: [pre]}", "args: [pre], factor: 2}");
+    assert!(err(&stray).contains("op `y` (tanh): `factor` is only allowed on scale"));
+    let text = with("args: [pre]}", "args: [pre], factor: two}");
+    assert!(err(&text).starts_with("user/t.yaml:"), "{}", err(&text));
+}

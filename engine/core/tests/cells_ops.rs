@@ -88,3 +88,14 @@ fn elementwise_classification() {
     assert!(!PrimOp::Softmax.is_elementwise());
     assert!(!PrimOp::Concat.is_elementwise());
 }
+
+#[test]
+fn scale_and_exp_are_named_unary_elementwise_ops() {
+    assert_eq!(PrimOp::from_name("scale"), Some(PrimOp::Scale));
+    assert_eq!(PrimOp::from_name("exp"), Some(PrimOp::Exp));
+    for op in [PrimOp::Scale, PrimOp::Exp] {
+        assert!(op.is_elementwise());
+        assert!(op.arg_count().accepts(1) && !op.arg_count().accepts(2));
+        assert_eq!(op.infer_shape(&[&[4, 3]], None), Ok(vec![4, 3]));
+    }
+}

@@ -179,6 +179,11 @@ pub(crate) fn eval(
         PrimOp::Tanh => map(&|x| x.tanh()),
         PrimOp::Relu => map(&|x| x.max(0.0)),
         PrimOp::Gelu => map(&|x| 0.5 * x * (1.0 + erf(x * std::f64::consts::FRAC_1_SQRT_2))),
+        PrimOp::Scale => {
+            let c = f64::from(op.factor.unwrap_or(1.0));
+            map(&|x| c * x)
+        }
+        PrimOp::Exp => map(&|x| x.exp()),
         PrimOp::OneMinus => map(&|x| 1.0 - x),
         PrimOp::Concat => (0..op.args.len()).flat_map(|i| arg(i).clone()).collect(),
         PrimOp::Slice => {

@@ -116,7 +116,7 @@ pub struct ParamSpec {
 }
 
 /// One primitive op of a cell.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OpSpec {
     /// Name of the result.
     pub out: String,
@@ -127,9 +127,15 @@ pub struct OpSpec {
     /// `[start, len]` along dim 0, for `slice` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<[usize; 2]>,
+    /// `y = factor · x`, for `scale` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f32>,
     /// Shape of the result.
     pub shape: Vec<usize>,
 }
+
+// A cell's `factor` is finite (cell validation refuses NaN; JSON has none).
+impl Eq for OpSpec {}
 
 /// One role of the workload: its cell at the trace's hidden size.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,6 +291,7 @@ fn role_export(
                     PrimOp::Slice => op.slice.map(|(s, l)| [s, l]),
                     _ => None,
                 },
+                factor: op.factor,
                 shape: cell.values[op.out.index()].shape.clone(),
             })
             .collect(),

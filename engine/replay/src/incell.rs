@@ -149,6 +149,7 @@ impl CellProgram {
                 if done[o]
                     || op.kind != cell.ops[first].kind
                     || op.args.len() != cell.ops[first].args.len()
+                    || op.factor != cell.ops[first].factor
                 {
                     return Err(bad(format!(
                         "batch {b}: op {o} repeated or unlike the batch"

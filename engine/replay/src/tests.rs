@@ -374,6 +374,103 @@ mod training {
         }
     }
 
+    /// The builtin library with `rvnn.internal` rewritten to use `scale` (two
+    /// factors on equal shapes, which must not share a kernel) and `exp`:
+    /// `h = −0.5·e^{tanh(pre)} + 0.25·tanh(pre)`, same ports and outputs.
+    fn scale_exp_library() -> CellLibrary {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/cells");
+        let mut cells = CellLibrary::new();
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let path = f.unwrap().path();
+            if path.file_name().unwrap() != "rvnn.internal.yaml" {
+                cells.load_file(&path).unwrap();
+            }
+        }
+        cells
+            .add_yaml(
+                "name: rvnn.internal
+ports:
+  - {name: left, arity: one, inputs: [{name: h_l, shape: [h]}]}
+  - {name: right, arity: one, inputs: [{name: h_r, shape: [h]}]}
+params:
+  - {name: b, shape: [h]}
+  - {name: W, shape: [h, 2h]}
+ops:
+  - {out: hlr, op: concat, args: [h_l, h_r]}
+  - {out: pre, op: affine, args: [b, W, hlr]}
+  - {out: t, op: tanh, args: [pre]}
+  - {out: e, op: exp, args: [t]}
+  - {out: s, op: scale, args: [e], factor: -0.5}
+  - {out: u, op: scale, args: [t], factor: 0.25}
+  - {out: h, op: add, args: [s, u]}
+outputs: [h]
+",
+                "scale-exp test cell",
+            )
+            .unwrap();
+        cells
+    }
+
+    /// `scale` and `exp` forward and backward: the reference's analytic
+    /// gradients against float64 finite differences, and every CPU executor's
+    /// loss and gradients against the reference's.
+    #[test]
+    fn scale_and_exp_gradients_match_finite_differences_and_every_cpu_executor() {
+        let cells = scale_exp_library();
+        let trace = record("rvnn", 4, 8);
+        let m = model(&trace, &cells, 5).unwrap();
+        let (ref_loss, want) = train(
+            &trace,
+            &m,
+            &cells,
+            Executor::Reference,
+            SessionOptions::default(),
+            TrainOptions { lazy: false },
+        );
+        let fd = finite_difference(&trace, &m, 6, 1e-5);
+        for (role, per_value) in fd.iter().enumerate() {
+            for (v, pairs) in per_value.iter().enumerate() {
+                if pairs.is_empty() {
+                    continue;
+                }
+                let got: Vec<f32> = pairs.iter().map(|&(e, _)| want[role][v][e]).collect();
+                let fdv: Vec<f32> = pairs.iter().map(|&(_, d)| d as f32).collect();
+                let err = rel_error(&got, &fdv);
+                assert!(
+                    err < 2e-3,
+                    "role {role} value {v}: {err:.2e} {got:?} {fdv:?}"
+                );
+            }
+        }
+        for (name, ex) in [
+            ("cavs", Executor::Cavs),
+            ("typewise", Executor::Policy(Box::new(TypewisePolicy))),
+            ("dynet", Executor::Dynet(Box::new(AgendaPolicy::updated()))),
+            (
+                "edbatch-opbyop",
+                Executor::EdBatch(
+                    Box::new(CavsPolicy::default()),
+                    compile_layouts(&m, &[]).unwrap(),
+                ),
+            ),
+        ] {
+            let (loss, got) = train(
+                &trace,
+                &m,
+                &cells,
+                ex,
+                on_threads(2),
+                TrainOptions { lazy: true },
+            );
+            assert!(
+                ((loss - ref_loss) / ref_loss).abs() < 1e-5,
+                "{name}: loss {loss} vs {ref_loss}"
+            );
+            let (err, role, v) = worst_gradient(&got, &want);
+            assert!(err < 1e-4, "{name} role {role} value {v}: {err:.2e}");
+        }
+    }
+
     /// Large batches run in chunks of rows (their records kept in cache):
     /// chunked down to three rows, every workload's loss and gradients
     /// equal the whole-batch run's.

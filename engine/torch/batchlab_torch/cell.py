@@ -50,6 +50,7 @@ class Op:
     start: int | None = None
     len: int | None = None
     frame: str = ""
+    factor: float | None = None  # scale's constant
 
 
 @dataclass
@@ -100,9 +101,20 @@ class Cell:
         self.params[name] = v
         return v
 
-    def emit(self, op: str, args: list[Val], shape: Shape, hint: str, frame: str = "", **slice_: int) -> Val:
+    def emit(self, op: str, args: list[Val], shape: Shape, hint: str, frame: str = "", **attrs: float | None) -> Val:
         out = Val(self.fresh(hint), shape, "op")
-        self.ops.append(Op(out, op, list(args), slice_.get("start"), slice_.get("len"), frame))
+        start, length, factor = attrs.get("start"), attrs.get("len"), attrs.get("factor")
+        self.ops.append(
+            Op(
+                out,
+                op,
+                list(args),
+                None if start is None else int(start),
+                None if length is None else int(length),
+                frame,
+                factor,
+            )
+        )
         return out
 
     def finish(self, outputs: list[Val]) -> None:
@@ -202,6 +214,8 @@ class Cell:
             extra = ""
             if op.op == "slice":
                 extra = f", start: {op.start}, len: {op.len}"
+            elif op.op == "scale":
+                extra = f", factor: {op.factor!r}"
             args = ", ".join(q(a.name) for a in op.args)
             lines.append(f"  - {{out: {q(op.out.name)}, op: {op.op}, args: [{args}]{extra}}}")
         lines.append("outputs: [" + ", ".join(q(v.name) for v in self.outputs) + "]")

@@ -154,7 +154,7 @@ class Lowerer:
         s = self.node.meta["tshape"]
         return tuple(s[i] if i is not None else s)
 
-    def emit(self, op: str, args: list[Val], shape: Shape, **kw: int) -> Val:
+    def emit(self, op: str, args: list[Val], shape: Shape, **kw: float) -> Val:
         assert self.node is not None
         v = self.cell.emit(op, args, shape, self.node.name, self.node.meta.get("frame", ""), **kw)
         return v
@@ -299,20 +299,20 @@ def _terms(lw: Lowerer, v: Any) -> list[Val]:
     return out
 
 
-def _scaled(lw: Lowerer, x: Any, factor: float, what: str) -> Any:
+def _scaled(lw: Lowerer, x: Any, factor: float) -> Any:
     """``x * factor``: the mean of the k values a sum of k values added when
-    ``factor`` is 1/k (``(a + b) / 2``); batchlab has no constant factor."""
+    ``factor`` is 1/k (``(a + b) / 2``), else a ``scale`` by ``factor``."""
     if factor == 1.0:
         return x
     if isinstance(x, Zero) or factor == 0.0:
         return Zero(lw.out_tshape())
+    if not bool(torch.tensor(factor, dtype=torch.float32).isfinite()):
+        raise lw.fail(f"scaling by {factor!r}; batchlab's scale takes a finite (f32) constant")
     terms = _terms(lw, x)
     if len(terms) >= 2 and abs(factor * len(terms) - 1.0) < 1e-9:
         return lw.emit("mean", terms, terms[0].shape)
-    raise lw.fail(
-        f"{what} by the constant {factor if what == 'multiplying' else 1 / factor!r}; batchlab's ops take no constant "
-        "factor (a sum of k values divided by k is a mean)"
-    )
+    v = lw.val(x)
+    return lw.emit("scale", [v], v.shape, factor=factor)
 
 
 @rule("torch.Tensor.mul", "torch.mul", "torch.Tensor.__mul__", "torch.Tensor.__rmul__", "torch.multiply")
@@ -320,18 +320,25 @@ def _mul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x, y = a[0], _arg(a, k, 1, "other")
     sx, sy = _scalar(x), _scalar(y)
     if sy is not None and sy not in (0.0, 1.0) and sx is None:
-        return _scaled(lw, x, sy, "multiplying")
+        return _scaled(lw, x, sy)
     if sx is not None and sx not in (0.0, 1.0) and sy is None:
-        return _scaled(lw, y, sx, "multiplying")
+        return _scaled(lw, y, sx)
     return _binary(lw, x, y, "mul")
 
 
 @rule("torch.Tensor.div", "torch.div", "torch.Tensor.__truediv__", "torch.true_divide")
 def _div(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     d = _scalar(_arg(a, k, 1, "other"))
-    if d is None or d == 0.0 or k.get("rounding_mode") is not None:
+    if d is None or k.get("rounding_mode") is not None:
         raise lw.fail("division by other than a constant; batchlab's ops do not divide")
-    return _scaled(lw, a[0], 1.0 / d, "dividing")
+    if d == 0.0:
+        raise lw.fail("division by the constant 0; batchlab's scale takes a finite factor")
+    return _scaled(lw, a[0], 1.0 / d)
+
+
+@rule("torch.neg", "torch.negative", "torch.Tensor.neg", "torch.Tensor.negative", "torch.Tensor.__neg__")
+def _neg(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
+    return _scaled(lw, a[0], -1.0)
 
 
 def _unary(op: str) -> Rule:
@@ -349,6 +356,7 @@ def _unary(op: str) -> Rule:
 rule("torch.sigmoid", "torch.Tensor.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit")(_unary("sigmoid"))
 rule("torch.tanh", "torch.Tensor.tanh", "torch.nn.functional.tanh")(_unary("tanh"))
 rule("torch.relu", "torch.Tensor.relu", "torch.nn.functional.relu")(_unary("relu"))
+rule("torch.exp", "torch.Tensor.exp")(_unary("exp"))
 
 
 @rule("torch.nn.functional.gelu")
@@ -795,6 +803,17 @@ ROWWISE = frozenset(
         "torch.Tensor.relu",
         "torch.nn.functional.relu",
         "torch.nn.functional.gelu",
+        "torch.exp",
+        "torch.Tensor.exp",
+        "torch.neg",
+        "torch.negative",
+        "torch.Tensor.neg",
+        "torch.Tensor.negative",
+        "torch.Tensor.__neg__",
+        "torch.Tensor.div",
+        "torch.div",
+        "torch.Tensor.__truediv__",
+        "torch.true_divide",
         "torch.Tensor.add",
         "torch.add",
         "torch.Tensor.__add__",

@@ -16,7 +16,7 @@ from torch import nn
 import batchlab_torch as bt
 from batchlab_torch.examples.tree_lstm import TreeLSTM
 
-from .conftest import run
+from .conftest import run, run_json
 
 
 class Cell(nn.Module):
@@ -54,11 +54,11 @@ def record(model: nn.Module, samples: list, out: Path) -> None:
 
 
 def test_an_op_batchlab_cannot_express_names_module_op_and_line(tmp_path: Path) -> None:
-    m = Chain(lambda self, x: torch.exp(self.lin(x)))
+    m = Chain(lambda self, x: torch.log(self.lin(x)))
     with pytest.raises(bt.RecordError) as e:
         record(m, [[1, 2, 3]], tmp_path / "m")
     msg = str(e.value)
-    assert "cell `cell` (Cell)" in msg and "torch.exp" in msg and "test_errors.py:" in msg, msg
+    assert "cell `cell` (Cell)" in msg and "torch.log" in msg and "test_errors.py:" in msg, msg
     assert not (tmp_path / "m").exists()
 
 
@@ -298,14 +298,15 @@ def test_a_log_softmax_read_by_other_than_nll_loss_names_both_lines(tmp_path: Pa
     assert "torch.Tensor.mul reads the log_softmax made at " in msg and msg.count("test_errors.py:") == 2, msg
 
 
-def test_a_constant_loss_weight_between_cells_names_the_line(tmp_path: Path) -> None:
+def test_a_constant_loss_weight_between_cells_is_a_scale_op(engine: str, tmp_path: Path) -> None:
     class Weighted(Chain):
         def forward(self, seq: list[int]) -> torch.Tensor:
             h = self.cell(self.embed(torch.tensor([seq[0]])))
             return 0.1 * F.cross_entropy(h, torch.tensor([1]))
 
     m = Weighted(lambda self, x: torch.tanh(self.lin(x)))
-    with pytest.raises(bt.RecordError) as e:
-        record(m, [[1]], tmp_path / "m")
-    msg = str(e.value)
-    assert "constant 0.1" in msg and "test_errors.py:" in msg, msg
+    record(m, [[1], [2, 3]], tmp_path / "m")
+    cells = "".join(p.read_text() for p in (tmp_path / "m" / "cells").glob("*.yaml"))
+    assert "op: scale" in cells and "factor: 0.1" in cells, cells
+    r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "cavs", "--train", "--check")
+    assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4, r["expected"]

@@ -68,6 +68,13 @@ BODIES: dict[str, Callable] = {
     "dropout-p0-training": lambda s, x, h: F.dropout(torch.tanh(s.a(x)[:, :H]), 0.0, True) + nn.Dropout(0.0)(h),
     "layer-norm": lambda s, x, h: torch.tanh(s.norm(s.a(x)[:, :H]) + F.layer_norm(h, (H,))),
     "gelu": lambda s, x, h: F.gelu(s.a(x)[:, :H]) + nn.GELU()(h) * torch.sigmoid(x),
+    "scale-exp": lambda s, x, h: (
+        0.5 * torch.tanh(s.a(x)[:, :H])
+        + torch.tanh(h) / 2
+        - x * 2.0
+        + torch.exp(-torch.tanh(h))
+        + torch.neg(x).exp() * 0.1
+    ),
     "average-of-a-sum": lambda s, x, h: (x + h) / 2 + (x + h + torch.tanh(h)) * (1 / 3),
     "stack-mean-sum": lambda s, x, h: torch.stack([x, h, torch.tanh(x)]).mean(0) + torch.stack([x, h]).sum(0),
     "softmax-dropout-view": lambda s, x, h: F.dropout(F.softmax(s.a(x)[:, :H], dim=-1), 0.5, False).view(1, H) + h,
@@ -136,14 +143,42 @@ def test_slices_of_a_bias_and_of_a_value_are_not_batched_together(engine: str, p
         assert r["expected"]["passed"], (ex, r["expected"])
 
 
-def test_a_constant_factor_names_the_line(tmp_path: Path) -> None:
+def test_division_by_zero_names_the_line(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    m = Chain(lambda s, x, h: torch.tanh(s.a(x)[:, :H]) * 0.5 + h)
+    m = Chain(lambda s, x, h: torch.tanh(s.a(x)[:, :H]) / 0 + h)
     with pytest.raises(bt.RecordError) as e:
         rec = bt.Recorder(m, cells={"cell": m.cell})
         with rec:
             m([1, 2])
-    assert "constant 0.5" in str(e.value) and "test_lowering.py:" in str(e.value)
+    assert "division by the constant 0" in str(e.value) and "test_lowering.py:" in str(e.value)
+
+
+def test_division_by_a_tensor_stays_refused(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m = Chain(lambda s, x, h: torch.tanh(s.a(x)[:, :H]) / torch.sigmoid(h))
+    with pytest.raises(bt.RecordError) as e:
+        rec = bt.Recorder(m, cells={"cell": m.cell})
+        with rec:
+            m([1, 2])
+    assert "division by other than a constant" in str(e.value) and "test_lowering.py:" in str(e.value)
+
+
+def test_constant_factors_negation_and_exp_record_as_scale_and_exp_and_train_on_every_executor(
+    engine: str, planner: str, tmp_path: Path
+) -> None:
+    folder, layouts = recorded_with_layouts("scale-exp", 5, planner, tmp_path)
+    cell = (tmp_path / "m" / "cells" / "cell.yaml").read_text()
+    for want in ("op: scale", "factor: 0.5", "factor: -1.0", "factor: 2.0", "factor: 0.1", "op: exp"):
+        assert want in cell, (want, cell)
+    for ex in ("reference", "dynet", "cavs", "policy:agenda", "edbatch:agenda"):
+        for extra in ((), ("--train",)):
+            r = run_json(engine, "replay", "--model", folder, "--executor", ex, "--layouts", layouts, "--check", *extra)
+            assert r["expected"]["passed"], (ex, extra, r["expected"])
+            if extra:
+                assert r["expected_gradients"][0] <= 1e-4, (ex, r["expected_gradients"])
+    # The VPPS instruction set has both (SUMN of one argument; MAP1 exp).
+    r = run_json(engine, "script", "--model", folder, "--emulate")
+    assert r["emulation"]["max_rel_error_gradients"] <= 1e-4, r["emulation"]
 
 
 def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:

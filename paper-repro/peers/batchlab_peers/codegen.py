@@ -25,7 +25,7 @@ BACKENDS = ("dynet", "torch", "torch-rows")
 #: right-hand side from (args, op, shapes of the args).
 OPS = (
     "matmul", "affine", "add", "sub", "mul", "sum", "mean", "sigmoid", "tanh",
-    "relu", "gelu", "one_minus", "concat", "slice", "lookup", "softmax", "layer_norm", "pick_loss",
+    "relu", "gelu", "scale", "exp", "one_minus", "concat", "slice", "lookup", "softmax", "layer_norm", "pick_loss",
 )
 
 
@@ -61,6 +61,11 @@ def _dynet(op, a, shapes, spec):
         return f"dy.rectify({a[0]})"
     if op == "gelu":
         raise CodegenError("DyNet has no GELU (x Φ(x)); the cell runs in PyTorch and batchlab only")
+    if op == "scale":
+        # Not `c * x`: dynet38's bindings drop reflected operators.
+        return f"{a[0]} * {float(spec['factor'])!r}"
+    if op == "exp":
+        return f"dy.exp({a[0]})"
     if op == "layer_norm":
         raise CodegenError("DyNet's layer_norm takes its gain and bias; batchlab's has none (they are mul and add)")
     if op == "one_minus":
@@ -109,6 +114,10 @@ def _torch(op, a, shapes, spec):
         return f"torch.relu({a[0]})"
     if op == "gelu":
         return f"torch.nn.functional.gelu({a[0]})"
+    if op == "scale":
+        return f"{a[0]} * {float(spec['factor'])!r}"
+    if op == "exp":
+        return f"torch.exp({a[0]})"
     if op == "one_minus":
         return f"torch.rsub({a[0]}, 1.0)"
     if op == "concat":
@@ -155,7 +164,7 @@ def _torch_rows(op, a, shapes, spec, params=()):
                 return f"torch.matmul({a[0]}, {a[1]})"
             return f"torch.matmul({a[0]}.unsqueeze(-2), {a[1]}).squeeze(-2)"
         raise CodegenError(f"matmul of shapes {shapes[0]} and {shapes[1]} is not expressed for torch-rows")
-    if op in ("add", "sub", "mul", "sigmoid", "tanh", "relu", "gelu", "one_minus", "sum", "mean"):
+    if op in ("add", "sub", "mul", "sigmoid", "tanh", "relu", "gelu", "scale", "exp", "one_minus", "sum", "mean"):
         return _torch(op, a, shapes, spec)
     if op == "concat":
         return f"torch.cat([{', '.join(a)}], 1)"

@@ -56,6 +56,9 @@ pub fn in_cell_signature(cell: &Cell, op: usize) -> String {
     if let Some((start, len)) = op.slice {
         sig.push_str(&format!("({start}..{})", start + len));
     }
+    if let Some(c) = op.factor {
+        sig.push_str(&format!("({c:?})"));
+    }
     sig.push_str(&format!("[{}]", shapes.join(";")));
     sig
 }

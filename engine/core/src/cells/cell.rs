@@ -69,7 +69,7 @@ pub struct PortInfo {
 }
 
 /// One primitive op of a concrete cell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Op {
     /// The primitive.
     pub kind: PrimOp,
@@ -79,7 +79,13 @@ pub struct Op {
     pub out: ValueId,
     /// `(start, len)` rows for [`PrimOp::Slice`], `None` otherwise.
     pub slice: Option<(usize, usize)>,
+    /// The constant `c` of [`PrimOp::Scale`] (`y = c · x`), finite; `None`
+    /// for every other op.
+    pub factor: Option<f32>,
 }
+
+// `factor` is finite (validation refuses NaN), so `==` is an equivalence.
+impl Eq for Op {}
 
 /// A validated cell instantiated at hidden size `hidden`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +132,9 @@ impl Cell {
     /// role is replaced by the cell name so that two cells whose params merely
     /// share names never batch together by accident. A slice adds its row range,
     /// `slice(<start>..<end>)[...]`, because slices at different offsets are
-    /// different kernels.
+    /// different kernels; a scale adds its factor, `scale(<factor>)[...]`
+    /// (Rust's shortest round-trip form of the f32, so distinct factors give
+    /// distinct signatures and equal ones the same bytes).
     ///
     /// Panics if `op >= self.ops.len()`.
     pub fn op_signature(&self, op: usize, role: &str) -> String {
@@ -148,6 +156,9 @@ impl Cell {
         let mut sig = op.kind.name().to_owned();
         if let Some((start, len)) = op.slice {
             sig.push_str(&format!("({start}..{})", start + len));
+        }
+        if let Some(c) = op.factor {
+            sig.push_str(&format!("({c:?})"));
         }
         if !params.is_empty() {
             let role = if role.is_empty() { &self.name } else { role };

@@ -110,7 +110,8 @@ pub enum CellError {
         /// Arguments given.
         got: usize,
     },
-    /// `start`/`len` missing on a slice or present on another op.
+    /// `start`/`len` missing on a slice, `factor` missing or not finite on a
+    /// scale, or either present on another op.
     #[error("{at}: op `{out}` ({op}): {message}")]
     Attrs {
         /// Location.

@@ -280,6 +280,17 @@ impl Builder<'_> {
             (false, None, None) => None,
             (false, _, _) => return Err(attrs("`start` and `len` are only allowed on slice")),
         };
+        // The factor is an f32 like every value; one that overflows f32 is
+        // refused with the non-finite ones.
+        let factor = match (kind == PrimOp::Scale, o.factor) {
+            (true, Some(c)) if (c as f32).is_finite() => Some(c as f32),
+            (true, Some(c)) => {
+                return Err(attrs(&format!("`factor` must be a finite f32, got {c}")));
+            }
+            (true, None) => return Err(attrs("scale needs a `factor` (y = factor · x)")),
+            (false, None) => None,
+            (false, Some(_)) => return Err(attrs("`factor` is only allowed on scale")),
+        };
         let mut args = Vec::with_capacity(o.args.len());
         for a in &o.args {
             let Some(&id) = self.names.get(a) else {
@@ -338,6 +349,7 @@ impl Builder<'_> {
             args,
             out,
             slice,
+            factor,
         })
     }
 }

@@ -38,6 +38,11 @@ pub enum PrimOp {
     /// GELU, `x Φ(x)` with `Φ` the standard normal CDF (PyTorch's
     /// `F.gelu`, exact form).
     Gelu,
+    /// `c · x` for the op's finite constant `c` (its `factor`): PyTorch's
+    /// `0.5 * x`, `x / 2`, `-x`.
+    Scale,
+    /// `eˣ`.
+    Exp,
     /// `1 - x` (the GRU's complementary update gate).
     OneMinus,
     /// Concatenation along dim 0.
@@ -109,7 +114,7 @@ pub enum ShapeError {
 
 impl PrimOp {
     /// Every op, in declaration order (used to list the known ops in errors).
-    pub const ALL: [PrimOp; 18] = [
+    pub const ALL: [PrimOp; 20] = [
         PrimOp::Matmul,
         PrimOp::Affine,
         PrimOp::Add,
@@ -121,6 +126,8 @@ impl PrimOp {
         PrimOp::Tanh,
         PrimOp::Relu,
         PrimOp::Gelu,
+        PrimOp::Scale,
+        PrimOp::Exp,
         PrimOp::OneMinus,
         PrimOp::Concat,
         PrimOp::Slice,
@@ -144,6 +151,8 @@ impl PrimOp {
             PrimOp::Tanh => "tanh",
             PrimOp::Relu => "relu",
             PrimOp::Gelu => "gelu",
+            PrimOp::Scale => "scale",
+            PrimOp::Exp => "exp",
             PrimOp::OneMinus => "one_minus",
             PrimOp::Concat => "concat",
             PrimOp::Slice => "slice",
@@ -173,6 +182,8 @@ impl PrimOp {
                 | PrimOp::Tanh
                 | PrimOp::Relu
                 | PrimOp::Gelu
+                | PrimOp::Scale
+                | PrimOp::Exp
                 | PrimOp::OneMinus
         )
     }
@@ -188,6 +199,8 @@ impl PrimOp {
             | PrimOp::Tanh
             | PrimOp::Relu
             | PrimOp::Gelu
+            | PrimOp::Scale
+            | PrimOp::Exp
             | PrimOp::OneMinus
             | PrimOp::Slice
             | PrimOp::Lookup
@@ -228,6 +241,8 @@ impl PrimOp {
             | PrimOp::Tanh
             | PrimOp::Relu
             | PrimOp::Gelu
+            | PrimOp::Scale
+            | PrimOp::Exp
             | PrimOp::OneMinus => all_equal(args)?,
             PrimOp::Concat => concat(args)?,
             PrimOp::Slice => slice_rows(args[0], slice)?,

@@ -50,7 +50,8 @@ pub struct PortSpec {
     pub inputs: Vec<Spanned<ValueSpec>>,
 }
 
-/// One op line: `{out: name, op: kind, args: [...]}` (+ `start`, `len` for slice).
+/// One op line: `{out: name, op: kind, args: [...]}` (+ `start`, `len` for slice,
+/// `factor` for scale).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpSpec {
@@ -66,6 +67,9 @@ pub struct OpSpec {
     /// `slice` only: number of rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub len: Option<DimText>,
+    /// `scale` only: the constant `c` of `y = c · x` (finite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
 }
 
 /// A parsed cell file. Validate it with [`CellSpec::instantiate`].

@@ -60,7 +60,7 @@ extern "C" __global__ void scatter_rows_f32(const float* src, const long* offset
          i += (long)gridDim.x * blockDim.x)
 
 // y = f(a) or f(a, b) over k instances x m ops x len elements of table views.
-// op: 0 sigmoid, 1 tanh, 2 relu, 3 one_minus, 4 alpha*a, 5 gelu, 10 a+b, 11 a-b, 12 a*b.
+// op: 0 sigmoid, 1 tanh, 2 relu, 3 one_minus, 4 alpha*a, 5 gelu, 6 exp, 10 a+b, 11 a-b, 12 a*b.
 extern "C" __global__ void ew_f32(int op, float alpha,
                                   const float* a, const long* at, long ars, long ash,
                                   const float* b, const long* bt, long brs, long bsh,
@@ -79,6 +79,7 @@ extern "C" __global__ void ew_f32(int op, float alpha,
             case 3: v = 1.0f - x; break;
             case 4: v = alpha * x; break;
             case 5: v = 0.5f * x * (1.0f + erff(x * 0.70710678f)); break;
+            case 6: v = expf(x); break;
             default: {
                 float z = b[bsh + bt[j] + r * brs + c];
                 v = op == 10 ? x + z : (op == 11 ? x - z : x * z);
@@ -196,6 +197,7 @@ extern "C" __global__ void fused_ew_f32(float* w, const long* code, int n, const
                 case 2: y = a > 0.0f ? a : 0.0f; break;
                 case 3: y = 1.0f - a; break;
                 case 5: y = 0.5f * a * (1.0f + erff(a * 0.70710678f)); break;
+                case 6: y = expf(a); break;
                 case 10: y = a + b; break;
                 case 11: y = a - b; break;
                 default: y = a * b; break;

@@ -39,6 +39,8 @@ pub enum EwOp {
     OneMinus = 3,
     /// gelu a = a (1 + erf(a / √2)) / 2
     Gelu = 5,
+    /// e^a
+    Exp = 6,
     /// alpha · a
     Scale = 4,
     /// a + b

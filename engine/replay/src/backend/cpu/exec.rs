@@ -672,6 +672,12 @@ pub(crate) unsafe fn run_row_op<B: RowBuffers>(op: &RowOp, b: &B, r: usize, data
                     }
                 }
             }
+            RowKind::Scale { factor } => {
+                for j in 0..calls {
+                    let x = b.get(op.args[0], r, j, span);
+                    super::simd::scaled(x, *factor, b.get_mut(op.out, r, j, span));
+                }
+            }
             RowKind::Concat => {
                 for j in 0..m {
                     let y = b.get_mut(op.out, r, j, len);

@@ -44,6 +44,10 @@ pub(crate) enum GKind {
     Relu,
     /// `dx += dy · (Φ(x) + x φ(x))`.
     Gelu,
+    /// `dx += c · dy` (`scale` by `c`).
+    Scale { factor: f32 },
+    /// `dx += dy · y`.
+    Exp,
     /// `dx −= dy`.
     OneMinus,
     /// `da += dy`, `db += dy`.
@@ -506,6 +510,10 @@ impl Gc<'_> {
             PrimOp::Tanh => GKind::Tanh,
             PrimOp::Relu => GKind::Relu,
             PrimOp::Gelu => GKind::Gelu,
+            PrimOp::Scale => GKind::Scale {
+                factor: op.factor.unwrap_or(1.0),
+            },
+            PrimOp::Exp => GKind::Exp,
             PrimOp::OneMinus => GKind::OneMinus,
             PrimOp::Add => GKind::Add,
             PrimOp::Sub => GKind::Sub,

@@ -14,6 +14,7 @@ pub fn unary(kind: PrimOp, x: &[f32], y: &mut [f32]) {
         PrimOp::Tanh => simd::tanh(x, y),
         PrimOp::Relu => simd::relu(x, y),
         PrimOp::Gelu => simd::gelu(x, y),
+        PrimOp::Exp => simd::exp(x, y),
         PrimOp::OneMinus => simd::one_minus(x, y),
         // Sum or Mean of one argument: a copy.
         _ => y.copy_from_slice(x),
@@ -33,7 +34,12 @@ pub fn binary(kind: PrimOp, a: &[f32], b: &[f32], y: &mut [f32]) {
 pub fn is_unary(kind: PrimOp) -> bool {
     matches!(
         kind,
-        PrimOp::Sigmoid | PrimOp::Tanh | PrimOp::Relu | PrimOp::Gelu | PrimOp::OneMinus
+        PrimOp::Sigmoid
+            | PrimOp::Tanh
+            | PrimOp::Relu
+            | PrimOp::Gelu
+            | PrimOp::Exp
+            | PrimOp::OneMinus
     )
 }
 

@@ -95,6 +95,8 @@ pub(crate) enum RowKind {
     Copy,
     /// An elementwise map (unary or binary), n-ary sum or mean.
     Map(PrimOp),
+    /// `out_j = factor · arg0_j` (`scale`; a batch's ops share the factor).
+    Scale { factor: f32 },
     /// Concatenation of the args (lengths in `arg_len`).
     Concat,
     /// `out_j = arg0_j[starts[j] ..]`.
@@ -529,6 +531,9 @@ impl Compiler<'_> {
                         },
                         PrimOp::PickLoss => RowKind::PickLoss {
                             width: self.cell.values[first.args[0].index()].shape[0].max(1),
+                        },
+                        PrimOp::Scale => RowKind::Scale {
+                            factor: first.factor.unwrap_or(1.0),
                         },
                         k => RowKind::Map(k),
                     },

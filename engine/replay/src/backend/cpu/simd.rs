@@ -297,6 +297,15 @@ multiversion! {
 }
 
 multiversion! {
+    /// `y = c · x` elementwise (`scale`).
+    pub fn scaled(x: &[f32], c: f32, y: &mut [f32]) {
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = c * x;
+        }
+    }
+}
+
+multiversion! {
     /// `y = 1 − x` elementwise.
     pub fn one_minus(x: &[f32], y: &mut [f32]) {
         for (y, &x) in y.iter_mut().zip(x) {
@@ -382,6 +391,11 @@ vjp! {
 vjp! {
     /// GELU's: `dx (+)= dy · (Φ(x) + x φ(x))` (`v` = `x`).
     pub fn gelu_vjp(dy, v: &[f32], dx) => |g, x| g * gelu_grad1(x)
+}
+
+vjp! {
+    /// Exp's: `dx (+)= dy · y` (`v` = `y`).
+    pub fn exp_vjp(dy, v: &[f32], dx) => |g, y| g * y
 }
 
 vjp! {

@@ -50,6 +50,9 @@ pub(super) enum Extra {
 /// One in-cell batch on the device.
 pub(super) struct GBatch {
     pub kind: PrimOp,
+    /// The batch's scale factor (`scale`: every op's, equal by its
+    /// signature); 1 for other ops.
+    pub factor: f32,
     pub m: usize,
     pub out: usize,
     pub args: Vec<GArg>,

@@ -296,6 +296,7 @@ impl DynetRun<'_> {
                 };
                 let rop = LaunchOp {
                     kind: cop.kind,
+                    factor: cop.factor.unwrap_or(1.0),
                     k,
                     m: 1,
                     out: n,

@@ -45,6 +45,8 @@ pub(super) enum LaunchExtra {
 /// A batched op ready to launch: `m` ops of one kind over `k` instances.
 pub(super) struct LaunchOp<'a> {
     pub kind: PrimOp,
+    /// `scale`'s factor (1 for other ops).
+    pub factor: f32,
     pub k: usize,
     pub m: usize,
     pub out: usize,
@@ -158,6 +160,7 @@ unsafe fn run_batch(
         }
         let op = LaunchOp {
             kind: b.kind,
+            factor: b.factor,
             k,
             m,
             out: b.out,
@@ -224,6 +227,10 @@ pub(super) unsafe fn launch_op(
             PrimOp::Tanh => ew(EwOp::Tanh)?,
             PrimOp::Relu => ew(EwOp::Relu)?,
             PrimOp::Gelu => ew(EwOp::Gelu)?,
+            PrimOp::Exp => ew(EwOp::Exp)?,
+            PrimOp::Scale => dev
+                .ew(EwOp::Scale, op.factor, arg(0), arg(0), y, k, m, out)
+                .map(|()| 1)?,
             PrimOp::OneMinus => ew(EwOp::OneMinus)?,
             PrimOp::Add => ew(EwOp::Add)?,
             PrimOp::Sub => ew(EwOp::Sub)?,

@@ -33,6 +33,9 @@ fn opcode(kind: PrimOp) -> Option<i64> {
         PrimOp::Relu => 2,
         PrimOp::OneMinus => 3,
         PrimOp::Gelu => 5,
+        PrimOp::Exp => 6,
+        // `scale` needs its factor, which the fused chain's code (op, a, b,
+        // dst, store) has no slot for: it runs as its own `ew_f32` launch.
         PrimOp::Add => 10,
         PrimOp::Sub => 11,
         PrimOp::Mul => 12,

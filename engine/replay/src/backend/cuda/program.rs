@@ -212,6 +212,7 @@ pub(super) fn lay_out(cell: &Cell, prog: &CellProgram) -> LaidOut {
         batches.push(GBatch {
             out_values,
             kind: first.kind,
+            factor: first.factor.unwrap_or(1.0),
             m,
             out,
             args,

@@ -332,6 +332,7 @@ fn exec(
                         map1::RELU => v.max(0.0),
                         map1::ONE_MINUS => 1.0 - v,
                         map1::GELU => crate::backend::cpu::simd::gelu1(v),
+                        map1::EXP => v.exp(),
                         _ => v,
                     };
                 }

@@ -397,6 +397,7 @@ vpps_kernel(float* __restrict__ pool, const u32* __restrict__ sc, u32* bar) {
         else if (sub == 3u) y = fmaxf(v, 0.f);
         else if (sub == 4u) y = 1.f - v;
         else if (sub == 5u) y = 0.5f * v * (1.f + erff(v * 0.70710678f));
+        else if (sub == 6u) y = expf(v);
         pool[opa(dst, r, data, tab, gs) + c] = y;
       }
     } break;

@@ -56,6 +56,7 @@ pub(crate) mod map1 {
     pub const RELU: u8 = 3;
     pub const ONE_MINUS: u8 = 4;
     pub const GELU: u8 = 5;
+    pub const EXP: u8 = 6;
 }
 
 /// Binary maps (`MAP2`'s function).
@@ -515,16 +516,31 @@ pub(crate) fn lower(model: &Model, plan: &Plan, params: &ParamLayout) -> Vec<Rol
                             b.push(axpy(grad(v), dy, len, scale));
                         }
                     }
+                    PrimOp::Scale => {
+                        // `SUMN` of one argument is `factor · x`; its
+                        // gradient the `DMAP` axpy `dx += factor · dy`.
+                        let c = op.factor.unwrap_or(1.0);
+                        fwd.push(Template::SumN {
+                            len,
+                            dst: y,
+                            scale: c,
+                            args: vec![val(a[0])],
+                        });
+                        b.push(axpy(grad(a[0]), dy, len, c));
+                    }
                     PrimOp::Sigmoid
                     | PrimOp::Tanh
                     | PrimOp::Relu
                     | PrimOp::Gelu
+                    | PrimOp::Exp
                     | PrimOp::OneMinus => {
                         let (f, kind, aux) = match op.kind {
                             PrimOp::Sigmoid => (map1::SIGMOID, dmap::SIGMOID, y),
                             PrimOp::Tanh => (map1::TANH, dmap::TANH, y),
                             PrimOp::Relu => (map1::RELU, dmap::RELU, val(a[0])),
                             PrimOp::Gelu => (map1::GELU, dmap::GELU, val(a[0])),
+                            // dx += dy · y: the product map with aux = y.
+                            PrimOp::Exp => (map1::EXP, dmap::FMA, y),
                             _ => (map1::ONE_MINUS, dmap::AXPY, dy),
                         };
                         fwd.push(Template::Map1 {
