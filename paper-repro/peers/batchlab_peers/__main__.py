@@ -67,8 +67,14 @@ def cmd_run(a):
         if a.peer == "torch-fsm":
             if not (a.fsm_trace and a.fsm_export):
                 raise ExportError("torch-fsm needs --fsm-trace and --fsm-export (the trace its FSM is learned on)")
-            fsm = peers.learn_fsm(Export.read(a.fsm_export), a.fsm_trace, os.path.join(work, "fsm.yaml"),
-                                  a.fsm_episodes, a.fsm_seed, a.fsm_encoding)
+            fsm = peers.learn_fsm(
+                Export.read(a.fsm_export),
+                a.fsm_trace,
+                os.path.join(work, "fsm.yaml"),
+                a.fsm_episodes,
+                a.fsm_seed,
+                a.fsm_encoding,
+            )
         p = peers.open_peer(a.peer, e, a.threads, train=a.train, trace=a.trace, fsm=fsm, device=a.device)
         m = peers.measure(p, a.warmup, a.repeats, e if a.train else None)
     out = {
@@ -87,8 +93,9 @@ def cmd_run(a):
         "expected_ops": e.header["op_nodes"],
         "train": a.train,
         "batches": m["batches"],
-        **{k: m[k] for k in ("construction_s", "forward_s", "backward_s", "total_s", "cpu_s", "samples",
-                             "cpu_samples")},
+        **{
+            k: m[k] for k in ("construction_s", "forward_s", "backward_s", "total_s", "cpu_s", "samples", "cpu_samples")
+        },
         **{k: m[k] for k in ("grad_rel_err", "grad_worst") if k in m},
         **loss_check(e, m["loss"]),
     }
@@ -149,8 +156,9 @@ def main(argv=None):
     ru.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (the PyTorch peers; DyNet and DGL: cpu)")
     ru.add_argument("--warmup", type=int, default=1)
     ru.add_argument("--repeats", type=int, default=3)
-    ru.add_argument("--train", action="store_true",
-                    help="time training steps (forward + backward) and check the gradients")
+    ru.add_argument(
+        "--train", action="store_true", help="time training steps (forward + backward) and check the gradients"
+    )
     ru.add_argument("--result", help="JSON output file (default: standard output)")
     ru.add_argument("--trace", help="torch-depth/agenda/fsm: the export's trace (which sample each node is of)")
     ru.add_argument("--fsm-trace", help="torch-fsm: the trace its FSM is learned on (search train, every encoding)")
@@ -170,8 +178,9 @@ def main(argv=None):
         if v is not None and v < (0 if flag == "warmup" else 1):
             ap.error(f"--{flag} {v} is out of range")
     try:
-        return {"probe": cmd_probe, "program": cmd_program, "run": cmd_run, "count": cmd_count,
-                "explain": cmd_explain}[a.cmd](a)
+        return {"probe": cmd_probe, "program": cmd_program, "run": cmd_run, "count": cmd_count, "explain": cmd_explain}[
+            a.cmd
+        ](a)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -24,8 +24,26 @@ BACKENDS = ("dynet", "torch", "torch-rows")
 #: Ops of ``docs/cells.md`` and, per backend, a formatter of one statement's
 #: right-hand side from (args, op, shapes of the args).
 OPS = (
-    "matmul", "affine", "add", "sub", "mul", "sum", "mean", "sigmoid", "tanh",
-    "relu", "gelu", "scale", "exp", "one_minus", "concat", "slice", "lookup", "softmax", "layer_norm", "pick_loss",
+    "matmul",
+    "affine",
+    "add",
+    "sub",
+    "mul",
+    "sum",
+    "mean",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "gelu",
+    "scale",
+    "exp",
+    "one_minus",
+    "concat",
+    "slice",
+    "lookup",
+    "softmax",
+    "layer_norm",
+    "pick_loss",
 )
 
 
@@ -133,10 +151,7 @@ def _torch(op, a, shapes, spec):
         return f"torch.nn.functional.layer_norm({a[0]}, ({shapes[0][0]},))"
     if op == "pick_loss":
         n = shapes[0][0]
-        return (
-            f"torch.logsumexp({a[0]}, 0, keepdim=True) - "
-            f"{a[0]}[label % {n}:label % {n} + 1]"
-        )
+        return f"torch.logsumexp({a[0]}, 0, keepdim=True) - {a[0]}[label % {n}:label % {n} + 1]"
     raise KeyError(op)
 
 
@@ -192,9 +207,7 @@ def lookup_tables(role):
     others = {a for o in role["ops"] if o["op"] != "lookup" for a in o["args"]}
     both = tables & others
     if both:
-        raise CodegenError(
-            f"role {role['role']}: parameter {sorted(both)[0]!r} is both a lookup table and an operand"
-        )
+        raise CodegenError(f"role {role['role']}: parameter {sorted(both)[0]!r} is both a lookup table and an operand")
     return tables
 
 

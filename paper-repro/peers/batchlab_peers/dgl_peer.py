@@ -51,13 +51,20 @@ class DglPeer:
         # Per role: its inputs as (port, output j of the producer, per-instance shape).
         self.inputs = []
         for r in export.roles:
-            self.inputs.append([(p, j, tuple(inp["shape"])) for p, port in enumerate(r["ports"])
-                                for j, inp in enumerate(port["inputs"])])
+            self.inputs.append(
+                [
+                    (p, j, tuple(inp["shape"]))
+                    for p, port in enumerate(r["ports"])
+                    for j, inp in enumerate(port["inputs"])
+                ]
+            )
         shapes = [tuple(o["shape"]) for r in export.roles for o in r["ops"] if o["out"] in r["outputs"]]
         self.width = max([_numel(s) for s in shapes] + [1])
         self.n_out = max([len(r["outputs"]) for r in export.roles] + [1])
-        self.out_shapes = [[next(tuple(o["shape"]) for o in r["ops"] if o["out"] == name) for name in r["outputs"]]
-                           for r in export.roles]
+        self.out_shapes = [
+            [next(tuple(o["shape"]) for o in r["ops"] if o["out"] == name) for name in r["outputs"]]
+            for r in export.roles
+        ]
 
     def _graph(self):
         """The mini-batch's DGL graph and its frontiers by role."""
@@ -71,8 +78,9 @@ class DglPeer:
                     src.append(local[u])
                     dst.append(local[v])
                     port.append(p)
-        g = dgl.graph((torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64)),
-                      num_nodes=len(self.keep))
+        g = dgl.graph(
+            (torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64)), num_nodes=len(self.keep)
+        )
         g.edata["port"] = torch.tensor(port, dtype=torch.int64)
         g.ndata["row"] = torch.tensor([nodes[v]["row"] for v in self.keep], dtype=torch.int64)
         g.ndata["label"] = torch.tensor([nodes[v]["label"] for v in self.keep], dtype=torch.int64)
@@ -107,8 +115,7 @@ class DglPeer:
             ins = self.inputs[r]
             n_ports = len(self.export.roles[r]["ports"])
             if n_ports == 0:
-                g.apply_nodes(lambda nodes, r=r: {"out": self._cell(r, [], nodes.data["row"], nodes.data["label"])},
-                              vs)
+                g.apply_nodes(lambda nodes, r=r: {"out": self._cell(r, [], nodes.data["row"], nodes.data["label"])}, vs)
                 continue
 
             def reduce(nodes, r=r, ins=ins, n_ports=n_ports):
@@ -121,8 +128,10 @@ class DglPeer:
                 present[torch.arange(b).unsqueeze(1).expand_as(p), p] = True
                 # A port no row has is None (the cell's zeros); one some rows
                 # lack reads the zeros `at` holds there.
-                args = [at[:, port, j, : _numel(shape)].reshape((b, *shape)) if bool(present[:, port].any())
-                        else None for port, j, shape in ins]
+                args = [
+                    at[:, port, j, : _numel(shape)].reshape((b, *shape)) if bool(present[:, port].any()) else None
+                    for port, j, shape in ins
+                ]
                 return {"out": self._cell(r, args, nodes.data["row"], nodes.data["label"])}
 
             g.pull(vs, message, reduce)
@@ -146,8 +155,14 @@ class DglPeer:
                 total = self._propagate()
             t1 = time.perf_counter()
         t2, c2 = time.perf_counter(), time.process_time()
-        return {"construction_s": None, "forward_s": t1 - t0, "backward_s": t2 - t1 if self.train else None,
-                "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(total.detach())}
+        return {
+            "construction_s": None,
+            "forward_s": t1 - t0,
+            "backward_s": t2 - t1 if self.train else None,
+            "total_s": t2 - t0,
+            "cpu_s": c2 - c0,
+            "loss": float(total.detach()),
+        }
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""

@@ -28,8 +28,7 @@ METADATA_KEY = "batchlab"
 #: refuse it with a message that says what to do.
 V1_MAGIC = b"BLMODEL\0"
 #: Header fields the harness reads.
-REQUIRED = ("workload", "hidden", "seed", "instances", "op_nodes", "agenda_batches",
-            "loss_nodes", "roles", "nodes")
+REQUIRED = ("workload", "hidden", "seed", "instances", "op_nodes", "agenda_batches", "loss_nodes", "roles", "nodes")
 
 
 def param_tensor(role, name):
@@ -60,8 +59,12 @@ def _check_roles(header, bad):
         if not isinstance(r.get("role"), str) or not isinstance(r.get("params"), list):
             raise bad(f"metadata `batchlab`: roles[{i}] lacks a `role` name or a `params` list")
         for j, p in enumerate(r["params"]):
-            if (not isinstance(p, dict) or not isinstance(p.get("name"), str)
-                    or not isinstance(p.get("shape"), list) or not all(map(_is_size, p["shape"]))):
+            if (
+                not isinstance(p, dict)
+                or not isinstance(p.get("name"), str)
+                or not isinstance(p.get("shape"), list)
+                or not all(map(_is_size, p["shape"]))
+            ):
                 raise bad(f"metadata `batchlab`: roles[{i}].params[{j}] is not a `name` and a `shape`")
     for key in ("nodes", "loss_nodes"):
         if not isinstance(header[key], list):
@@ -112,8 +115,7 @@ def _tensor_info(name, info, data_len, bad):
         raise bad(f"tensor `{name}`: data_offsets {offsets!r} is not [begin, end]")
     begin, end = offsets
     if not begin <= end <= data_len:
-        raise bad(f"tensor `{name}`: data_offsets [{begin}, {end}] lie outside the "
-                  f"{data_len}-byte data section")
+        raise bad(f"tensor `{name}`: data_offsets [{begin}, {end}] lie outside the {data_len}-byte data section")
     want = 4 * math.prod(shape)
     if end - begin != want:
         raise bad(f"tensor `{name}`: {end - begin} bytes of data, but shape {shape} of F32 is {want}")
@@ -136,8 +138,7 @@ class Export:
         # The role of each parameter spec of ``roles``: param() and grad()
         # take a spec alone, and a tensor's name needs its role.
         self._role_of = {id(p): r["role"] for r in self.roles for p in r["params"]}
-        self._gradients = any(grad_tensor(r["role"], p["name"]) in tensors
-                              for r in self.roles for p in r["params"])
+        self._gradients = any(grad_tensor(r["role"], p["name"]) in tensors for r in self.roles for p in r["params"])
 
     @classmethod
     def from_bytes(cls, raw, path="<bytes>"):
@@ -149,14 +150,18 @@ class Export:
 
         raw = bytes(raw)
         if raw.startswith(V1_MAGIC):
-            raise bad(f"a version 1 model export; this batchlab reads version {VERSION} "
-                      "(safetensors): write it again with `engine export-model`")
+            raise bad(
+                f"a version 1 model export; this batchlab reads version {VERSION} "
+                "(safetensors): write it again with `engine export-model`"
+            )
         if len(raw) < 8:
             raise bad(f"not a safetensors file: {len(raw)} bytes, too short for the header length")
         (n,) = struct.unpack("<Q", raw[:8])
         if n > len(raw) - 8:
-            raise bad(f"header length {n} runs past the end of the file ({len(raw)} bytes): "
-                      "not a safetensors file, or a truncated one")
+            raise bad(
+                f"header length {n} runs past the end of the file ({len(raw)} bytes): "
+                "not a safetensors file, or a truncated one"
+            )
         try:
             table = json.loads(raw[8 : 8 + n].decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
@@ -165,8 +170,10 @@ class Export:
             raise bad("safetensors header: not a JSON object")
         meta = table.pop("__metadata__", None)
         if not isinstance(meta, dict) or METADATA_KEY not in meta:
-            raise bad(f"a safetensors file without `{METADATA_KEY}` metadata: not a batchlab "
-                      "model export (write one with `engine export-model`)")
+            raise bad(
+                f"a safetensors file without `{METADATA_KEY}` metadata: not a batchlab "
+                "model export (write one with `engine export-model`)"
+            )
         try:
             header = json.loads(meta[METADATA_KEY])
         except (TypeError, ValueError) as e:
@@ -174,8 +181,10 @@ class Export:
         if not isinstance(header, dict):
             raise bad(f"metadata `{METADATA_KEY}`: not a JSON object")
         if header.get("format") != FORMAT or header.get("version") != VERSION:
-            raise bad(f"format {header.get('format')!r} version {header.get('version')!r} is not "
-                      f"{FORMAT!r} version {VERSION}; write the export again with `engine export-model`")
+            raise bad(
+                f"format {header.get('format')!r} version {header.get('version')!r} is not "
+                f"{FORMAT!r} version {VERSION}; write the export again with `engine export-model`"
+            )
         for key in REQUIRED:
             if key not in header:
                 raise bad(f"metadata `{METADATA_KEY}`: missing field {key!r}")
@@ -189,8 +198,10 @@ class Export:
         at = 0
         for name, (_, begin, end) in sorted(tensors.items(), key=lambda t: t[1][1:]):
             if begin != at:
-                raise bad(f"tensor `{name}` starts at byte {begin} of the data section, not {at}: "
-                          "tensors overlap or leave a gap")
+                raise bad(
+                    f"tensor `{name}` starts at byte {begin} of the data section, not {at}: "
+                    "tensors overlap or leave a gap"
+                )
             at = end
         if at != data_len:
             raise bad(f"the data section has {data_len} bytes, its tensors cover {at}")
@@ -205,9 +216,13 @@ class Export:
         for role, p in ((r["role"], p) for r in self.roles for p in r["params"]):
             need = [(param_tensor(role, p["name"]), f"role {role} parameter {p['name']}")]
             if self._gradients:
-                need.append((grad_tensor(role, p["name"]),
-                             f"the gradient of role {role} parameter {p['name']}; "
-                             "the export has other parameters' gradients"))
+                need.append(
+                    (
+                        grad_tensor(role, p["name"]),
+                        f"the gradient of role {role} parameter {p['name']}; "
+                        "the export has other parameters' gradients",
+                    )
+                )
             for name, why in need:
                 if name not in self._tensors:
                     raise bad(f"no tensor `{name}` ({why})")
@@ -236,16 +251,14 @@ class Export:
     def _tensor(self, kind, spec):
         role = self._role_of.get(id(spec))
         if role is None:
-            raise ExportError(f"{self.path}: parameter {spec.get('name')!r} is not an entry of "
-                              "this export's `roles`")
+            raise ExportError(f"{self.path}: parameter {spec.get('name')!r} is not an entry of this export's `roles`")
         return self._tensors[f"{kind}/{role}/{spec['name']}"]
 
     def _array(self, kind, spec):
         import numpy as np
 
         shape, begin, end = self._tensor(kind, spec)
-        flat = np.frombuffer(self._raw, dtype="<f4", count=(end - begin) // 4,
-                             offset=self._data_start + begin)
+        flat = np.frombuffer(self._raw, dtype="<f4", count=(end - begin) // 4, offset=self._data_start + begin)
         return flat.reshape(shape).astype(np.float32)
 
     def param_list(self, spec):

@@ -127,18 +127,30 @@ class DynetPeer:
         losses = self.program.build(fns, zeros, dy.esum)
         if not self.train:
             t1 = time.perf_counter()
-            loss = sum(l.value() for l in losses)
+            loss = sum(x.value() for x in losses)
             t2, c2 = time.perf_counter(), time.process_time()
-            return {"construction_s": t1 - t0, "forward_s": t2 - t1, "backward_s": None,
-                    "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(loss)}
+            return {
+                "construction_s": t1 - t0,
+                "forward_s": t2 - t1,
+                "backward_s": None,
+                "total_s": t2 - t0,
+                "cpu_s": c2 - c0,
+                "loss": float(loss),
+            }
         total = dy.esum(losses)
         t1 = time.perf_counter()
         loss = total.value()
         t2 = time.perf_counter()
         total.backward()
         t3, c3 = time.perf_counter(), time.process_time()
-        return {"construction_s": t1 - t0, "forward_s": t2 - t1, "backward_s": t3 - t2,
-                "total_s": t3 - t0, "cpu_s": c3 - c0, "loss": float(loss)}
+        return {
+            "construction_s": t1 - t0,
+            "forward_s": t2 - t1,
+            "backward_s": t3 - t2,
+            "total_s": t3 - t0,
+            "cpu_s": c3 - c0,
+            "loss": float(loss),
+        }
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) after the runs so
@@ -189,10 +201,16 @@ class TorchPeer:
             losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
             # One read of the device (it waits for it), summed in double as
             # Python's sum of the losses' floats is.
-            loss = float(torch.stack([l.sum() for l in losses]).double().sum())
+            loss = float(torch.stack([x.sum() for x in losses]).double().sum())
         t2, c2 = time.perf_counter(), time.process_time()
-        return {"construction_s": None, "forward_s": t2 - t0, "backward_s": None,
-                "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": loss}
+        return {
+            "construction_s": None,
+            "forward_s": t2 - t0,
+            "backward_s": None,
+            "total_s": t2 - t0,
+            "cpu_s": c2 - c0,
+            "loss": loss,
+        }
 
     def train_once(self):
         torch = self.torch
@@ -210,14 +228,20 @@ class TorchPeer:
 
         fns = [make(ps) for make, ps in zip(self.makers, self.params)]
         losses = self.program.build(fns, zeros, lambda xs: torch.stack(xs).sum(0))
-        total = torch.stack([l.sum() for l in losses]).sum()
+        total = torch.stack([x.sum() for x in losses]).sum()
         self.sync()
         t1 = time.perf_counter()
         total.backward()
         self.sync()
         t2, c2 = time.perf_counter(), time.process_time()
-        return {"construction_s": None, "forward_s": t1 - t0, "backward_s": t2 - t1,
-                "total_s": t2 - t0, "cpu_s": c2 - c0, "loss": float(total.detach())}
+        return {
+            "construction_s": None,
+            "forward_s": t1 - t0,
+            "backward_s": t2 - t1,
+            "total_s": t2 - t0,
+            "cpu_s": c2 - c0,
+            "loss": float(total.detach()),
+        }
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""
@@ -235,7 +259,6 @@ class TorchBatchedPeer:
     def __init__(self, peer, export, trace, threads, train=False, fsm=None, device="cpu"):
         try:
             import torch
-
             from batchlab_torch import Runner
             from batchlab_torch.schedules import find_tool
 
@@ -280,9 +303,15 @@ class TorchBatchedPeer:
             t1 = time.perf_counter()
         t2, c2 = time.perf_counter(), time.process_time()
         st = self.runner.stats
-        return {"construction_s": st.discover + st.schedule, "forward_s": t1 - t0,
-                "backward_s": t2 - t1 if self.train else None, "total_s": t2 - t0, "cpu_s": c2 - c0,
-                "loss": float(total.detach()), "batches": st.batches}
+        return {
+            "construction_s": st.discover + st.schedule,
+            "forward_s": t1 - t0,
+            "backward_s": t2 - t1 if self.train else None,
+            "total_s": t2 - t0,
+            "cpu_s": c2 - c0,
+            "loss": float(total.detach()),
+            "batches": st.batches,
+        }
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""
@@ -311,8 +340,20 @@ def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
     with tempfile.TemporaryDirectory() as d:
         graph = f"{d}/graph.json"
         runner.save_trace(made.samples, graph)
-        cmd = [search, "train", "--trace", graph, "--encoding", encoding,
-               "--episodes", str(episodes), "--seed", str(seed), "--out", out]
+        cmd = [
+            search,
+            "train",
+            "--trace",
+            graph,
+            "--encoding",
+            encoding,
+            "--episodes",
+            str(episodes),
+            "--seed",
+            str(seed),
+            "--out",
+            out,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise ValueError(f"search train on PyTorch's graph of {fsm_trace}: {done.stderr.strip()}")
@@ -323,8 +364,10 @@ def torch_params(torch, export, train, device="cpu"):
     """Per role, its parameters as PyTorch tensors by name on ``device``
     (leaves that collect gradients when ``train``)."""
     return [
-        {p["name"]: torch.from_numpy(export.param(p)).contiguous().to(device).requires_grad_(train)
-         for p in role["params"]}
+        {
+            p["name"]: torch.from_numpy(export.param(p)).contiguous().to(device).requires_grad_(train)
+            for p in role["params"]
+        }
         for role in export.roles
     ]
 

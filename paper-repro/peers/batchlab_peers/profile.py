@@ -52,8 +52,7 @@ def kind(desc):
 def parse(text):
     """Counts of a DyNet profiling-2 output: batches and nodes of ops, and the
     leaf batches set apart, with the op batches per node description."""
-    out = {"forward_calls": 0, "batches": 0, "nodes": 0, "parameters": 0, "constants": 0,
-           "by_op": {}, "by_kind": {}}
+    out = {"forward_calls": 0, "batches": 0, "nodes": 0, "parameters": 0, "constants": 0, "by_op": {}, "by_kind": {}}
     for line in text.splitlines():
         line = line.rstrip()
         if line == "Forward Call":

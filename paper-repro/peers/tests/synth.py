@@ -34,8 +34,15 @@ def split(raw):
 
 
 def role(name, cell, ports, params, ops, outputs, batchable=True):
-    return {"role": name, "cell": cell, "batchable": batchable, "ports": ports,
-            "params": params, "ops": ops, "outputs": outputs}
+    return {
+        "role": name,
+        "cell": cell,
+        "batchable": batchable,
+        "ports": ports,
+        "params": params,
+        "ops": ops,
+        "outputs": outputs,
+    }
 
 
 def chain_parts(n=3, h=2, extra_ops=(), gradients=False):
@@ -53,8 +60,14 @@ def chain_parts(n=3, h=2, extra_ops=(), gradients=False):
             tensors[grad_tensor(role, name)] = (shape, [-0.5 * (i + 1) for i in range(numel)])
         return {"name": name, "shape": shape}
 
-    lookup = role("embed", "lookup", [], [param("embed", "E", [10, h])],
-                  [{"out": "e", "op": "lookup", "args": ["E"], "shape": [h]}], ["e"])
+    lookup = role(
+        "embed",
+        "lookup",
+        [],
+        [param("embed", "E", [10, h])],
+        [{"out": "e", "op": "lookup", "args": ["E"], "shape": [h]}],
+        ["e"],
+    )
     step_params = [param("step", "b", [h]), param("step", "W", [h, h]), param("step", "U", [h, h])]
     ops = [
         {"out": "pre", "op": "affine", "args": ["b", "W", "x", "U", "hp"], "shape": [h]},
@@ -65,13 +78,28 @@ def chain_parts(n=3, h=2, extra_ops=(), gradients=False):
         ops.append({"out": f"t{k}", "op": op, "args": [last], "shape": [h]})
         last = f"t{k}"
     ops.append({"out": "out", "op": "mul", "args": [last, "hp"], "shape": [h]})
-    step = role("step", "step", [
-        {"name": "x", "arity": "one", "inputs": [{"name": "x", "shape": [h]}]},
-        {"name": "prev", "arity": "optional", "inputs": [{"name": "hp", "shape": [h]}]},
-    ], step_params, ops, ["out"])
-    total = role("total", "total", [
-        {"name": "all", "arity": "many", "inputs": [{"name": "l", "shape": [h]}]},
-    ], [], [{"out": "t", "op": "sum", "args": ["l"], "shape": [h]}], ["t"], batchable=False)
+    step = role(
+        "step",
+        "step",
+        [
+            {"name": "x", "arity": "one", "inputs": [{"name": "x", "shape": [h]}]},
+            {"name": "prev", "arity": "optional", "inputs": [{"name": "hp", "shape": [h]}]},
+        ],
+        step_params,
+        ops,
+        ["out"],
+    )
+    total = role(
+        "total",
+        "total",
+        [
+            {"name": "all", "arity": "many", "inputs": [{"name": "l", "shape": [h]}]},
+        ],
+        [],
+        [{"out": "t", "op": "sum", "args": ["l"], "shape": [h]}],
+        ["t"],
+        batchable=False,
+    )
     nodes = []
     steps = []
     for i in range(n):
@@ -81,11 +109,19 @@ def chain_parts(n=3, h=2, extra_ops=(), gradients=False):
         steps.append(len(nodes) - 1)
     nodes.append({"role": 2, "ports": [steps], "row": 0, "label": 0})
     header = {
-        "format": "batchlab-model-export", "version": 2, "workload": "synthetic-chain",
-        "hidden": h, "seed": 1, "instances": 1,
-        "op_nodes": n * (1 + len(ops)) + 2, "agenda_batches": 0, "agenda_by_op": {},
-        "loss_nodes": [len(nodes) - 1], "reference_loss": None,
-        "roles": [lookup, step, total], "nodes": nodes,
+        "format": "batchlab-model-export",
+        "version": 2,
+        "workload": "synthetic-chain",
+        "hidden": h,
+        "seed": 1,
+        "instances": 1,
+        "op_nodes": n * (1 + len(ops)) + 2,
+        "agenda_batches": 0,
+        "agenda_by_op": {},
+        "loss_nodes": [len(nodes) - 1],
+        "reference_loss": None,
+        "roles": [lookup, step, total],
+        "nodes": nodes,
     }
     return header, tensors
 

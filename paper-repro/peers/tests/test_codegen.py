@@ -9,13 +9,16 @@ class CodegenTest(unittest.TestCase):
     def test_one_statement_per_cell_op(self):
         e = chain_export(extra_ops=("tanh",))
         src = codegen.role_source(e.roles[1], 1, "dynet")
-        body = [l.strip() for l in src.splitlines() if l.startswith("        v_")]
-        self.assertEqual(body, [
-            "v_pre = dy.affine_transform([p_b, p_W, v_x, p_U, v_hp])",
-            "v_s = dy.logistic(v_pre)",
-            "v_t0 = dy.tanh(v_s)",
-            "v_out = dy.cmult(v_t0, v_hp)",
-        ])
+        body = [line.strip() for line in src.splitlines() if line.startswith("        v_")]
+        self.assertEqual(
+            body,
+            [
+                "v_pre = dy.affine_transform([p_b, p_W, v_x, p_U, v_hp])",
+                "v_s = dy.logistic(v_pre)",
+                "v_t0 = dy.tanh(v_s)",
+                "v_out = dy.cmult(v_t0, v_hp)",
+            ],
+        )
         torch_src = codegen.role_source(e.roles[1], 1, "torch")
         self.assertIn("v_pre = torch.addmv(torch.addmv(p_b, p_W, v_x), p_U, v_hp)", torch_src)
         self.assertIn("def run(v_x, v_hp, row, label):", torch_src)
@@ -23,10 +26,14 @@ class CodegenTest(unittest.TestCase):
     def test_lookup_and_loss_use_the_node_data_modulo_the_sizes(self):
         e = chain_export()
         self.assertIn("dy.lookup(p_E, row % 10)", codegen.role_source(e.roles[0], 0, "dynet"))
-        loss = {"role": "l", "cell": "l", "ports": [{"name": "x", "arity": "one",
-                "inputs": [{"name": "m", "shape": [5]}]}], "params": [],
-                "ops": [{"out": "loss", "op": "pick_loss", "args": ["m"], "shape": [1]}],
-                "outputs": ["loss"]}
+        loss = {
+            "role": "l",
+            "cell": "l",
+            "ports": [{"name": "x", "arity": "one", "inputs": [{"name": "m", "shape": [5]}]}],
+            "params": [],
+            "ops": [{"out": "loss", "op": "pick_loss", "args": ["m"], "shape": [1]}],
+            "outputs": ["loss"],
+        }
         self.assertIn("dy.pickneglogsoftmax(v_m, label % 5)", codegen.role_source(loss, 0, "dynet"))
         self.assertIn("label % 5:label % 5 + 1", codegen.role_source(loss, 0, "torch"))
 

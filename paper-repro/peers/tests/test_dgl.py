@@ -26,8 +26,11 @@ class DglTest(unittest.TestCase):
     def harness(self, *args):
         with tempfile.TemporaryDirectory() as t:
             out = os.path.join(t, "r.json")
-            done = subprocess.run([sys.executable, "-W", "ignore", "-m", "batchlab_peers", *args, "--result", out],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-W", "ignore", "-m", "batchlab_peers", *args, "--result", out],
+                capture_output=True,
+                text=True,
+            )
             self.assertEqual(done.returncode, 0, done.stderr)
             with open(out) as f:
                 return json.load(f)

@@ -5,11 +5,11 @@ simulation predicts, and executes the generated ops."""
 
 import glob
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import tempfile
-import json
 import unittest
 
 from batchlab_peers import codegen
@@ -30,8 +30,9 @@ class DynetTest(unittest.TestCase):
         # DyNet is configured once per process: every check in its own.
         with tempfile.TemporaryDirectory() as t:
             out = os.path.join(t, "r.json")
-            subprocess.run([sys.executable, "-m", "batchlab_peers", *args, "--result", out],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "batchlab_peers", *args, "--result", out], check=True, capture_output=True
+            )
             with open(out) as f:
                 return json.load(f)
 

@@ -20,10 +20,12 @@ def edited(raw, edit):
 
 def edited_header(raw, edit):
     """``raw`` with the export header (the ``batchlab`` metadata) edited."""
+
     def go(table):
         h = json.loads(table["__metadata__"]["batchlab"])
         edit(h)
         table["__metadata__"]["batchlab"] = json.dumps(h)
+
     return edited(raw, go)
 
 
@@ -62,8 +64,10 @@ class ExportTest(unittest.TestCase):
         self.refused(b"hello", "too short for the header length")
         self.refused(b"hello world, not an export", "header length .* runs past the end of the file")
         self.refused(safetensors_bytes({}, b"")[:8] + b"{nope" + b" " * 3, "safetensors header:")
-        self.refused(safetensors_bytes({"a": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}},
-                                       b"\0" * 4), "without `batchlab` metadata")
+        self.refused(
+            safetensors_bytes({"a": {"dtype": "F32", "shape": [], "data_offsets": [0, 4]}}, b"\0" * 4),
+            "without `batchlab` metadata",
+        )
         raw = to_bytes(*chain_parts())
         self.refused(edited(raw, lambda t: t["__metadata__"].update(batchlab="{")), "metadata `batchlab`:")
 
@@ -83,20 +87,24 @@ class ExportTest(unittest.TestCase):
 
         def past(t):
             t["param/step/b"]["data_offsets"][1] += 10_000
+
         self.refused(edited(raw, past), r"tensor `param/step/b`: data_offsets \[\d+, \d+\] lie outside")
 
         def wrong_size(t):
             t["param/step/b"]["data_offsets"][1] -= 4
+
         self.refused(edited(raw, wrong_size), "`param/step/b`: 4 bytes of data, but shape \\[2\\] of F32 is 8")
 
         def overlap(t):
             t["param/step/b"]["data_offsets"] = [0, 8]
+
         self.refused(edited(raw, overlap), "tensors overlap or leave a gap")
         table, data = split(raw)
         self.refused(safetensors_bytes(table, data + b"\0" * 4), "data section has .* its tensors cover")
 
         def f16(t):
             t["param/step/b"]["dtype"] = "F16"
+
         self.refused(edited(raw, f16), "tensor `param/step/b` is F16; batchlab reads F32 tensors")
 
     def test_tensors_must_match_the_header(self):
@@ -104,24 +112,30 @@ class ExportTest(unittest.TestCase):
 
         def without(name):
             return to_bytes(header, {k: v for k, v in tensors.items() if k != name})
+
         self.refused(without("param/step/W"), r"no tensor `param/step/W` \(role step parameter W\)")
         self.refused(without("grad/step/W"), "no tensor `grad/step/W` .*other parameters' gradients")
         reshaped = dict(tensors, **{"param/step/W": ([4], tensors["param/step/W"][1])})
-        self.refused(to_bytes(header, reshaped),
-                     r"tensor `param/step/W` has shape \[4\], but role step parameter W needs \[2, 2\]")
+        self.refused(
+            to_bytes(header, reshaped),
+            r"tensor `param/step/W` has shape \[4\], but role step parameter W needs \[2, 2\]",
+        )
         extra = dict(tensors, **{"param/nobody/x": ([1], [0.0])})
         self.refused(to_bytes(header, extra), "tensor `param/nobody/x` is no parameter")
 
     def test_other_versions_and_headers_are_refused(self):
         raw = to_bytes(*chain_parts())
-        self.refused(edited_header(raw, lambda h: h.update(version=1)),
-                     "version 1 is not 'batchlab-model-export' version 2")
+        self.refused(
+            edited_header(raw, lambda h: h.update(version=1)), "version 1 is not 'batchlab-model-export' version 2"
+        )
         self.refused(edited_header(raw, lambda h: h.update(version=3)), "version 3")
         self.refused(edited_header(raw, lambda h: h.update(format="x")), "format 'x'")
         self.refused(b"BLMODEL\0" + raw[8:], "a version 1 model export; .* write it again")
         self.refused(edited_header(raw, lambda h: h.pop("workload")), "missing field 'workload'")
-        self.refused(edited_header(raw, lambda h: h.update(roles=[{"role": "r", "params": [7]}])),
-                     r"roles\[0\].params\[0\] is not a `name` and a `shape`")
+        self.refused(
+            edited_header(raw, lambda h: h.update(roles=[{"role": "r", "params": [7]}])),
+            r"roles\[0\].params\[0\] is not a `name` and a `shape`",
+        )
         self.refused(edited_header(raw, lambda h: h.update(roles={})), "`roles` is not a list")
 
     def test_bad_role_index_or_ports_past_the_nodes_are_refused(self):
@@ -132,6 +146,7 @@ class ExportTest(unittest.TestCase):
         def node(i, **kw):
             def edit(h):
                 h["nodes"][i].update(kw)
+
             return edit
 
         self.refused(edited_header(raw, node(1, role=99)), r"nodes\[1\]: role 99 is not an index of `roles`")

@@ -14,7 +14,6 @@ import tempfile
 import unittest
 
 from batchlab_peers import codegen
-
 from tests.synth import chain_parts
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("batchlab_torch") is not None
@@ -30,8 +29,9 @@ class RowsCodegenTest(unittest.TestCase):
         self.assertNotIn("addmv", src)
 
 
-@unittest.skipUnless(HAVE_TORCH, "PyTorch or batchlab_torch is not installed in this Python "
-                                 "(paper-repro peers --install --peers torch)")
+@unittest.skipUnless(
+    HAVE_TORCH, "PyTorch or batchlab_torch is not installed in this Python (paper-repro peers --install --peers torch)"
+)
 class TorchBatchedTest(unittest.TestCase):
     def exports(self):
         d = os.environ.get("BATCHLAB_TEST_EXPORTS")
@@ -44,8 +44,9 @@ class TorchBatchedTest(unittest.TestCase):
     def harness(self, *args):
         with tempfile.TemporaryDirectory() as t:
             out = os.path.join(t, "r.json")
-            done = subprocess.run([sys.executable, "-m", "batchlab_peers", *args, "--result", out],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "batchlab_peers", *args, "--result", out], capture_output=True, text=True
+            )
             self.assertEqual(done.returncode, 0, done.stderr)
             with open(out) as f:
                 return json.load(f)
@@ -60,8 +61,9 @@ class TorchBatchedTest(unittest.TestCase):
                     # Training checks the loss and every gradient; inference
                     # (its own code path) once per workload.
                     for train in (["--train"], []) if peer == "torch-fsm" else (["--train"],):
-                        r = self.harness("run", "--export", f, "--trace", trace, "--peer", peer,
-                                         "--repeats", "1", *fsm, *train)
+                        r = self.harness(
+                            "run", "--export", f, "--trace", trace, "--peer", peer, "--repeats", "1", *fsm, *train
+                        )
                         self.assertLessEqual(r["loss_rel_err"], 1e-4, (peer, train))
                         if train:
                             self.assertLessEqual(r["grad_rel_err"], 1e-4, f"{peer}: {r['grad_worst']}")
@@ -71,9 +73,24 @@ class TorchBatchedTest(unittest.TestCase):
     def test_torch_fsm_without_its_training_trace_is_an_error(self):
         f = self.exports()[0]
         with tempfile.TemporaryDirectory() as t:
-            done = subprocess.run([sys.executable, "-m", "batchlab_peers", "run", "--export", f, "--trace",
-                                   f[: -len(".safetensors")] + ".json", "--peer", "torch-fsm", "--result",
-                                   os.path.join(t, "r.json")], capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "batchlab_peers",
+                    "run",
+                    "--export",
+                    f,
+                    "--trace",
+                    f[: -len(".safetensors")] + ".json",
+                    "--peer",
+                    "torch-fsm",
+                    "--result",
+                    os.path.join(t, "r.json"),
+                ],
+                capture_output=True,
+                text=True,
+            )
         self.assertEqual(done.returncode, 2, done.stderr)
         self.assertIn("--fsm-trace", done.stderr)
 
@@ -85,9 +102,28 @@ class TorchBatchedTest(unittest.TestCase):
 
         def run(peer, device):
             with tempfile.TemporaryDirectory() as t:
-                return subprocess.run([sys.executable, "-m", "batchlab_peers", "run", "--export", f, "--trace", trace,
-                                       "--peer", peer, "--repeats", "1", "--device", device, "--result",
-                                       os.path.join(t, "r.json")], capture_output=True, text=True)
+                return subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "batchlab_peers",
+                        "run",
+                        "--export",
+                        f,
+                        "--trace",
+                        trace,
+                        "--peer",
+                        peer,
+                        "--repeats",
+                        "1",
+                        "--device",
+                        device,
+                        "--result",
+                        os.path.join(t, "r.json"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
 
         # DyNet from PyPI has no CUDA build: refused by name, whatever the machine.
         done = run("dynet-none", "cuda")
@@ -101,8 +137,9 @@ class TorchBatchedTest(unittest.TestCase):
                 self.assertIn("sees no CUDA device", done.stderr)
             return
         for peer in ("torch", "torch-depth"):
-            r = self.harness("run", "--export", f, "--trace", trace, "--peer", peer, "--repeats", "1", "--device",
-                             "cuda", "--train")
+            r = self.harness(
+                "run", "--export", f, "--trace", trace, "--peer", peer, "--repeats", "1", "--device", "cuda", "--train"
+            )
             self.assertEqual(r["device"], "cuda")
             self.assertLessEqual(r["loss_rel_err"], 1e-4, peer)
             self.assertLessEqual(r["grad_rel_err"], 1e-4, f"{peer}: {r['grad_worst']}")
