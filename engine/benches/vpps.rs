@@ -12,7 +12,7 @@ use engine::sched::DepthPolicy;
 use engine::trace::{Level, Trace};
 use engine::workloads::{self, DataChoice, RecordOptions};
 
-fn record(cells: &CellLibrary, name: &str, batch: usize, hidden: usize) -> Trace {
+fn record(cells: &CellLibrary, name: &str, batch: usize, hidden: usize, seed: u64) -> Trace {
     workloads::record(
         &RecordOptions {
             workload: workloads::workload(name).expect("a workload"),
@@ -20,7 +20,7 @@ fn record(cells: &CellLibrary, name: &str, batch: usize, hidden: usize) -> Trace
             batch,
             hidden,
             level: Level::Cell,
-            seed: 1,
+            seed,
         },
         cells,
     )
@@ -39,6 +39,19 @@ fn compile(v: &vpps::Vpps, trace: &Trace, model: &Model) -> vpps::Compiled {
     v.compile(trace, model, &batches).expect("compiles")
 }
 
+/// What the CUDA executor does per mini-batch, timed: the script compiled,
+/// its words written into one kept buffer, its buffers handed back for the
+/// next compile.
+fn bench_host_step(b: &mut criterion::Bencher, v: &vpps::Vpps, trace: &Trace, model: &Model) {
+    let mut words = Vec::new();
+    b.iter(|| {
+        let c = compile(v, trace, model);
+        c.script.to_words_into(&mut words);
+        v.recycle(c);
+        words.len()
+    })
+}
+
 /// The paper's sizes (h = 256, VPPS §IV) at batch 1, 8 and 32.
 fn script_compile(c: &mut Criterion) {
     let cells = CellLibrary::builtin().unwrap();
@@ -49,22 +62,14 @@ fn script_compile(c: &mut Criterion) {
         ("tree-lstm", 32),
         ("bilstm-tagger", 32),
     ] {
-        let trace = record(&cells, name, batch, 256);
+        let trace = record(&cells, name, batch, 256, 1);
         let model = model::model(&trace, &cells, 1).unwrap();
         let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
             .expect("the model is in the instruction set");
         g.throughput(Throughput::Elements(trace.graph.len() as u64));
         let id = format!("{name}_b{batch}_h256");
-        // As the CUDA executor does per mini-batch: the words written into
-        // one kept buffer, the script's buffers handed back for the next.
-        let mut words = Vec::new();
         g.bench_function(BenchmarkId::new("schedule+compile+encode", &id), |b| {
-            b.iter(|| {
-                let c = compile(&v, &trace, &model);
-                c.script.to_words_into(&mut words);
-                v.recycle(c);
-                words.len()
-            })
+            bench_host_step(b, &v, &trace, &model)
         });
     }
     g.finish();
@@ -104,28 +109,11 @@ fn fig11_12_host_path(c: &mut Criterion) {
         .measurement_time(std::time::Duration::from_secs(1));
     for name in names {
         for &batch in batches {
-            let trace = workloads::record(
-                &RecordOptions {
-                    workload: workloads::workload(name).expect("a workload"),
-                    data: DataChoice::Default,
-                    batch,
-                    hidden: 256,
-                    level: Level::Cell,
-                    seed: 101,
-                },
-                &cells,
-            )
-            .expect("records");
+            let trace = record(&cells, name, batch, 256, 101);
             let model = model::model(&trace, &cells, 101).unwrap();
             let v = vpps::Vpps::new(&model, &opts).expect("the model is in the instruction set");
-            let mut words = Vec::new();
             g.bench_function(BenchmarkId::new(*name, batch), |b| {
-                b.iter(|| {
-                    let c = compile(&v, &trace, &model);
-                    c.script.to_words_into(&mut words);
-                    v.recycle(c);
-                    words.len()
-                })
+                bench_host_step(b, &v, &trace, &model)
             });
         }
     }
@@ -138,7 +126,7 @@ fn emulate(c: &mut Criterion) {
     let cells = CellLibrary::builtin().unwrap();
     let mut g = c.benchmark_group("vpps_emulate");
     g.sample_size(10);
-    let trace = record(&cells, "tree-lstm", 8, 64);
+    let trace = record(&cells, "tree-lstm", 8, 64, 1);
     let model = model::model(&trace, &cells, 1).unwrap();
     let v = vpps::Vpps::new(&model, &vpps::VppsOptions::default())
         .expect("the model is in the instruction set");

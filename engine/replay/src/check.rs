@@ -5,6 +5,7 @@
 //! gradients of every executor ([`finite_difference`]).
 
 use crate::cells::{Cell, PrimOp, ValueKind};
+use crate::graph::NodeId;
 use crate::model::Model;
 use crate::trace::Trace;
 
@@ -26,6 +27,39 @@ pub fn params64(model: &Model) -> Params64 {
         .collect()
 }
 
+/// Node `v`'s cell values in f64 before its ops run: each parameter as
+/// `param(i)` gives it, each input the sum of its producers' outputs (which
+/// `add(u, producer's role, output, into)` adds in), the rest zeros. One
+/// definition of "a cell's inputs" for the oracle and the checks that
+/// recompute a node from other sources.
+pub(crate) fn cell_inputs(
+    model: &Model,
+    g: &crate::graph::Graph,
+    v: NodeId,
+    mut param: impl FnMut(usize) -> Vec<f64>,
+    mut add: impl FnMut(NodeId, usize, usize, &mut [f64]),
+) -> Vec<Vec<f64>> {
+    let cell = &model.roles[model.type_role[g.node_type(v).index()]].cell;
+    let mut vals: Vec<Vec<f64>> = cell
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, info)| match info.kind {
+            ValueKind::Param => param(i),
+            _ => vec![0.0; info.numel()],
+        })
+        .collect();
+    for (p, port) in cell.ports.iter().enumerate() {
+        for &u in model.bindings.port(v, p) {
+            let ur = model.type_role[g.node_type(u).index()];
+            for (j, input) in port.inputs.iter().enumerate() {
+                add(u, ur, j, &mut vals[input.index()]);
+            }
+        }
+    }
+    vals
+}
+
 /// The loss (sum of the loss-sum nodes' outputs) of `trace` under `params`.
 pub fn loss_f64(trace: &Trace, model: &Model, params: &Params64) -> f64 {
     let g = &trace.graph;
@@ -35,24 +69,17 @@ pub fn loss_f64(trace: &Trace, model: &Model, params: &Params64) -> f64 {
         let role = model.type_role[g.node_type(v).index()];
         let rm = &model.roles[role];
         let cell = &rm.cell;
-        let mut vals: Vec<Vec<f64>> = cell
-            .values
-            .iter()
-            .enumerate()
-            .map(|(i, info)| match info.kind {
-                ValueKind::Param => params[role][i].clone(),
-                _ => vec![0.0; info.numel()],
-            })
-            .collect();
-        for (p, port) in cell.ports.iter().enumerate() {
-            for &u in model.bindings.port(v, p) {
-                for (j, input) in port.inputs.iter().enumerate() {
-                    for (d, s) in vals[input.index()].iter_mut().zip(&outs[u.index()][j]) {
-                        *d += s;
-                    }
+        let mut vals = cell_inputs(
+            model,
+            g,
+            v,
+            |i| params[role][i].clone(),
+            |u, _, j, into| {
+                for (d, s) in into.iter_mut().zip(&outs[u.index()][j]) {
+                    *d += s;
                 }
-            }
-        }
+            },
+        );
         let data = model.node_data(v);
         for op in &cell.ops {
             let y = eval(cell, op, &vals, data);
@@ -76,32 +103,24 @@ pub fn cell_value(
     trace: &Trace,
     model: &Model,
     store: &crate::store::Store,
-    v: crate::graph::NodeId,
+    v: NodeId,
     value: usize,
 ) -> Vec<f64> {
     let g = &trace.graph;
     let role = model.type_role[g.node_type(v).index()];
     let rm = &model.roles[role];
     let cell = &rm.cell;
-    let mut vals: Vec<Vec<f64>> = cell
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, info)| match info.kind {
-            ValueKind::Param => rm.params[i].iter().map(|&x| f64::from(x)).collect(),
-            _ => vec![0.0; info.numel()],
-        })
-        .collect();
-    for (p, port) in cell.ports.iter().enumerate() {
-        for &u in model.bindings.port(v, p) {
-            let ur = model.type_role[g.node_type(u).index()];
-            for (j, input) in port.inputs.iter().enumerate() {
-                for (d, &s) in vals[input.index()].iter_mut().zip(store.output(u, ur, j)) {
-                    *d += f64::from(s);
-                }
+    let mut vals = cell_inputs(
+        model,
+        g,
+        v,
+        |i| rm.params[i].iter().map(|&x| f64::from(x)).collect(),
+        |u, ur, j, into| {
+            for (d, &s) in into.iter_mut().zip(store.output(u, ur, j)) {
+                *d += f64::from(s);
             }
-        }
-    }
+        },
+    );
     let data = model.node_data(v);
     for op in &cell.ops {
         vals[op.out.index()] = eval(cell, op, &vals, data);

@@ -15,7 +15,7 @@
 use serde::Serialize;
 
 use crate::cells::ValueKind;
-use crate::check::eval;
+use crate::check::{cell_inputs, eval};
 use crate::compare::rel_error;
 use crate::error::ReplayError;
 use crate::graph::NodeId;
@@ -195,27 +195,19 @@ fn diagnose(
     let rm = &model.roles[r];
     let cell = &rm.cell;
     // The cell in f64, fed the expected outputs of its producers.
-    let mut vals: Vec<Vec<f64>> = cell
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, info)| match info.kind {
-            ValueKind::Param => rm.params[i].iter().map(|&x| f64::from(x)).collect(),
-            _ => vec![0.0; info.numel()],
-        })
-        .collect();
-    for (p, port) in cell.ports.iter().enumerate() {
-        for &u in model.bindings.port(v, p) {
-            let ur = model.type_role[g.node_type(u).index()];
-            for (k, input) in port.inputs.iter().enumerate() {
-                let n = vals[input.index()].len();
-                let src = &tables[ur][k][row[u.index()] * n..(row[u.index()] + 1) * n];
-                for (d, &s) in vals[input.index()].iter_mut().zip(src) {
-                    *d += f64::from(s);
-                }
+    let mut vals = cell_inputs(
+        model,
+        g,
+        v,
+        |i| rm.params[i].iter().map(|&x| f64::from(x)).collect(),
+        |u, ur, k, into| {
+            let n = into.len();
+            let src = &tables[ur][k][row[u.index()] * n..(row[u.index()] + 1) * n];
+            for (d, &s) in into.iter_mut().zip(src) {
+                *d += f64::from(s);
             }
-        }
-    }
+        },
+    );
     let data = model.node_data(v);
     for op in &cell.ops {
         vals[op.out.index()] = eval(cell, op, &vals, data);

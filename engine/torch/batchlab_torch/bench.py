@@ -152,6 +152,7 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
         "samples": walls,
         "cpu_samples": cpus,
         "fault_samples": faults,
+        "faults": median([float(f) for f in faults]),
         "keeps_freed": keep_freed_memory(),
         "total_s": median(walls),
         "cpu_s": median(cpus),

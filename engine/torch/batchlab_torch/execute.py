@@ -351,8 +351,9 @@ class Execution:
                 tokens[bi] = _Scatter.apply(writes, *vals)
             else:
                 # A store's outputs are consecutive blocks: one write each.
-                for _, ks in kp.out_groups:
-                    store, a = writes[ks[0]][0], writes[ks[0]][1]
+                for st, ks in kp.out_groups:
+                    store, a = stores[st], self.first[bi][ks[0]]
+                    assert store is not None
                     if len(ks) == 1:
                         store.data.narrow(0, a, b).copy_(vals[ks[0]])
                     else:

@@ -549,14 +549,7 @@ pub fn measure(
                         system: sys.name.clone(),
                         total_s: f(&v, "total_s"),
                         cpu_s: f(&v, "cpu_s"),
-                        faults: v
-                            .get("fault_samples")
-                            .and_then(Value::as_array)
-                            .and_then(|a| {
-                                let mut x: Vec<f64> = a.iter().filter_map(Value::as_f64).collect();
-                                x.sort_by(f64::total_cmp);
-                                (!x.is_empty()).then(|| x[x.len() / 2])
-                            }),
+                        faults: f(&v, "faults"),
                         batches: v.get("batches").and_then(Value::as_u64),
                         loss: f(&v, "loss"),
                         split: match (f(&v, "discover_s"), f(&v, "schedule_s"), f(&v, "execute_s"))

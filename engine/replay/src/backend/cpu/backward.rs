@@ -680,16 +680,15 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
         let y = || std::slice::from_raw_parts(b.val(op.y, r), len);
         let dx = |i: usize| std::slice::from_raw_parts_mut(b.dst(r, op.dx[i]), op.arg_len[i]);
         let st = |i: usize| op.store[i];
-        use super::simd::{
-            exp_vjp, gelu_vjp, mul_vjp, relu_vjp, scaled_vjp, sigmoid_vjp, tanh_vjp,
-        };
+        use super::simd::{gelu_vjp, mul_vjp, relu_vjp, scaled_vjp, sigmoid_vjp, tanh_vjp};
         match &op.kind {
             GKind::Sigmoid => sigmoid_vjp(dy, y(), dx(0), st(0)),
             GKind::Tanh => tanh_vjp(dy, y(), dx(0), st(0)),
             GKind::Relu => relu_vjp(dy, val(0), dx(0), st(0)),
             GKind::Gelu => gelu_vjp(dy, val(0), dx(0), st(0)),
             GKind::Scale { factor } => scaled_vjp(dy, *factor, dx(0), st(0)),
-            GKind::Exp => exp_vjp(dy, y(), dx(0), st(0)),
+            // d eˣ = eˣ: the product's VJP with the output as the other factor.
+            GKind::Exp => mul_vjp(dy, y(), dx(0), st(0)),
             GKind::OneMinus => scaled_vjp(dy, -1.0, dx(0), st(0)),
             GKind::Add | GKind::Sub => {
                 scaled_vjp(dy, 1.0, dx(0), st(0));

@@ -98,33 +98,7 @@ pub fn lookup(table: &[f32], rows: usize, id: u32, y: &mut [f32]) {
 /// `[n, p]`, row major), through matrixmultiply: the per-instance matrices of
 /// MV-RNN, which no packing can amortise.
 pub fn product(m: usize, n: usize, p: usize, a: &[f32], b: &[f32], beta: f32, y: &mut [f32]) {
-    assert!(
-        a.len() >= m * n && b.len() >= n * p && y.len() >= m * p,
-        "product shapes"
-    );
-    if m == 0 || p == 0 {
-        return;
-    }
-    // SAFETY: the assert bounds every element the strides address; `y` is a
-    // distinct mutable borrow.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            n,
-            p,
-            1.0,
-            a.as_ptr(),
-            n as isize,
-            1,
-            b.as_ptr(),
-            p as isize,
-            1,
-            beta,
-            y.as_mut_ptr(),
-            p as isize,
-            1,
-        );
-    }
+    product_strided(m, n, p, a, (n, 1), b, (p, 1), beta, y, p);
 }
 
 /// `c = beta·c + a · b` with general strides: `a` is `m × n` with (row,

@@ -14,7 +14,7 @@ use super::team;
 use crate::backend::{Backend, Work};
 use crate::error::ReplayError;
 use crate::executor::{Executor, instance_policy};
-use crate::graph::NodeId;
+use crate::graph::{Graph, NodeId};
 use crate::model::Model;
 use crate::run::{
     BackwardSchedule, Counters, Decide, ForwardRun, Order, PassRun, TimeSplit, TrainOptions,
@@ -164,17 +164,7 @@ impl Backend for CpuReplay {
             {
                 return Err(ReplayError::NoLoss(trace.workload.clone()));
             }
-            let loss = g
-                .nodes()
-                .filter(|&v| seeds[model.type_role[g.node_type(v).index()]])
-                .map(|v| {
-                    self.store
-                        .node(v)
-                        .iter()
-                        .map(|&x| f64::from(x))
-                        .sum::<f64>()
-                })
-                .sum();
+            let loss = loss_of(&self.store, g, model, &seeds);
             let d = self.dynet.as_mut().expect("a dynet session");
             let backward = d.backward(model, &self.threads, opts)?;
             return Ok(TrainRun {
@@ -208,17 +198,7 @@ impl Backend for CpuReplay {
             .as_ref()
             .map_or(0, |k| 4 * k.arena.len() as u64);
         let bw = self.backward.as_mut().expect("made above");
-        let loss: f64 = g
-            .nodes()
-            .filter(|&v| bw.seeds[model.type_role[g.node_type(v).index()]])
-            .map(|v| {
-                self.store
-                    .node(v)
-                    .iter()
-                    .map(|&x| f64::from(x))
-                    .sum::<f64>()
-            })
-            .sum();
+        let loss = loss_of(&self.store, g, model, &bw.seeds);
         // The reference (no forward schedule) runs node by node.
         let order = match (backward, &self.last_schedule) {
             (_, None) => Order::Nodes,
@@ -269,4 +249,13 @@ impl Backend for CpuReplay {
     fn cpu_mut(&mut self) -> Option<&mut CpuReplay> {
         Some(self)
     }
+}
+
+/// The mini-batch's loss: every output float of the nodes whose role is a
+/// loss (`seeds`, per role), summed in double (each node's, then the nodes').
+fn loss_of(store: &Store, g: &Graph, model: &Model, seeds: &[bool]) -> f64 {
+    g.nodes()
+        .filter(|&v| seeds[model.type_role[g.node_type(v).index()]])
+        .map(|v| store.node(v).iter().map(|&x| f64::from(x)).sum::<f64>())
+        .sum()
 }

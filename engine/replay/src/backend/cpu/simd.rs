@@ -394,12 +394,8 @@ vjp! {
 }
 
 vjp! {
-    /// Exp's: `dx (+)= dy · y` (`v` = `y`).
-    pub fn exp_vjp(dy, v: &[f32], dx) => |g, y| g * y
-}
-
-vjp! {
-    /// A product's, per factor: `dx (+)= dy · o` (`v` = the other factor).
+    /// A product's, per factor: `dx (+)= dy · o` (`v` = the other factor);
+    /// also exp's, whose derivative is its output (`v` = `y`).
     pub fn mul_vjp(dy, v: &[f32], dx) => |g, o| g * o
 }
 
