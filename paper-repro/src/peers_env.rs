@@ -24,7 +24,7 @@ use experiments::peers::PeersEnv;
 use crate::error::{ReproError, Result};
 
 /// The harness files, embedded: (path under `batchlab_peers/`, text).
-pub const HARNESS: [(&str, &str); 10] = [
+pub const HARNESS: [(&str, &str); 11] = [
     (
         "__init__.py",
         include_str!("../peers/batchlab_peers/__init__.py"),
@@ -61,6 +61,10 @@ pub const HARNESS: [(&str, &str); 10] = [
     (
         "program.py",
         include_str!("../peers/batchlab_peers/program.py"),
+    ),
+    (
+        "torch_bench.py",
+        include_str!("../peers/batchlab_peers/torch_bench.py"),
     ),
 ];
 

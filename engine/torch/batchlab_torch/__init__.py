@@ -16,10 +16,10 @@ schedule inside PyTorch with :func:`run`. See ``docs/torch.md``.
     rec.save("out/my-model")
 """
 
-from .graph import RecordError
-from .record import Recorder
-from .runner import Runner, Stats, last_stats, run
-from .schedules import ScheduleError
+from ._recording.graph import RecordError
+from ._recording.record import Recorder
+from ._running.runner import Runner, Stats, last_stats, run
+from ._running.schedules import ScheduleError
 
 __version__ = "0.1.0"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from batchlab_torch._running.schedules import ScheduleError, find_tool
 from batchlab_torch.examples.data import Tree, sst_trees
-from batchlab_torch.schedules import ScheduleError, find_tool
 
 torch.set_num_threads(1)
 

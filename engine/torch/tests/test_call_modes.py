@@ -162,7 +162,7 @@ def test_a_per_instance_loss_runs_directly_with_per_row_losses(weight: torch.Ten
 
 
 def test_per_row_losses_are_each_rows_own_call_ignored_targets_included() -> None:
-    from batchlab_torch.execute import _RowLosses
+    from batchlab_torch._running.execute import _RowLosses
 
     torch.manual_seed(1)
     logits = torch.randn(5, 4)

@@ -1,5 +1,5 @@
 """Freed host memory stays in the process once a Runner is made on the CPU
-(batchlab_torch.memory): a mini-batch's big temporaries are not faulted in
+(batchlab_torch._running.memory): a mini-batch's big temporaries are not faulted in
 afresh by the next one. Each case runs in its own interpreter, since the
 setting is the process's."""
 
@@ -20,7 +20,7 @@ _PROBE = """
 import ctypes, resource, sys
 from torch import nn
 import batchlab_torch as bt
-from batchlab_torch.memory import keep_freed_memory
+from batchlab_torch._running.memory import keep_freed_memory
 bt.Runner(nn.Linear(2, 2), cells={})
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p

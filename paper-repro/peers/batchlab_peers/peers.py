@@ -260,7 +260,7 @@ class TorchBatchedPeer:
         try:
             import torch
             from batchlab_torch import Runner
-            from batchlab_torch.schedules import find_tool
+            from batchlab_torch._running.schedules import find_tool
 
             self.engine = find_tool("engine")  # the schedules are batchlab's
         except Exception as e:
@@ -328,7 +328,7 @@ def learn_fsm(fsm_export, fsm_trace, out, episodes, seed, encoding="all"):
 
     try:
         from batchlab_torch import Runner
-        from batchlab_torch.schedules import find_tool
+        from batchlab_torch._running.schedules import find_tool
 
         search = find_tool("search")
     except Exception as e:

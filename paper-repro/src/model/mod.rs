@@ -381,8 +381,9 @@ pub struct Settings<'a> {
     pub rounds: usize,
     /// Mini-batches per process.
     pub repeats: usize,
-    /// The project's Python environment (for `--torch`).
-    pub python: Option<PathBuf>,
+    /// The project's Python environment (for `--torch`): its `python` and
+    /// the harness folder (`batchlab_peers`, whose `torch_bench` times).
+    pub python: Option<(PathBuf, PathBuf)>,
     /// The command line, for provenance.
     pub command: &'a str,
     /// Show progress on stderr.
@@ -424,8 +425,8 @@ pub fn measure(
         }
     }
     let torch = match (&a.torch, &s.python) {
-        (Some(setup), Some(py)) => {
-            let mut cmd = bench(py, setup, &a.model);
+        (Some(setup), Some((py, harness))) => {
+            let mut cmd = bench(py, harness, setup, &a.model)?;
             cmd.arg("--list");
             let out = cmd
                 .output()
@@ -443,7 +444,7 @@ pub fn measure(
                     name: n.clone(),
                 });
             }
-            Some((setup.clone(), py.clone()))
+            Some((setup.clone(), py.clone(), harness.clone()))
         }
         (Some(_), None) => {
             return Err(ReproError::Peers(
@@ -515,8 +516,9 @@ pub fn measure(
                         c
                     }
                     _ => {
-                        let (setup, py) = torch.as_ref().expect("pytorch systems need --torch");
-                        let mut c = bench(py, setup, &a.model);
+                        let (setup, py, harness) =
+                            torch.as_ref().expect("pytorch systems need --torch");
+                        let mut c = bench(py, harness, setup, &a.model)?;
                         c.args(["--system", &sys.name])
                             .args(["--repeats", &s.repeats.to_string()])
                             .args(["--threads", &a.threads.to_string()])
@@ -586,15 +588,21 @@ pub fn measure(
     Ok(rows)
 }
 
-/// `python -m batchlab_torch.bench --setup SETUP --model DIR`, with the
-/// checkout's batchlab_torch first on the path.
-fn bench(python: &Path, setup: &str, model: &Path) -> Command {
+/// `python -m batchlab_peers.torch_bench --setup SETUP --model DIR`: the
+/// harness's timing worker, with the checkout's batchlab_torch first on the
+/// path.
+fn bench(python: &Path, harness: &Path, setup: &str, model: &Path) -> Result<Command> {
+    let path = std::env::join_paths([
+        harness.to_path_buf(),
+        crate::peers_env::batchlab_torch_source(),
+    ])
+    .map_err(|e| ReproError::Peers(format!("{}: {e}", harness.display())))?;
     let mut c = Command::new(python);
-    c.args(["-m", "batchlab_torch.bench", "--setup", setup, "--model"])
+    c.args(["-m", "batchlab_peers.torch_bench", "--setup", setup, "--model"])
         .arg(model)
-        .env("PYTHONPATH", crate::peers_env::batchlab_torch_source())
+        .env("PYTHONPATH", path)
         .env("PYTHONDONTWRITEBYTECODE", "1");
-    c
+    Ok(c)
 }
 
 /// Writes the rows as JSON lines, atomically.
@@ -681,7 +689,7 @@ pub fn run_command(
                         env_dir.display()
                     )));
                 }
-                Some(env.python)
+                Some((env.python, env.harness))
             }
             None => None,
         };

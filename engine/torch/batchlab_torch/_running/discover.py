@@ -17,12 +17,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import calls
-from .cell import bl_shape
-from .flat import flatten as tree_flatten
-from .flat import unflatten as tree_unflatten
-from .graph import Kind, RecordError, Src
-from .tracer import ZERO, Stack, Tracer, _dts
+from .. import _calls as calls
+from .._flat import flatten as tree_flatten
+from .._flat import unflatten as tree_unflatten
+from .._recording.cell import bl_shape
+from .._recording.graph import Kind, RecordError, Src
+from .._recording.tracer import ZERO, Stack, Tracer, _dts
 
 # ---------------------------------------------------------------- placeholders
 

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from .calls import ALIASES, ZEROS, name_of
+from .. import _calls as calls
+from .._calls import ALIASES, ZEROS, name_of
 from .cell import Cell, Shape, Val, bl_dim, bl_shape
 
 
@@ -786,52 +787,6 @@ def _gru_cell(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     return lw.emit("add", [keep, lw.emit("mul", [z, h], (hsz,))], (hsz,))
 
 
-# Calls that compute row by row: on a stack of rows (``torch.cat(hs)``)
-# each row gets its own ops, as if the code had made the call once per row;
-# an operand that is not a stack is one row, broadcast to every row
-# (``torch.sigmoid(gate(H) + q) * H`` over the children's states H).
-ROWWISE = frozenset(
-    {
-        "torch.nn.functional.linear",
-        "torch.sigmoid",
-        "torch.Tensor.sigmoid",
-        "torch.nn.functional.sigmoid",
-        "torch.tanh",
-        "torch.Tensor.tanh",
-        "torch.nn.functional.tanh",
-        "torch.relu",
-        "torch.Tensor.relu",
-        "torch.nn.functional.relu",
-        "torch.nn.functional.gelu",
-        "torch.exp",
-        "torch.Tensor.exp",
-        "torch.neg",
-        "torch.negative",
-        "torch.Tensor.neg",
-        "torch.Tensor.negative",
-        "torch.Tensor.__neg__",
-        "torch.Tensor.div",
-        "torch.div",
-        "torch.Tensor.__truediv__",
-        "torch.true_divide",
-        "torch.Tensor.add",
-        "torch.add",
-        "torch.Tensor.__add__",
-        "torch.Tensor.__radd__",
-        "torch.Tensor.sub",
-        "torch.sub",
-        "torch.Tensor.__sub__",
-        "torch.Tensor.__rsub__",
-        "torch.rsub",
-        "torch.Tensor.mul",
-        "torch.mul",
-        "torch.Tensor.__mul__",
-        "torch.Tensor.__rmul__",
-        "torch.nn.functional.dropout",
-    }
-)
-
-
 def _per_row(lw: Lowerer, f: Rule, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     """A row-wise call with a stack among its arguments: the rule once per
     row, the results stacked again."""
@@ -893,7 +848,9 @@ def lower(graph: fx.Graph, cell: Cell, inputs: dict[str, Any], params: dict[str,
                 )
             va = _map(n.args, look)
             vk = {kk: _map(vv, look) for kk, vv in n.kwargs.items()}
-            if name in ROWWISE and any(isinstance(x, Stacked) for x in list(va) + list(vk.values())):
+            if any(isinstance(x, Stacked) for x in list(va) + list(vk.values())) and calls.rowwise(
+                name, n.args, dict(n.kwargs), between_cells=False, ndim=len(_tshape_of(lw, n.args[0]))
+            ):
                 out = _per_row(lw, f, va, vk, n.args, dict(n.kwargs))
             else:
                 out = f(lw, va, vk, n.args, dict(n.kwargs))

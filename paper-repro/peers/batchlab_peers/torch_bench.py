@@ -4,9 +4,9 @@
 
 ::
 
-    python -m batchlab_torch.bench --setup FILE.py:FUNC --model DIR --system SYSTEM \\
+    python -m batchlab_peers.torch_bench --setup FILE.py:FUNC --model DIR --system SYSTEM \\
         --repeats R --threads T --result OUT.json [--train 1]
-    python -m batchlab_torch.bench --setup FILE.py:FUNC --model DIR --list
+    python -m batchlab_peers.torch_bench --setup FILE.py:FUNC --model DIR --list
 
 ``FUNC(DIR)`` (a function of a file, or ``package.module:FUNC``) returns a
 dict: ``model`` (the user's module), ``cells`` (its marked submodules, as
@@ -22,7 +22,7 @@ Systems: ``eager`` (the user's loop, one sample at a time), ``bt-SCHEDULE``
 untimed warm-up (it also fills ``bt.run``'s per-sample cache), then
 ``--repeats`` timed mini-batches; ``--train 1`` times the backward of the
 summed loss too. Every system runs with freed host memory kept in the
-process (:func:`~batchlab_torch.memory.keep_freed_memory`, which ``bt.run``
+process (``batchlab_torch._running.memory.keep_freed_memory``, which ``bt.run``
 sets for its users), so that no system pays page faults another does not.
 The result: wall and process CPU seconds and minor page faults per repeat,
 the loss, and for ``bt.run`` its batches and where its time went. Exit
@@ -43,9 +43,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from .memory import keep_freed_memory
-from .runner import Runner, Stats
+from batchlab_torch import Runner, Stats
+from batchlab_torch._running.memory import keep_freed_memory
 
 
 def load_setup(spec: str, folder: str) -> dict[str, Any]:
@@ -174,7 +173,7 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m batchlab_torch.bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m batchlab_peers.torch_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--setup", required=True, help="FILE.py:FUNC or module:FUNC returning model, cells, samples")
     ap.add_argument("--model", required=True, help="the model folder (its weights are loaded)")
     ap.add_argument("--list", action="store_true", help="print the systems this setup offers (JSON) and exit")

@@ -173,7 +173,7 @@ def _origin(k: Kind) -> dict[str, str]:
     if k.what == "cell":
         return {"kind": "cell", "module": k.module, "at": k.frame}
     if k.what == "op":
-        from .calls import name_of
+        from .._calls import name_of
 
         return {"kind": "op", "op": name_of(k.func), "at": k.frame}
     return {"kind": k.what, "at": k.frame}
@@ -305,7 +305,7 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 

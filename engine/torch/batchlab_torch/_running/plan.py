@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._flat import flatten
+from .._recording.graph import Node, Src, feed_order
 from .discover import Value
-from .flat import flatten
-from .graph import Node, Src, feed_order
 
 if TYPE_CHECKING:
     from .runner import Runner

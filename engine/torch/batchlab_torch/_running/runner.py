@@ -42,10 +42,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._flat import unflatten as tree_unflatten
+from .._recording.graph import Kind, RecordError, Src
 from .discover import Discovery, Known, _values
 from .execute import Execution, KindTable, base_key, callers
-from .flat import unflatten as tree_unflatten
-from .graph import Kind, RecordError, Src
 from .memory import keep_freed_memory
 from .plan import Fragment, Plan
 from .schedules import _Server, find_tool, graph_request, read_schedule

@@ -28,9 +28,9 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from . import calls
+from .. import _calls as calls
+from .._flat import flatten, spec_key
 from .cell import bl_shape
-from .flat import flatten, spec_key
 from .graph import Graph, Kind, RecordError, Src
 
 _TAG = "_batchlab_src"
@@ -54,38 +54,6 @@ class Stack:
         self.cat = cat
 
 
-CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-
-# Torch calls that compute row by row: given a stack of recorded rows (or
-# a vector of ids or labels), each row becomes a node of its own, as if the
-# code had made the call once per row (a sentence embedded at once, the
-# losses of every step in one cross_entropy).
-ROWWISE = frozenset(
-    {
-        "torch.nn.functional.linear",
-        "torch.nn.functional.embedding",
-        "torch.nn.functional.cross_entropy",
-        "torch.nn.functional.nll_loss",
-        "torch.sigmoid",
-        "torch.Tensor.sigmoid",
-        "torch.tanh",
-        "torch.Tensor.tanh",
-        "torch.relu",
-        "torch.Tensor.relu",
-        "torch.nn.functional.relu",
-        "torch.nn.functional.gelu",
-        "torch.exp",
-        "torch.Tensor.exp",
-        "torch.Tensor.neg",
-        "torch.Tensor.div",
-        "torch.nn.functional.softmax",
-        "torch.Tensor.add",
-        "torch.Tensor.sub",
-        "torch.Tensor.mul",
-    }
-)
-
-
 class Derived:
     """Tag of a tensor computed from parameters outside every cell."""
 
@@ -101,13 +69,6 @@ class LogSoftmaxOf:
     def __init__(self, x: Any, frame: str) -> None:
         self.x = x
         self.frame = frame
-
-
-# Calls that make a constant tensor from Python numbers: one of zeros only
-# (``loss = torch.tensor(0.0)`` before a loop adding the losses) is a zero.
-CONSTANTS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
-DIVS = frozenset({"div", "__truediv__", "true_divide", "divide"})
-MULS = frozenset({"mul", "__mul__", "__rmul__", "multiply"})
 
 
 class _Mode(TorchFunctionMode):
@@ -448,7 +409,7 @@ class Tracer:
     def _free(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
         if all(self._plain(a) for a in args) and all(self._plain(a) for a in kwargs.values()):
             out = func(*args, **kwargs)
-            if name in calls.ZEROS or (name in CONSTANTS and _all_zero_floats(out)):
+            if name in calls.ZEROS or (name in calls.CONSTANTS and _all_zero_floats(out)):
                 for t in _tensors(out):
                     self.set_tag(t, ZERO)
             return out
@@ -483,8 +444,8 @@ class Tracer:
             raise RecordError(
                 f"{frame}: {name} changes a recorded value in place; write it out of place (h = h + x, not h += x)"
             )
-        cat_dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) if name in CATS else None
-        if name in ROWWISE or (cat_dim is not None and cat_dim != 0):
+        cat_dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) if name in calls.CATS else None
+        if calls.rowwise(name, args, kwargs, between_cells=True) or (cat_dim is not None and cat_dim != 0):
             n = self._rows_of(leaves, tags)
             if n is not None:
                 if cat_dim is not None:
@@ -495,6 +456,8 @@ class Tracer:
                     # Rows of torch.stack lost the dim the stack added.
                     shift = 0 if all(t.cat for t in stacks) else 1
                     args, kwargs = (list(args[0]),), {"dim": cat_dim - shift}
+                elif name in calls.ROWWISE_LAST_DIM:  # each row's own last dim
+                    args, kwargs = args[:1], {**kwargs, "dim": -1}
                 return self._row_calls(func, name, args, kwargs, n, frame)
         plan = self._special(name, args, kwargs)
         if plan is not None:
@@ -624,8 +587,8 @@ class Tracer:
         if short in ("sum", "mean") and isinstance(first, Src) and len(args) == 1 and not kwargs:
             if bl_shape(tuple(args[0].shape)) == (1,):
                 return ("alias", first)
-        if (short in DIVS or short in MULS) and len(args) == 2 and not kwargs:
-            return self._scaled_sum(short in DIVS, args)
+        if (short in calls.DIVS or short in calls.MULS) and len(args) == 2 and not kwargs:
+            return self._scaled_sum(short in calls.DIVS, args)
         return None
 
     def _scaled_sum(self, div: bool, args: tuple) -> tuple | None:

@@ -32,10 +32,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from .._flat import flatten as tree_flatten
+from .._flat import unflatten as tree_unflatten
+from .._recording.graph import Kind, RecordError
 from .discover import Known
-from .flat import flatten as tree_flatten
-from .flat import unflatten as tree_unflatten
-from .graph import Kind, RecordError
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -402,7 +402,7 @@ class Caller:
     (vmap, or the per-row loop where vmap fails) in shapes and values."""
 
     def __init__(self, kind: Kind, known: Known, params: dict[str, torch.Tensor], cells: dict[str, nn.Module]) -> None:
-        from .tracer import Signature
+        from .._recording.tracer import Signature
 
         self.kind = kind
         self.known = known

@@ -19,10 +19,10 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from . import calls
+from .. import _calls as calls
+from .._flat import flatten as tree_flatten
+from .._flat import unflatten as tree_unflatten
 from .cell import Cell, bl_shape
-from .flat import flatten as tree_flatten
-from .flat import unflatten as tree_unflatten
 from .graph import Kind, RecordError, Src
 from .lower import DataIn, LoweringError, lower, tshape
 from .tracer import ZERO, Stack, Tracer

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from .graph import Kind
+from .._recording.graph import Kind
 from .plan import Plan
 
 

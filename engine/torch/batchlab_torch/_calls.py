@@ -123,6 +123,89 @@ ALIASES = frozenset(
 )
 
 
+# Calls that compute row by row: on a stack of recorded rows (between
+# cells, ``emb(ids)`` or ``torch.cat(hs)``; inside a cell, ``torch.cat(hs)``)
+# each row gets the call of its own, as if the code had made it once per
+# row, and the rows' results are a stack again. An operand that is not a
+# stack is one row, broadcast to every row.
+ROWWISE = frozenset(
+    {
+        "torch.nn.functional.linear",
+        "torch.sigmoid",
+        "torch.Tensor.sigmoid",
+        "torch.nn.functional.sigmoid",
+        "torch.tanh",
+        "torch.Tensor.tanh",
+        "torch.nn.functional.tanh",
+        "torch.relu",
+        "torch.Tensor.relu",
+        "torch.nn.functional.relu",
+        "torch.nn.functional.gelu",
+        "torch.exp",
+        "torch.Tensor.exp",
+        "torch.neg",
+        "torch.negative",
+        "torch.Tensor.neg",
+        "torch.Tensor.negative",
+        "torch.Tensor.__neg__",
+        "torch.Tensor.div",
+        "torch.div",
+        "torch.Tensor.__truediv__",
+        "torch.true_divide",
+        "torch.Tensor.add",
+        "torch.add",
+        "torch.Tensor.__add__",
+        "torch.Tensor.__radd__",
+        "torch.Tensor.sub",
+        "torch.sub",
+        "torch.Tensor.__sub__",
+        "torch.Tensor.__rsub__",
+        "torch.rsub",
+        "torch.Tensor.mul",
+        "torch.mul",
+        "torch.Tensor.__mul__",
+        "torch.Tensor.__rmul__",
+        "torch.nn.functional.dropout",
+    }
+)
+
+# Row-wise only along the last (feature) dim: a softmax over dim 0 of a
+# stack mixes its rows (attention weights), which is no row-wise call.
+ROWWISE_LAST_DIM = frozenset({"torch.nn.functional.softmax", "torch.softmax", "torch.Tensor.softmax"})
+
+# Between cells, also row-wise: a lookup of an integer vector (a row per
+# id), and a loss of a stack of rows against a label vector, then reduced
+# over the rows by its ``reduction`` (a sum or mean node of the rows' losses).
+LOOKUPS = frozenset({"torch.nn.functional.embedding"})
+ROW_LOSSES = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"})
+
+# Calls that make a constant tensor from Python numbers: one of zeros only
+# (``loss = torch.tensor(0.0)`` before a loop adding the losses) is a zero.
+CONSTANTS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+
+# torch.cat and its aliases (a cat along dim 0 of rows stacks them).
+CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+
+# Short names of a division and a product (a sum of k values divided by k
+# is their mean).
+DIVS = frozenset({"div", "__truediv__", "true_divide", "divide"})
+MULS = frozenset({"mul", "__mul__", "__rmul__", "multiply"})
+
+
+def rowwise(name: str, args: tuple, kwargs: dict, between_cells: bool, ndim: int | None = None) -> bool:
+    """Whether the call computes row by row (see ``ROWWISE``): inside a
+    cell the element-wise calls and ``linear``, and a softmax along the
+    last dim; between cells also lookups and per-row losses. ``ndim``: the
+    first argument's number of dims, where its ``shape`` does not tell."""
+    if name in ROWWISE:
+        return True
+    if name in ROWWISE_LAST_DIM:
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        n = ndim if ndim is not None else len(args[0].shape) if args and hasattr(args[0], "shape") else 0
+        return isinstance(dim, int) and n > 0 and dim % n == n - 1
+    return between_cells and (name in LOOKUPS or name in ROW_LOSSES)
+
+
 def is_meta(name: str) -> bool:
     """Metadata reads (``.shape``, ``.size()``, ``.dtype``, ``len()``...)."""
     return name in META or name.endswith(".__get__")
