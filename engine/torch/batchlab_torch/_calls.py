@@ -244,8 +244,11 @@ class Where:
 
 
 def here() -> Where:
-    """The caller's place, for :class:`Where`."""
-    return Where(sys._getframe(1))
+    """The caller's place, for :class:`Where`: taken from the caller's
+    caller's frame, so that the ``Where`` a function keeps in a local makes
+    no cycle with that function's own frame (a cycle would keep every frame
+    and value of the call alive until the garbage collector runs)."""
+    return Where(sys._getframe(2))
 
 
 def user_frame() -> str:

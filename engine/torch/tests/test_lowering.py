@@ -205,7 +205,8 @@ def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:
     with rec:
         sum(m(w) for w in range(6))
     rec.save(str(tmp_path / "m"))
-    cell = (tmp_path / "m" / "cells" / "loss.yaml").read_text()
+    # The cell's output is what each call returns, a loss: role `loss.loss`.
+    cell = (tmp_path / "m" / "cells" / "loss.loss.yaml").read_text()
     assert "pick_loss" in cell
     r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "cavs", "--train", "--check")
     assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4

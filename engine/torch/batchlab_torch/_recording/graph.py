@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .cell import bl_shape, clean_name
 
 
@@ -25,15 +27,26 @@ class RecordError(Exception):
     (module, torch function, file:line) and what to change."""
 
 
-@dataclass(frozen=True)
 class Src:
     """Output ``k`` (in the call's flattened outputs) of node ``node``."""
 
-    node: int
-    k: int
+    __slots__ = ("node", "k")
+
+    def __init__(self, node: int, k: int) -> None:
+        self.node = node
+        self.k = k
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Src and other.node == self.node and other.k == self.k
+
+    def __hash__(self) -> int:
+        return hash((self.node, self.k))
+
+    def __repr__(self) -> str:
+        return f"Src(node={self.node}, k={self.k})"
 
 
-@dataclass
+@dataclass(eq=False)
 class Kind:
     """One kind of call: see the module docs.
 
@@ -53,6 +66,7 @@ class Kind:
     frame: str = ""  # where the kind was first called
     tape: Any = None  # torch.fx.Graph of the first call (cells and ops)
     probe: dict[str, Any] = field(default_factory=dict)  # fx node name -> tensor
+    index: int = -1  # its place in the registry (:class:`Kinds`)
     # Filled by Graph.finish:
     role: str = ""
     type_name: str = ""
@@ -72,6 +86,15 @@ class Kind:
     def tensor_positions(self) -> list[int]:
         return [i for i, leaf in enumerate(self.leaves) if leaf[0] == "tensor"]
 
+    @property
+    def data_positions(self) -> list[int]:
+        return [i for i, leaf in enumerate(self.leaves) if leaf[0] == "data"]
+
+    @property
+    def scalar_out(self) -> bool:
+        """One output, a scalar (what a loss is)."""
+        return len(self.out_tshapes) == 1 and bl_shape(self.out_tshapes[0]) == (1,)
+
     def signature(self) -> str:
         """The part of the type name after the role: the tensor inputs'
         batchlab shapes and `int` for an integer input. (Kinds that differ
@@ -87,48 +110,359 @@ class Kind:
         return ";".join(parts)
 
 
+class Kinds:
+    """The kinds met so far, by key and by index (``Kind.index``): a
+    recording's, or a Runner's across its mini-batches."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple, Kind] = {}
+        self.list: list[Kind] = []
+
+    def get(self, key: tuple) -> Kind | None:
+        return self.by_key.get(key)
+
+    def put(self, kind: Kind) -> Kind:
+        """Registers ``kind`` under its key (once) and gives it an index."""
+        old = self.by_key.get(kind.key)
+        if old is not None and old is kind:
+            return kind
+        if kind.index < 0:
+            kind.index = len(self.list)
+            self.list.append(kind)
+        self.by_key[kind.key] = kind
+        return kind
+
+    def loss_twin(self, k: Kind) -> Kind:
+        """The ``.loss`` twin of kind ``k`` (registered beside it): a node
+        whose scalar output nothing reads is a loss, a node of the twin."""
+        if k.loss:
+            return k
+        key = k.key + ("loss",)
+        twin = self.by_key.get(key)
+        if twin is None:
+            twin = Kind(**{f: getattr(k, f) for f in k.__dataclass_fields__})
+            twin.key = key
+            twin.base = k.base + ".loss"
+            twin.loss = True
+            twin.index = -1
+            self.put(twin)
+        return twin
+
+
 @dataclass
 class Node:
+    """A node of a finished recording (the folder writer's view)."""
+
     kind: Kind
-    args: list[Src | None]  # per tensor position
-    data: dict[str, int]
+    args: list[Src | None]  # per tensor position (a sum: its terms)
+    data: dict[str, int]  # "id" / "label" -> value
     instance: int | None
-    outputs: list[Any] = field(default_factory=list)  # torch tensors (recording) or shapes
+    outputs: list[Any] = field(default_factory=list)  # torch tensors (recording)
     raw: Any = None  # a scalar output with its autograd graph (a loss candidate)
     ints: dict[int, int] = field(default_factory=dict)  # integer argument by leaf position
 
 
-class Graph:
-    """Nodes in call order (producers first) and their kinds."""
+@dataclass
+class Finished:
+    """A finished graph as arrays, node ids in trace order: each node's kind
+    index, sample (``-1``: none), arguments (CSR ``aptr``; producer node
+    ``anode``, ``-1`` for an absent input, and its output ``ak``; a sum's
+    are its terms) and integer inputs (CSR ``dptr``/``dval``, in leaf
+    order); ``renumber`` maps the ids given while recording to these
+    (``-1``: folded away)."""
 
-    def __init__(self) -> None:
-        self.nodes: list[Node] = []
-        self.kinds: dict[tuple, Kind] = {}
-        self.renumber: dict[int, int] = {}
+    kid: np.ndarray
+    inst: np.ndarray
+    aptr: np.ndarray
+    anode: np.ndarray
+    ak: np.ndarray
+    dptr: np.ndarray
+    dval: np.ndarray
+    renumber: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.kid)
+
+
+class Graph:
+    """Nodes in call order (producers first), as flat lists: appending a
+    node is a few list appends, and finishing is array work (a mini-batch
+    of ``bt.run`` makes thousands of nodes per call of the user's loop)."""
+
+    def __init__(self, kinds: Kinds | None = None, values: bool = False) -> None:
+        self.kinds = kinds if kinds is not None else Kinds()
+        self.kid: list[int] = []
+        self.inst: list[int] = []  # -1: no sample
+        self.aptr: list[int] = [0]
+        self.anode: list[int] = []  # -1: absent (zeros)
+        self.ak: list[int] = []
+        self.dptr: list[int] = [0]
+        self.dval: list[int] = []
+        self.outside: list[int] = []  # nodes made outside every call of the model
+        # With ``values`` (recording): per node its outputs and raw scalar.
+        self.values = values
+        self.outputs: list[Any] = []
+        self.raw: list[Any] = []
         # Sum nodes a mean was made from (``sum(xs) / len(xs)``): dropped
         # when nothing else reads them, lest an unread scalar sum be a loss.
         self.superseded: set[int] = set()
+        # Values the caller still needs (what the model returned): never
+        # folded into another sum, never dropped.
+        self.keep: set[int] = set()
 
-    def add(
-        self, kind: Kind, args: list[Src | None], data: dict[str, int], instance: int | None, outputs: list[Any]
-    ) -> int:
-        self.nodes.append(Node(kind, args, data, instance, outputs))
+    def __len__(self) -> int:
+        return len(self.kid)
+
+    def add(self, kind: Kind, args: list[Src | None], ints: list[int], instance: int | None, outside: bool) -> int:
+        nid = len(self.kid)
+        if kind.index < 0:
+            self.kinds.put(kind)
+        self.kid.append(kind.index)
+        self.inst.append(-1 if instance is None else instance)
+        an, ak = self.anode, self.ak
+        for a in args:
+            if a is None:
+                an.append(-1)
+                ak.append(0)
+            else:
+                an.append(a.node)
+                ak.append(a.k)
+        self.aptr.append(len(an))
+        if ints:
+            self.dval.extend(ints)
+        self.dptr.append(len(self.dval))
+        if outside:
+            self.outside.append(nid)
+        if self.values:
+            self.outputs.append(None)
+            self.raw.append(None)
         if kind.first_node < 0:
-            kind.first_node = len(self.nodes) - 1
-        return len(self.nodes) - 1
+            kind.first_node = nid
+        return nid
+
+    def kind_of(self, nid: int) -> Kind:
+        return self.kinds.list[self.kid[nid]]
+
+    def args_of(self, nid: int) -> list[Src | None]:
+        return [
+            None if self.anode[j] < 0 else Src(self.anode[j], self.ak[j])
+            for j in range(self.aptr[nid], self.aptr[nid + 1])
+        ]
+
+    def instance(self, nid: int) -> int | None:
+        i = self.inst[nid]
+        return None if i < 0 else i
 
     # ------------------------------------------------------------ finishing
-    def finish(self, keep: set[int] | None = None, ports: bool = True) -> list[Node]:
-        """Folds, settles and names (see the module docs); returns the nodes
-        in trace order with their ``Src`` renumbered to it (``renumber``:
-        old id -> new). Nodes in ``keep`` (values the caller still needs)
-        are not folded away. ``ports=False`` stops before grouping ports
-        and naming roles (what a run needs is the nodes and their kinds)."""
-        nodes = self._fold_sums(keep or set())
-        self._settle_instances(nodes)
-        self._split_losses(nodes)
-        if not ports:
-            return nodes
+    def finish_arrays(self) -> Finished:
+        """Drops what combines the samples' results outside the model,
+        folds sums, settles instances and marks losses (see the module
+        docs); returns the nodes as arrays in trace order."""
+        n = len(self.kid)
+        kinds = self.kinds.list
+        kid = np.array(self.kid, dtype=np.int64)
+        inst = np.array(self.inst, dtype=np.int64)
+        aptr = np.array(self.aptr, dtype=np.int64)
+        anode = np.array(self.anode, dtype=np.int64)
+        ak = np.array(self.ak, dtype=np.int64)
+        dptr = np.array(self.dptr, dtype=np.int64)
+        dval = np.array(self.dval, dtype=np.int64)
+        consumer = np.repeat(np.arange(n, dtype=np.int64), np.diff(aptr))
+        what = np.array([k.what for k in kinds] or ["cell"])
+        is_sum = what[kid] == "sum" if n else np.zeros(0, dtype=bool)
+        gone = np.zeros(n, dtype=bool)
+        keep = np.zeros(n, dtype=bool)
+        if self.keep:
+            keep[np.fromiter(self.keep, dtype=np.int64)] = True
+        if self.outside:
+            gone |= self._loop_nodes(n, kid, what, aptr, anode, keep)
+        if self.superseded:
+            gone |= self._unread_superseded(n, aptr, anode, consumer, gone, keep)
+        # Readers of each node among those staying, and for a node with one
+        # reader, that reader.
+        live = (anode >= 0) & ~gone[consumer]
+        reads = np.bincount(anode[live], minlength=n) if n else np.zeros(0, dtype=np.int64)
+        reader = np.full(n, -1, dtype=np.int64)
+        reader[anode[live]] = consumer[live]
+        sums = np.nonzero(is_sum & ~gone)[0]
+        if len(sums):
+            aptr, anode, ak, gone = self._fold_sums(sums, kid, aptr, anode, ak, gone, keep, reads, reader, is_sum)
+        stay = ~gone
+        renumber = np.full(n + 1, -1, dtype=np.int64)  # index n: an absent producer stays -1
+        renumber[np.nonzero(stay)[0]] = np.arange(int(stay.sum()))
+        counts = np.diff(aptr)
+        arg_stay = np.repeat(stay, counts)
+        new_counts = counts[stay]
+        new_aptr = np.zeros(len(new_counts) + 1, dtype=np.int64)
+        np.cumsum(new_counts, out=new_aptr[1:])
+        new_anode = renumber[np.where(anode[arg_stay] >= 0, anode[arg_stay], n)]
+        new_ak = ak[arg_stay]
+        dcounts = np.diff(dptr)
+        new_dptr = np.zeros(int(stay.sum()) + 1, dtype=np.int64)
+        np.cumsum(dcounts[stay], out=new_dptr[1:])
+        new_dval = dval[np.repeat(stay, dcounts)]
+        f = Finished(kid[stay], inst[stay], new_aptr, new_anode, new_ak, new_dptr, new_dval, renumber[:n])
+        if (f.inst < 0).any():
+            self._settle_instances(f)
+        self._split_losses(f)
+        for k in kinds:
+            k.first_node = int(renumber[k.first_node]) if k.first_node >= 0 else -1
+        return f
+
+    def _loop_nodes(
+        self, n: int, kid: np.ndarray, what: np.ndarray, aptr: np.ndarray, anode: np.ndarray, keep: np.ndarray
+    ) -> np.ndarray:
+        """The nodes that combine the samples' results outside every call of
+        the model (the loop's sum or mean of the losses) and every node that
+        reads one: the user's loop is not part of the graph, so a recording
+        is the same whatever the loop does with the losses (summed,
+        averaged, listed, ``backward()`` per sample), and the same graph as
+        ``bt.run`` sees. The training loss is then the sum of the samples'
+        losses."""
+        gone = np.zeros(n, dtype=bool)
+        first = None
+        for i in self.outside:
+            if what[kid[i]] in ("sum", "mean") and not keep[i]:
+                gone[i] = True
+                first = i if first is None else first
+        if first is None:
+            return gone
+        for i in range(first + 1, n):
+            if not gone[i]:
+                a = anode[aptr[i] : aptr[i + 1]]
+                if len(a) and gone[a[a >= 0]].any():
+                    gone[i] = True
+        return gone
+
+    def _unread_superseded(
+        self, n: int, aptr: np.ndarray, anode: np.ndarray, consumer: np.ndarray, gone: np.ndarray, keep: np.ndarray
+    ) -> np.ndarray:
+        """Superseded sums that nothing staying reads (consumers come after
+        producers, so one backward pass settles chains of them)."""
+        live = (anode >= 0) & ~gone[consumer]
+        readers = np.bincount(anode[live], minlength=n)
+        dead = np.zeros(n, dtype=bool)
+        for i in sorted(self.superseded, reverse=True):
+            if not keep[i] and not gone[i] and readers[i] == 0:
+                dead[i] = True
+                a = anode[aptr[i] : aptr[i + 1]]
+                for p in a[a >= 0].tolist():
+                    readers[p] -= 1
+        return dead
+
+    def _fold_sums(
+        self,
+        sums: np.ndarray,
+        kid: np.ndarray,
+        aptr: np.ndarray,
+        anode: np.ndarray,
+        ak: np.ndarray,
+        gone: np.ndarray,
+        keep: np.ndarray,
+        reads: np.ndarray,
+        reader: np.ndarray,
+        is_sum: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A sum read only by one other sum of its kind is inlined into it
+        (``sum(xs)`` in Python is a chain of adds; a per-sample sum of
+        losses summed again is one sum). Returns the arguments with the
+        folded sums' terms spliced in, and ``gone`` with them marked."""
+        gone = gone.copy()
+        new_args: dict[int, tuple[list[int], list[int]]] = {}
+        keys = [k.key for k in self.kinds.list]
+        for i in sums.tolist():
+            lo, hi = int(aptr[i]), int(aptr[i + 1])
+            nodes, ks = anode[lo:hi].tolist(), ak[lo:hi].tolist()
+            if any(a >= 0 and gone[a] for a in nodes):
+                nn, kk = [], []
+                for a, k in zip(nodes, ks):
+                    if a >= 0 and gone[a] and a in new_args:
+                        sub = new_args[a]
+                        nn += sub[0]
+                        kk += sub[1]
+                    else:
+                        nn.append(a)
+                        kk.append(k)
+                nodes, ks = nn, kk
+                new_args[i] = (nodes, ks)
+            else:
+                new_args[i] = (nodes, ks)
+            r = int(reader[i])
+            if not keep[i] and reads[i] == 1 and r >= 0 and is_sum[r] and keys[kid[r]] == keys[kid[i]]:
+                gone[i] = True
+        changed = [i for i, (nodes, _) in new_args.items() if len(nodes) != aptr[i + 1] - aptr[i] or gone[i]]
+        if not changed:
+            return aptr, anode, ak, gone
+        pieces_n, pieces_k, counts = [], [], np.diff(aptr).copy()
+        at = 0
+        for i in sorted(changed):
+            pieces_n.append(anode[at : aptr[i]])
+            pieces_k.append(ak[at : aptr[i]])
+            nodes, ks = new_args[i]
+            pieces_n.append(np.array(nodes, dtype=np.int64))
+            pieces_k.append(np.array(ks, dtype=np.int64))
+            counts[i] = len(nodes)
+            at = int(aptr[i + 1])
+        pieces_n.append(anode[at:])
+        pieces_k.append(ak[at:])
+        new_aptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_aptr[1:])
+        return new_aptr, np.concatenate(pieces_n), np.concatenate(pieces_k), gone
+
+    def _settle_instances(self, f: Finished) -> None:
+        """A node made outside every call of the model takes the instance of
+        its arguments when they share one, else (no arguments) that of its
+        readers when they share one."""
+        for i in np.nonzero(f.inst < 0)[0].tolist():
+            a = f.anode[f.aptr[i] : f.aptr[i + 1]]
+            a = a[a >= 0]
+            if len(a):
+                inst = set(f.inst[a].tolist())
+                if len(inst) == 1:
+                    f.inst[i] = inst.pop()
+        orphans = np.nonzero(f.inst < 0)[0]
+        if not len(orphans):
+            return
+        consumer = np.repeat(np.arange(f.n), np.diff(f.aptr))
+        for i in orphans[::-1].tolist():
+            a = f.anode[f.aptr[i] : f.aptr[i + 1]]
+            if (a >= 0).any():
+                continue
+            readers = consumer[f.anode == i]
+            if len(readers):
+                inst = set(f.inst[readers].tolist())
+                if len(inst) == 1 and -1 not in inst:
+                    f.inst[i] = inst.pop()
+
+    def _split_losses(self, f: Finished) -> None:
+        """A node with one scalar output that nothing reads is a loss (the
+        training loss is their sum); it becomes a node of its kind's
+        ``.loss`` twin, so that a role is a loss role or not, whatever else
+        its kind's nodes do, and the same node gets the same type in every
+        graph."""
+        n = f.n
+        reads = np.bincount(f.anode[f.anode >= 0], minlength=n) if n else np.zeros(0, dtype=np.int64)
+        kinds = self.kinds.list
+        scalar = np.array([k.scalar_out and not k.loss for k in kinds] or [False])
+        cand = np.nonzero((reads == 0) & scalar[f.kid])[0]
+        if not len(cand):
+            return
+        twin = {}
+        for q in np.unique(f.kid[cand]).tolist():
+            twin[q] = self.kinds.loss_twin(kinds[q]).index
+        # Registering twins may have grown the list: the table is per kind id.
+        table = np.arange(len(self.kinds.list), dtype=np.int64)
+        for q, t in twin.items():
+            table[q] = t
+        f.kid[cand] = table[f.kid[cand]]
+
+    def finish(self) -> list[Node]:
+        """Finishes the graph (:meth:`finish_arrays`) and groups ports, orders
+        outputs and names roles and types (what a recording's folder needs);
+        returns the nodes in trace order."""
+        f = self.finish_arrays()
+        nodes = self.nodes_of(f)
         kinds = self._used_kinds(nodes)
         for k in kinds:
             self._group_ports(k, nodes)
@@ -136,101 +470,32 @@ class Graph:
         self._name(kinds)
         return nodes
 
-    def _consumers(self, nodes: list[Node]) -> list[list[int]]:
-        cons: list[list[int]] = [[] for _ in nodes]
-        for i, n in enumerate(nodes):
-            for a in n.args:
-                if a is not None:
-                    cons[a.node].append(i)
-        return cons
-
-    def _fold_sums(self, keep: set[int]) -> list[Node]:
-        """A sum read only by one other sum is inlined into it (``sum(xs)``
-        in Python is a chain of adds; a per-instance sum of losses summed
-        again over the batch is one sum)."""
-        nodes = self.nodes
-        gone = self._unread_superseded(keep)
-        cons = [[c for c in cs if not gone[c]] for cs in self._consumers(nodes)]
-        for i, n in enumerate(nodes):
-            if n.kind.what != "sum" or gone[i]:
-                continue
-            args: list[Src | None] = []
-            for a in n.args:
-                if a is not None and gone[a.node]:
-                    args.extend(nodes[a.node].args)
-                else:
-                    args.append(a)
-            n.args = args
-            c = cons[i]
-            if i not in keep and len(c) == 1 and nodes[c[0]].kind.what == "sum" and nodes[c[0]].kind.key == n.kind.key:
-                gone[i] = True
-        kept = [i for i in range(len(nodes)) if not gone[i]]
-        new_id = {old: new for new, old in enumerate(kept)}
-        self.renumber = new_id
-        for k in self.kinds.values():
-            k.first_node = new_id.get(k.first_node, -1)
+    def nodes_of(self, f: Finished) -> list[Node]:
+        """The finished nodes as :class:`Node` objects."""
+        old = np.full(f.n, -1, dtype=np.int64)
+        kept = np.nonzero(f.renumber >= 0)[0]
+        old[f.renumber[kept]] = kept
+        kinds = self.kinds.list
         out = []
-        for i in kept:
-            n = nodes[i]
-            n.args = [None if a is None else Src(new_id[a.node], a.k) for a in n.args]
-            out.append(n)
+        for i in range(f.n):
+            k = kinds[int(f.kid[i])]
+            args = [
+                None if f.anode[j] < 0 else Src(int(f.anode[j]), int(f.ak[j])) for j in range(f.aptr[i], f.aptr[i + 1])
+            ]
+            vals = f.dval[f.dptr[i] : f.dptr[i + 1]].tolist()
+            ints = dict(zip(k.data_positions, vals))
+            o = int(old[i])
+            node = Node(
+                k,
+                args,
+                {use: ints[p] for p, use in k.data_use.items() if p in ints},
+                None if f.inst[i] < 0 else int(f.inst[i]),
+                self.outputs[o] if self.values else [],
+                self.raw[o] if self.values else None,
+                ints,
+            )
+            out.append(node)
         return out
-
-    def _unread_superseded(self, keep: set[int]) -> list[bool]:
-        """Per node: a superseded sum that nothing live reads (consumers come
-        after producers, so one backward pass settles chains of them)."""
-        nodes = self.nodes
-        readers = [len(c) for c in self._consumers(nodes)]
-        dead = [False] * len(nodes)
-        for i in sorted(self.superseded, reverse=True):
-            if i not in keep and readers[i] == 0:
-                dead[i] = True
-                for a in nodes[i].args:
-                    if a is not None:
-                        readers[a.node] -= 1
-        return dead
-
-    def _settle_instances(self, nodes: list[Node]) -> None:
-        """A node made outside every call of the model takes the instance of
-        its arguments when they share one, else (no arguments) that of its
-        readers when they share one."""
-        for n in nodes:
-            if n.instance is None and n.args:
-                inst = {nodes[a.node].instance for a in n.args if a is not None}
-                if len(inst) == 1:
-                    n.instance = inst.pop()
-        cons = self._consumers(nodes)
-        for i in range(len(nodes) - 1, -1, -1):
-            n = nodes[i]
-            if n.instance is None and not any(a is not None for a in n.args) and cons[i]:
-                inst = {nodes[c].instance for c in cons[i]}
-                if len(inst) == 1 and None not in inst:
-                    n.instance = inst.pop()
-
-    def _split_losses(self, nodes: list[Node]) -> None:
-        """A node with one scalar output that nothing reads is a loss (the
-        training loss is their sum); it becomes a node of its kind's
-        ``.loss`` twin, so that a role is a loss role or not, whatever else
-        its kind's nodes do, and the same node gets the same type in every
-        graph."""
-        cons = self._consumers(nodes)
-        for i, n in enumerate(nodes):
-            if not cons[i] and len(n.kind.out_tshapes) == 1 and bl_shape(n.kind.out_tshapes[0]) == (1,):
-                n.kind = self.loss_twin(n.kind)
-
-    def loss_twin(self, k: Kind) -> Kind:
-        """The ``.loss`` twin of kind ``k`` (registered beside it)."""
-        if k.loss:
-            return k
-        key = k.key + ("loss",)
-        twin = self.kinds.get(key)
-        if twin is None:
-            twin = Kind(**{f: getattr(k, f) for f in k.__dataclass_fields__})
-            twin.key = key
-            twin.base = k.base + ".loss"
-            twin.loss = True
-            self.kinds[key] = twin
-        return twin
 
     def _used_kinds(self, nodes: list[Node]) -> list[Kind]:
         seen: dict[int, Kind] = {}

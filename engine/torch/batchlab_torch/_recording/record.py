@@ -56,6 +56,8 @@ class Recorder(Tracer):
     the model's class name in kebab case.
     """
 
+    keeps_values = True
+
     def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: str | None = None) -> None:
         super().__init__(model, cells, name=name)
         self._tape: _Tape | None = None
@@ -273,9 +275,8 @@ class Recorder(Tracer):
         return out
 
     def _emit(self, nid: int, out_leaves: list, out_spec: Any, inputs: list) -> Any:
-        node = self.graph.nodes[nid]
-        node.data = {use: node.ints[pos] for pos, use in node.kind.data_use.items() if pos in node.ints}
-        node.outputs = [t.detach() for t in out_leaves]
+        g = self.graph
+        g.outputs[nid] = [t.detach() for t in out_leaves]
         ids = {id(x) for x in inputs if isinstance(x, torch.Tensor)}
         fresh = []
         for j, t in enumerate(out_leaves):
@@ -284,7 +285,7 @@ class Recorder(Tracer):
             self.set_tag(t, Src(nid, j))
             fresh.append(t)
             if t.numel() == 1 and t.requires_grad:
-                node.raw = t
+                g.raw[nid] = t
         return fresh[0] if out_spec is None else tree_unflatten(fresh, out_spec)
 
     # ------------------------------------------------------------ lowering

@@ -31,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 from .. import _calls as calls
 from .._flat import flatten, spec_key
 from .cell import bl_shape
-from .graph import Graph, Kind, RecordError, Src
+from .graph import Graph, Kind, Kinds, RecordError, Src
 
 _TAG = "_batchlab_src"
 _tokens = itertools.count(1)
@@ -151,6 +151,10 @@ class Tracer:
     """See the module docs. Subclasses implement :meth:`_run_cell`,
     :meth:`_run_op`, :meth:`_run_special` and :meth:`_emit`."""
 
+    # Whether the graph keeps each node's output tensors (a recording's
+    # expected values) or only its structure (bt.run's discovery).
+    keeps_values = False
+
     def __init__(self, model: nn.Module, cells: Mapping[str, nn.Module], *, name: str | None = None) -> None:
         who = type(self).__name__
         if not isinstance(model, nn.Module):
@@ -180,8 +184,8 @@ class Tracer:
             self.param_names.setdefault(id(p), pname)
         self.params: dict[str, torch.Tensor] = {}
         self.sigs = {role: Signature(mod.forward) for role, mod in self.cells.items()}
-        self.graph = Graph()
-        self.kinds: dict[tuple, Kind] = self.graph.kinds
+        self.graph = Graph(values=self.keeps_values)
+        self.kinds: Kinds = self.graph.kinds
         self.instances = 0
         self._token = next(_tokens)
         self._mode: _Mode | None = None
@@ -191,26 +195,25 @@ class Tracer:
         self._active = False
         self._saved: list[tuple[nn.Module, bool, Any]] = []
         # The type of the placeholders this tracer hands out (discovery), for
-        # the fast paths; None when it hands out real tensors.
+        # the fast paths; None when it hands out real tensors. Objects of the
+        # ``placeholders`` types never run a torch call as they are.
         self.placeholder: Any = None
+        self.placeholders: tuple[type, ...] = ()
 
     # ------------------------------------------------------------ activation
     def __enter__(self) -> Tracer:
         if self._active:
             raise RecordError(f"{type(self).__name__}: already active")
         for role, mod in self.cells.items():
-            self._patch(mod, self._cell_wrapper(role, mod, mod.forward))
+            self._hook_cell(role, mod)
         self._patch(self.model, self._root_wrapper(self.model.forward))
-        self._mode = _Mode(self)
-        self._mode.__enter__()
+        self._start()
         self._active = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._active = False
-        if self._mode is not None:
-            self._mode.__exit__(None, None, None)
-            self._mode = None
+        self._stop()
         for mod, had, old in reversed(self._saved):
             if had:
                 mod.forward = old
@@ -219,6 +222,22 @@ class Tracer:
         self._saved.clear()
         self._in_cell = False
         self._depth = 0
+
+    def _start(self) -> None:
+        """Starts seeing the torch calls between cells: a ``TorchFunctionMode``
+        sees every one (a recording runs on real tensors)."""
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+
+    def _stop(self) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+
+    def _hook_cell(self, role: str, mod: nn.Module) -> None:
+        """Makes every call of a marked module a node (its ``forward``
+        patched: :meth:`_cell_wrapper`)."""
+        self._patch(mod, self._cell_wrapper(role, mod, mod.forward))
 
     def _patch(self, mod: nn.Module, forward: Callable[..., Any]) -> None:
         had = "forward" in mod.__dict__
@@ -232,9 +251,12 @@ class Tracer:
                 self.instances += 1
             self._depth += 1
             try:
-                return orig(*args, **kwargs)
+                out = orig(*args, **kwargs)
             finally:
                 self._depth -= 1
+            if self._depth == 0:
+                self._returned(out)
+            return out
 
         return forward
 
@@ -245,6 +267,14 @@ class Tracer:
             return self._cell_call(role, mod, orig, args, kwargs)
 
         return forward
+
+    def _returned(self, out: Any) -> None:
+        """What a call of the model returned: its recorded values stay nodes
+        of their own (never folded into a sum), as ``bt.run`` returns them."""
+        for x in flatten(out)[0]:
+            t = self.tag(x)
+            if isinstance(t, Src):
+                self.graph.keep.add(t.node)
 
     # ------------------------------------------------------------ tags
     def tag(self, x: Any) -> Any:
@@ -265,20 +295,21 @@ class Tracer:
         """The instance of a node with arguments ``srcs``: the current call's
         inside a call of the model (reading another sample's value is an
         error), else the one its arguments share, if any."""
-        inst = {self.graph.nodes[s.node].instance for s in srcs if s is not None}
+        ginst = self.graph.inst
         if self._depth > 0:
-            inst.discard(None)
-            other = inst - {self._instance}
-            if other:
-                raise RecordError(
-                    f"{frame}: {what} in sample {self._instance} reads a value recorded in sample {min(other)}: "
-                    "batchlab's samples are independent (a value kept across calls of the model cannot be "
-                    "expressed in the trace)"
-                )
-            return self._instance
+            me = self._instance
+            for s in srcs:
+                if s is not None and ginst[s.node] != me and ginst[s.node] >= 0:
+                    raise RecordError(
+                        f"{frame}: {what} in sample {me} reads a value recorded in sample {ginst[s.node]}: "
+                        "batchlab's samples are independent (a value kept across calls of the model cannot be "
+                        "expressed in the trace)"
+                    )
+            return me
         # Outside every call: a value of no sample (the loop's running sum)
         # makes the node one of no sample too.
-        return inst.pop() if len(inst) == 1 else None
+        inst = {ginst[s.node] for s in srcs if s is not None}
+        return inst.pop() if len(inst) == 1 and -1 not in inst else None
 
     # ------------------------------------------------------------ arguments
     def classify(self, leaves: list[Any], frame: str, what: str, names: list[str]) -> tuple[list, list, dict]:
@@ -366,15 +397,14 @@ class Tracer:
             kind.module = self.paths[role]
             kind.arg_spec = spec
             kind.arg_names = arg_names
-        self.kinds[key] = kind
+        self.kinds.put(kind)
         return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, what)
 
     def _add(
         self, kind: Kind, srcs: list, data: dict, out_leaves: list, out_spec: Any, leaves: list, frame: str, what: str
     ) -> Any:
         inst = self.instance_of(srcs, frame, what)
-        nid = self.graph.add(kind, srcs, {}, inst, [])
-        self.graph.nodes[nid].ints = data
+        nid = self.graph.add(kind, srcs, list(data.values()), inst, self._depth == 0)
         return self._emit(nid, out_leaves, out_spec, leaves)
 
     # ------------------------------------------------------------ the mode
@@ -398,7 +428,7 @@ class Tracer:
         """Whether an argument can play no part in the graph: not a
         placeholder, not a tagged tensor, not a parameter, not an integer
         tensor (a token id or label)."""
-        if type(x) is self.placeholder:
+        if type(x) in self.placeholders:
             return False
         if isinstance(x, torch.Tensor):
             return getattr(x, _TAG, None) is None and id(x) not in self.param_names and x.is_floating_point()
@@ -430,15 +460,12 @@ class Tracer:
         params = any(self.is_tensor(x) and id(x) in self.param_names for x in leaves)
         if not recorded and not (ints and params):
             derived = next((t for t in tags if isinstance(t, Derived)), None)
-            out = func(*args, **kwargs)
             if name in calls.ZEROS:
-                for t in _tensors(out):
-                    self.set_tag(t, ZERO)
-            elif params or derived is not None:
+                return self._unrecorded(func, args, kwargs, ZERO)
+            if params or derived is not None:
                 where = derived.frame if derived is not None else str(calls.here())
-                for t in _tensors(out):
-                    self.set_tag(t, Derived(where))
-            return out
+                return self._unrecorded(func, args, kwargs, Derived(where))
+            return self._unrecorded(func, args, kwargs, None)
         frame = calls.here()
         if calls.is_inplace(name):
             raise RecordError(
@@ -463,6 +490,16 @@ class Tracer:
         if plan is not None:
             return self._do_special(plan, func, args, kwargs, frame)
         return self._op_call(func, name, args, kwargs, leaves, spec, frame)
+
+    def _unrecorded(self, func: Callable[..., Any], args: tuple, kwargs: dict, tag: Any) -> Any:
+        """A call between cells that reads no recorded value: zeros (an absent
+        input), a tensor derived from parameters (an error where a node reads
+        it), or a plain tensor."""
+        out = func(*args, **kwargs)
+        if tag is not None:
+            for t in _tensors(out):
+                self.set_tag(t, tag)
+        return out
 
     def _read_log_softmax(
         self, ls: LogSoftmaxOf, func: Callable[..., Any], name: str, args: tuple, kwargs: dict
@@ -608,19 +645,21 @@ class Tracer:
         for terms, sums in (self._sum_terms(src, deep=True), self._sum_terms(src, deep=False)):
             if len(terms) >= 2 and abs(factor * len(terms) - 1.0) < 1e-9:
                 self.graph.superseded.update(sums)
-                return ("mean", terms, self.graph.nodes[terms[0].node].kind.out_tshapes[terms[0].k])
+                return ("mean", terms, self.graph.kind_of(terms[0].node).out_tshapes[terms[0].k])
         return None
 
     def _sum_terms(self, src: Src, deep: bool) -> tuple[list[Src], list[int]]:
         """The values the sum node ``src`` adds (through the sums it reads
         when ``deep``: Python's ``sum`` is a chain of adds), and those sum
         nodes; ``([], [])`` when ``src`` is not a sum of recorded values."""
-        node = self.graph.nodes[src.node]
-        if node.kind.what != "sum" or any(a is None for a in node.args):
+        if self.graph.kind_of(src.node).what != "sum":
+            return [], []
+        args = self.graph.args_of(src.node)
+        if any(a is None for a in args):
             return [], []
         terms: list[Src] = []
         sums = [src.node]
-        for a in node.args:
+        for a in args:
             sub, inner = self._sum_terms(a, deep) if deep else ([], [])
             terms += sub or [a]
             sums += inner
@@ -660,10 +699,9 @@ class Tracer:
             kind = Kind(
                 key=key, base=what, what=what, leaves=leaves, names=names, out_tshapes=(out_shape,), frame=str(frame)
             )
-            self.kinds[key] = kind
+            self.kinds.put(kind)
         inst = self.instance_of(items, frame, f"a {what}")
-        nid = self.graph.add(kind, list(items), {}, inst, [])
-        self.graph.nodes[nid].ints = {}
+        nid = self.graph.add(kind, list(items), [], inst, self._depth == 0)
         return self._emit(nid, [out], None, [])
 
     def _op_call(
@@ -675,7 +713,7 @@ class Tracer:
         kind = self.kinds.get(key)
         out_leaves, out_spec, kind = self._run_op(kind, key, func, name, args, kwargs, leaves, kinds, frame)
         kind.arg_spec = spec
-        self.kinds[key] = kind
+        self.kinds.put(kind)
         return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, name)
 
     @staticmethod

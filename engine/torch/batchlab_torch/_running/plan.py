@@ -1,95 +1,100 @@
-"""A mini-batch as arrays: each sample's graph (a :class:`Fragment`, kept
-between mini-batches when the sample object comes back) and their
-concatenation (a :class:`Plan`, global node ids), which the schedules and
-the execution read."""
+"""A mini-batch as arrays: the graph of some samples (a :class:`Fragment`:
+all the samples discovered together, or one sample kept between
+mini-batches when its object comes back) and their concatenation (a
+:class:`Plan`, global node ids), which the schedules and the execution
+read."""
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._flat import flatten
-from .._recording.graph import Node, Src, feed_order
+from .._recording.graph import Finished, Kind, Src, feed_order
 from .discover import Value
 
-if TYPE_CHECKING:
-    from .runner import Runner
+
+class Returned:
+    """What ``model(sample)`` returned: its leaves, which of them are node
+    outputs (``at``; their nodes ``node`` and outputs ``k``, ids local to
+    the fragment) and a placeholder returned that no node made (``bad``:
+    bt.run refuses it)."""
+
+    __slots__ = ("leaves", "spec", "at", "node", "k", "bad")
+
+    def __init__(self, ret: Any, renumber: np.ndarray, base: int) -> None:
+        self.leaves, self.spec = flatten(ret)
+        at = [j for j, v in enumerate(self.leaves) if type(v) is Value and type(v.src) is Src]
+        self.at = at
+        self.node = np.array([renumber[self.leaves[j].src.node] - base for j in at], dtype=np.int64)
+        self.k = np.array([self.leaves[j].src.k for j in at], dtype=np.int64)
+        self.bad = next((v for v in self.leaves if type(v) is Value and type(v.src) is not Src), None)
+
+    def shifted(self, by: int) -> Returned:
+        r = object.__new__(Returned)
+        r.leaves, r.spec, r.at, r.k, r.bad = self.leaves, self.spec, self.at, self.k, self.bad
+        r.node = self.node - by
+        return r
 
 
 class Fragment:
-    """One sample's part of a mini-batch graph, with local node ids, as one
-    integer matrix ``rec`` of a row per node: its kind (an index into the
-    runner's kinds), how many producers it has as a sum and in all, then per
-    tensor argument its producer (node, ``-1`` for none), that producer's
-    output, and the node's integers; besides, a sum's producers (node,
-    output) and every node's producers in argument order (what a schedule
-    request sends), the kinds present and the (producer, consumer) kind
-    pairs, each made once per sample rather than per mini-batch, and what
-    ``model(sample)`` returned (``ret``): its leaves, and which of them are node
-    outputs (``ret_at``, ``ret_node``, ``ret_k``) and one that is
-    no node's (``ret_bad``)."""
+    """The graph of ``samples`` consecutive samples, node ids local to it:
+    per node its kind index, its sample (local), its arguments (CSR
+    ``aptr``; producer ``anode``, ``-1`` for an absent input, output
+    ``ak``; a sum's are its terms) and its integer inputs (CSR
+    ``dptr``/``dval``); per sample what it returned."""
 
-    __slots__ = (
-        "rec",
-        "width",
-        "snode",
-        "sk",
-        "gnode",
-        "n",
-        "kinds",
-        "pairs",
-        "ret_leaves",
-        "ret_spec",
-        "ret_at",
-        "ret_node",
-        "ret_k",
-        "ret_bad",
-    )
+    __slots__ = ("n", "samples", "kid", "inst", "aptr", "anode", "ak", "dptr", "dval", "rets")
 
-    def __init__(self, nodes: list[Node], local: dict[int, int], runner: Runner, ret: Any) -> None:
-        n = len(nodes)
-        w = max([max(len(x.args), len(x.ints)) for x in nodes if x.kind.what != "sum"] + [1])
-        self.n, self.width = n, w
-        rec = np.zeros((n, 3 + 3 * w), dtype=np.int64)
-        rec[:, 3 : 3 + w] = -1
-        snode, sk, gnode = [], [], []
-        for i, x in enumerate(nodes):
-            row = rec[i]
-            row[0] = runner.kind_id(x.kind)
-            had = len(gnode)
-            if x.kind.what == "sum":
-                for s in x.args:
-                    if s is not None:
-                        snode.append(local[s.node])
-                        sk.append(s.k)
-                        gnode.append(local[s.node])
-                row[1] = len(gnode) - had
-            else:
-                for j, s in enumerate(x.args):
-                    if s is not None:
-                        row[3 + j] = local[s.node]
-                        row[3 + w + j] = s.k
-                        gnode.append(local[s.node])
-                for p, v in x.ints.items():
-                    row[3 + 2 * w + x.kind.data_slot[p]] = v
-            row[2] = len(gnode) - had
-        self.rec = rec
-        self.snode = np.array(snode, dtype=np.int64)
-        self.sk = np.array(sk, dtype=np.int64)
-        self.gnode = np.array(gnode, dtype=np.int64)
-        kid = rec[:, 0]
-        self.kinds = frozenset(kid.tolist())
-        consumer = np.repeat(kid, rec[:, 2])
-        self.pairs = frozenset(zip(kid[self.gnode].tolist(), consumer.tolist()))
-        self.ret_leaves, self.ret_spec = flatten(ret)
-        at = [j for j, v in enumerate(self.ret_leaves) if isinstance(v, Value) and isinstance(v.src, Src)]
-        self.ret_at = at
-        self.ret_node = np.array([self.ret_leaves[j].src.node for j in at], dtype=np.int64)
-        self.ret_k = np.array([self.ret_leaves[j].src.k for j in at], dtype=np.int64)
-        # A placeholder returned that no node computes (bt.run refuses it).
-        self.ret_bad = next((v for v in self.ret_leaves if isinstance(v, Value) and not isinstance(v.src, Src)), None)
+    def __init__(
+        self,
+        kid: np.ndarray,
+        inst: np.ndarray,
+        aptr: np.ndarray,
+        anode: np.ndarray,
+        ak: np.ndarray,
+        dptr: np.ndarray,
+        dval: np.ndarray,
+        rets: list[Returned],
+    ) -> None:
+        self.n = len(kid)
+        self.samples = len(rets)
+        self.kid, self.inst, self.aptr, self.anode, self.ak = kid, inst, aptr, anode, ak
+        self.dptr, self.dval, self.rets = dptr, dval, rets
+
+    @classmethod
+    def of(cls, f: Finished, returns: list[Any]) -> Fragment:
+        """The fragment of a finished discovery of ``len(returns)`` samples."""
+        rets = [Returned(r, f.renumber, 0) for r in returns]
+        return cls(f.kid, f.inst, f.aptr, f.anode, f.ak, f.dptr, f.dval, rets)
+
+    def per_sample(self) -> list[Fragment]:
+        """One fragment per sample (a sample's nodes are consecutive: the
+        forward runs one sample after another)."""
+        if self.samples == 1:
+            return [self]
+        bounds = np.searchsorted(self.inst, np.arange(self.samples + 1), side="left")
+        out = []
+        for j in range(self.samples):
+            lo, hi = int(bounds[j]), int(bounds[j + 1])
+            a0, a1 = int(self.aptr[lo]), int(self.aptr[hi])
+            d0, d1 = int(self.dptr[lo]), int(self.dptr[hi])
+            an = self.anode[a0:a1]
+            out.append(
+                Fragment(
+                    self.kid[lo:hi],
+                    np.zeros(hi - lo, dtype=np.int64),
+                    self.aptr[lo : hi + 1] - a0,
+                    np.where(an >= 0, an - lo, -1),
+                    self.ak[a0:a1],
+                    self.dptr[lo : hi + 1] - d0,
+                    self.dval[d0:d1],
+                    [self.rets[j].shifted(lo)],
+                )
+            )
+        return out
 
 
 class Plan:
@@ -97,29 +102,53 @@ class Plan:
     once, what a schedule request sends: per node ``kid``, its ``instance``,
     every node's producers (CSR ``gptr``/``gnode``), the kinds ``present``
     in feeding order and each node's index among them (``type_of``), and
-    ``offsets`` of the samples. The rest is made on first use, which
-    :meth:`expand` forces (bt.run does while the schedule is computed): per
-    node ``anode``/``ak``/``ints`` (a column per argument) and the sums'
-    producers (CSR ``sptr``/``snode``/``sk``)."""
+    ``frag_offsets`` (each fragment's first node). The rest is made on first
+    use, which :meth:`expand` forces (bt.run does while the schedule is
+    computed): per node ``anode``/``ak``/``ints`` (a column per argument)
+    and the sums' producers (CSR ``sptr``/``snode``/``sk``)."""
 
-    def __init__(self, frags: list[Fragment]) -> None:
+    def __init__(self, frags: list[Fragment], kinds: list[Kind]) -> None:
         self.frags = frags
-        sizes = [f.n for f in frags]
-        offs = np.cumsum([0] + sizes)
-        self.offsets = offs
-        self.n = int(offs[-1])
-        self.instance = np.repeat(np.arange(len(frags)), sizes)
-        self.kid = np.concatenate([f.rec[:, 0] for f in frags])
-        self.gptr = np.zeros(self.n + 1, dtype=np.int64)
-        np.cumsum(np.concatenate([f.rec[:, 2] for f in frags]), out=self.gptr[1:])
-        self.gnode = np.concatenate([f.gnode for f in frags]) + np.repeat(offs[:-1], [len(f.gnode) for f in frags])
+        sizes = np.array([f.n for f in frags], dtype=np.int64)
+        offs = np.zeros(len(frags) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offs[1:])
+        self.frag_offsets = offs
+        self.n = n = int(offs[-1])
+        nsamp = np.array([f.samples for f in frags], dtype=np.int64)
+        soffs = np.concatenate([[0], np.cumsum(nsamp)[:-1]]).astype(np.int64)
+        one = len(frags) == 1
+        self.kid = frags[0].kid if one else np.concatenate([f.kid for f in frags])
+        self.instance = frags[0].inst if one else np.concatenate([f.inst + o for f, o in zip(frags, soffs.tolist())])
+        if one:
+            f = frags[0]
+            self.aptr, self.a_node, self.a_k = f.aptr, f.anode, f.ak
+            self.dptr, self.dval = f.dptr, f.dval
+        else:
+            counts = np.concatenate([np.diff(f.aptr) for f in frags])
+            self.aptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts, out=self.aptr[1:])
+            an = [np.where(f.anode >= 0, f.anode + o, -1) for f, o in zip(frags, offs[:-1].tolist())]
+            self.a_node = np.concatenate(an)
+            self.a_k = np.concatenate([f.ak for f in frags])
+            dcounts = np.concatenate([np.diff(f.dptr) for f in frags])
+            self.dptr = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(dcounts, out=self.dptr[1:])
+            self.dval = np.concatenate([f.dval for f in frags])
+        counts = np.diff(self.aptr)
+        self.consumer = np.repeat(np.arange(n, dtype=np.int64), counts)
+        valid = self.a_node >= 0
+        self.gnode = self.a_node[valid]
+        self.gptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.consumer[valid], minlength=n), out=self.gptr[1:])
+        sums = np.array([k.what == "sum" for k in kinds] or [False])
+        self.is_sum = sums[self.kid] if n else np.zeros(0, dtype=bool)
         # The kinds present, in feeding order as a recording numbers its
-        # types (feed_order; kind ids are first-call order), from each
-        # sample's kinds and kind pairs rather than from every edge.
-        kinds = sorted(frozenset().union(*(f.kinds for f in frags)))
-        edges = frozenset().union(*(f.pairs for f in frags))
-        self.present = np.array(feed_order(kinds, set(edges)), dtype=np.int64)
-        index = np.full(max(kinds) + 1 if kinds else 1, -1, dtype=np.int64)
+        # types (feed_order; kind ids are first-seen order).
+        present = np.unique(self.kid)
+        pairs = np.unique(self.kid[self.gnode] * (len(kinds) + 1) + self.kid[self.consumer[valid]])
+        edges = {(int(p) // (len(kinds) + 1), int(p) % (len(kinds) + 1)) for p in pairs.tolist()}
+        self.present = np.array(feed_order(present.tolist(), edges), dtype=np.int64)
+        index = np.full(len(kinds) + 1, -1, dtype=np.int64)
         index[self.present] = np.arange(len(self.present))
         self.type_of = index[self.kid]
         self.flat_width = 0  # expand's width (0: not expanded yet)
@@ -141,53 +170,57 @@ class Plan:
         self.sptr  # noqa: B018
 
     @cached_property
-    def _rec(self) -> np.ndarray:
-        frags = self.frags
-        width = max(f.width for f in frags)
+    def _columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per argument (in the flat arrays): its node, and its position
+        among the node's arguments."""
+        col = np.arange(len(self.a_node), dtype=np.int64) - np.repeat(self.aptr[:-1], np.diff(self.aptr))
+        return self.consumer, col
 
-        def widen(f: Fragment) -> np.ndarray:
-            if f.width == width:
-                return f.rec
-            out = np.zeros((f.n, 3 + 3 * width), dtype=np.int64)
-            out[:, 3 : 3 + width] = -1
-            for part in range(3):
-                a, b = 3 + part * f.width, 3 + part * width
-                out[:, b : b + f.width] = f.rec[:, a : a + f.width]
-            out[:, :3] = f.rec[:, :3]
-            return out
-
-        return np.concatenate([widen(f) for f in frags])
+    def _matrix(self, values: np.ndarray, fill: int) -> np.ndarray:
+        rows, col = self._columns
+        plain = ~self.is_sum[rows]
+        width = int(col[plain].max()) + 1 if plain.any() else 1
+        out = np.full((self.n, width), fill, dtype=np.int64)
+        out[rows[plain], col[plain]] = values[plain]
+        return out
 
     @cached_property
     def anode(self) -> np.ndarray:
-        rec = self._rec
-        width = (rec.shape[1] - 3) // 3
-        # Local ids become global by adding the sample's offset, once over
-        # the whole array rather than per sample.
-        anode = rec[:, 3 : 3 + width]
-        return np.where(anode >= 0, anode + self.offsets[self.instance][:, None], -1)
+        """Per node (a row; sums' rows are ``-1``) its argument producers."""
+        return self._matrix(self.a_node, -1)
 
     @cached_property
     def ak(self) -> np.ndarray:
-        width = (self._rec.shape[1] - 3) // 3
-        return np.ascontiguousarray(self._rec[:, 3 + width : 3 + 2 * width])
+        return self._matrix(self.a_k, 0)
 
     @cached_property
     def ints(self) -> np.ndarray:
-        width = (self._rec.shape[1] - 3) // 3
-        return np.ascontiguousarray(self._rec[:, 3 + 2 * width :])
+        """Per node its integer inputs, a column per data position."""
+        counts = np.diff(self.dptr)
+        width = int(counts.max()) if self.n and len(self.dval) else 0
+        out = np.zeros((self.n, width), dtype=np.int64)
+        if width:
+            rows = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+            col = np.arange(len(self.dval), dtype=np.int64) - np.repeat(self.dptr[:-1], counts)
+            out[rows, col] = self.dval
+        return out
+
+    @cached_property
+    def _sum_args(self) -> np.ndarray:
+        rows, _ = self._columns
+        return self.is_sum[rows] & (self.a_node >= 0)
 
     @cached_property
     def sptr(self) -> np.ndarray:
+        sel = self._sum_args
         sptr = np.zeros(self.n + 1, dtype=np.int64)
-        np.cumsum(self._rec[:, 1], out=sptr[1:])
+        np.cumsum(np.bincount(self._columns[0][sel], minlength=self.n), out=sptr[1:])
         return sptr
 
     @cached_property
     def snode(self) -> np.ndarray:
-        frags, offs = self.frags, self.offsets
-        return np.concatenate([f.snode for f in frags]) + np.repeat(offs[:-1], [len(f.snode) for f in frags])
+        return self.a_node[self._sum_args]
 
     @cached_property
     def sk(self) -> np.ndarray:
-        return np.concatenate([f.sk for f in self.frags])
+        return self.a_k[self._sum_args]

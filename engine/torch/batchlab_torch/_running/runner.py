@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from .._flat import unflatten as tree_unflatten
-from .._recording.graph import Kind, RecordError, Src
-from .discover import Discovery, Known, _values
+from .._recording.graph import Kind, Kinds, RecordError
+from .discover import Discovery, Known
 from .execute import Execution, KindTable, base_key, callers
 from .memory import keep_freed_memory
 from .plan import Fragment, Plan
@@ -103,10 +103,10 @@ class Runner:
         self.engine = engine
         self.bound = bound  # ask the service for each mini-batch's lower bound (stats.lower_bound)
         self.known: dict[tuple, Known] = {}
-        self.kinds: dict[tuple, Kind] = {}
-        self.kind_list: list[Kind] = []
-        self._kid: dict[int, int] = {}
+        self.kinds = Kinds()  # every kind met, by key and index (a node's kind id is its index)
+        self._named = 0  # kinds named so far (kind_list[:_named])
         self._type_names: dict[str, tuple] = {}
+        self._discovery: Discovery | None = None
         self.cache: dict[int, tuple[Any, Fragment]] | None = {} if cache else None
         self.stats = Stats()
         self._caller: Any = None
@@ -127,21 +127,23 @@ class Runner:
         return self._caller
 
     # ------------------------------------------------------------ kinds
-    def kind_id(self, kind: Kind) -> int:
-        """The kind's index, registering (and naming) it on first sight."""
-        q = self._kid.get(id(kind))
-        if q is not None:
-            return q
-        name = f"{kind.base}[{kind.signature()}]"
-        while self._type_names.get(name, kind.key) != kind.key:
-            name = f"{kind.base}-{len(self._type_names)}[{kind.signature()}]"
-        self._type_names[name] = kind.key
-        kind.type_name = name
-        data = [p for p, leaf in enumerate(kind.leaves) if leaf[0] == "data"]
-        kind.data_slot = {p: i for i, p in enumerate(data)}
-        q = self._kid[id(kind)] = len(self.kind_list)
-        self.kind_list.append(kind)
-        return q
+    @property
+    def kind_list(self) -> list[Kind]:
+        """Every kind met, by index (the kind ids of a plan)."""
+        return self.kinds.list
+
+    def name_kinds(self) -> None:
+        """Names the kinds met since the last call (type names as a recording
+        names them; each integer input's column)."""
+        kinds = self.kinds.list
+        for kind in kinds[self._named :]:
+            name = f"{kind.base}[{kind.signature()}]"
+            while self._type_names.get(name, kind.key) != kind.key:
+                name = f"{kind.base}-{len(self._type_names)}[{kind.signature()}]"
+            self._type_names[name] = kind.key
+            kind.type_name = name
+            kind.data_slot = {p: i for i, p in enumerate(kind.data_positions)}
+        self._named = len(kinds)
 
     def out_keys(self, kind: Kind) -> list[tuple]:
         """Per output, the store it goes to: (per-instance shape, dtype)."""
@@ -151,8 +153,9 @@ class Runner:
 
     # ------------------------------------------------------------ the steps
     def discover(self, samples: Sequence[Any]) -> list[Fragment]:
-        """Each sample's fragment: from the cache, else by running the
-        forward with placeholders (all new samples in one pass)."""
+        """The mini-batch's fragments: each sample seen before from the cache,
+        the others by running the forward with placeholders (all new samples
+        in one pass, one fragment)."""
         frags: list[Fragment | None] = [None] * len(samples)
         todo = []
         for i, s in enumerate(samples):
@@ -162,37 +165,39 @@ class Runner:
             else:
                 todo.append(i)
         self.stats.discovered = len(todo)
-        if todo:
-            d = Discovery(self.model, self.cells, self.known, self.device, self.name)
-            d.graph.kinds = d.kinds = self.kinds
+        if not todo:
+            return frags  # type: ignore[return-value]
+        d = self._discovery
+        if d is None:
+            d = self._discovery = Discovery(self.model, self.cells, self.known, self.device, self.kinds, self.name)
             self.name = d.name
-            returns = []
-            collecting = gc.isenabled()
-            gc.disable()  # discovery makes many small objects and no cycles
-            try:
-                with d:
-                    for i in todo:
-                        returns.append(self.model(samples[i]))
-            finally:
-                if collecting:
-                    gc.enable()
-            keep = {v.src.node for v in _values(returns) if isinstance(v.src, Src)}
-            nodes = d.graph.finish(keep=keep, ports=False)
-            renumber = d.graph.renumber
-            by_inst: list[list[int]] = [[] for _ in todo]
-            for gid, n in enumerate(nodes):
-                if n.instance is None:
-                    raise RecordError(f"{n.kind.frame}: bt.run: a node outside every sample's forward")
-                by_inst[n.instance].append(gid)
-            for j, i in enumerate(todo):
-                local = {gid: li for li, gid in enumerate(by_inst[j])}
-                for v in _values(returns[j]):
-                    if isinstance(v.src, Src):
-                        v.src = Src(local[renumber[v.src.node]], v.src.k)
-                frag = Fragment([nodes[g] for g in by_inst[j]], local, self, returns[j])
-                frags[i] = frag
-                if self.cache is not None:
-                    self.cache[id(samples[i])] = (samples[i], frag)
+        d.begin()
+        returns = []
+        collecting = gc.isenabled()
+        gc.disable()  # discovery makes many small objects and no cycles
+        try:
+            with d:
+                for i in todo:
+                    returns.append(self.model(samples[i]))
+            f = d.graph.finish_arrays()
+            if (f.inst < 0).any():
+                bad = self.kinds.list[int(f.kid[int(np.argmax(f.inst < 0))])]
+                raise RecordError(f"{bad.frame}: bt.run: a node outside every sample's forward")
+            new = Fragment.of(f, returns)
+        finally:
+            if collecting:
+                gc.enable()
+        self.name_kinds()
+        if len(todo) == len(samples):
+            if self.cache is None:
+                return [new]
+            parts = new.per_sample()
+        else:
+            parts = new.per_sample()
+        for i, part in zip(todo, parts):
+            frags[i] = part
+            if self.cache is not None:
+                self.cache[id(samples[i])] = (samples[i], part)
         return frags  # type: ignore[return-value]
 
     def ask(self, plan: Plan, schedule: str) -> Any:
@@ -218,7 +223,7 @@ class Runner:
         file must be made for: ``search optimise --trace PATH --out S.json``,
         then ``run(samples, schedule="S.json")``)."""
         samples = list(samples)
-        plan = Plan(self.discover(samples))
+        plan = Plan(self.discover(samples), self.kind_list)
         kinds = self.kind_list
         present, type_of = plan.present, plan.type_of
         nodes = []
@@ -249,18 +254,19 @@ class Runner:
         self.stats = st = Stats()
         t0 = time.perf_counter()
         frags = self.discover(samples)
-        for f in frags:
-            if f.ret_bad is not None:
-                raise RecordError(f"bt.run: a placeholder for {f.ret_bad} was returned but never computed")
-        plan = Plan(frags)
+        rets = [r for f in frags for r in f.rets]
+        for r in rets:
+            if r.bad is not None:
+                raise RecordError(f"bt.run: a placeholder for {r.bad} was returned but never computed")
+        plan = Plan(frags, self.kind_list)
         t1 = time.perf_counter()
         pending = self.ask(plan, schedule)
         # While batchlab's policy runs: the rest of the plan, and which node
         # outputs the samples return.
         plan.expand(self.table.out_store().shape[1])
-        offs = plan.offsets[:-1]
-        gnode = np.concatenate([f.ret_node + o for f, o in zip(frags, offs.tolist())])
-        gk = np.concatenate([f.ret_k for f in frags])
+        offs = plan.frag_offsets[:-1].tolist()
+        gnode = np.concatenate([r.node + o for f, o in zip(frags, offs) for r in f.rets])
+        gk = np.concatenate([r.k for r in rets])
         batches = pending()
         t2 = time.perf_counter()
         ex = Execution(self, plan, batches, torch.is_grad_enabled())
@@ -271,16 +277,16 @@ class Runner:
         got = ex.values(gnode, gk) if len(gnode) else []
         out = []
         pos = 0
-        for f in frags:
-            if f.ret_spec is None and f.ret_at:  # returned one node output: it is the value
+        for r in rets:
+            if r.spec is None and r.at:  # returned one node output: it is the value
                 out.append(got[pos])
                 pos += 1
                 continue
-            leaves = list(f.ret_leaves)
-            for j in f.ret_at:
+            leaves = list(r.leaves)
+            for j in r.at:
                 leaves[j] = got[pos]
                 pos += 1
-            out.append(tree_unflatten(leaves, f.ret_spec))
+            out.append(tree_unflatten(leaves, r.spec))
         t3 = time.perf_counter()
         st.discover, st.schedule, st.execute = t1 - t0, t2 - t1, t3 - t2
         st.nodes, st.batches = plan.n, len(batches)
