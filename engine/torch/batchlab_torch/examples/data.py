@@ -1,6 +1,7 @@
 """The examples' inputs, read from batchlab traces (``engine record``,
 ``search random-dag``), so a PyTorch recording sees the samples batchlab's
-built-in workloads see."""
+built-in workloads see; and synthetic molecule-like graphs, drawn from a
+seeded generator (no data set is read or downloaded)."""
 
 from __future__ import annotations
 
@@ -156,3 +157,94 @@ def wikiner_sentences(trace_path: str) -> list[Sentence]:
         elif role == "tagger.loss":
             sents[n["instance"]].tags.append(d.get("label", 0))
     return [sents[k] for k in sorted(sents)]
+
+
+# Synthetic molecule-like graphs for the gated graph network (``ggnn.py``).
+# No data set is read or downloaded: the graphs are drawn from a seeded
+# generator whose statistics resemble small organic molecules (mostly
+# carbon, a few heteroatoms, mostly single bonds, some rings).
+
+ATOMS = ["C", "N", "O", "S", "F", "Cl"]
+# Carbon dominates as in organic molecules; the skew makes some atom types rare.
+ATOM_WEIGHTS = [0.70, 0.12, 0.12, 0.02, 0.02, 0.02]
+# The most bonds an atom of each type takes (its usual valence, at most 4).
+ATOM_DEGREE = [4, 3, 2, 2, 1, 1]
+BONDS = ["single", "double", "triple", "aromatic"]
+BOND_WEIGHTS = [0.75, 0.15, 0.03, 0.07]
+# Label classes: whether the graph has a ring, and whether at least 30 %
+# of its atoms are heteroatoms (both signs of sums over nodes: a ring means
+# more bonds than atoms less one; so a sum readout can learn them).
+MOLECULE_CLASSES = 4
+
+
+@dataclass
+class Molecule:
+    """A synthetic molecule-like graph: per atom its type (an index into
+    ``ATOMS``), its bonds as directed edges ``(src, dst, bond type)`` (each
+    bond in both directions) and a graph label in ``0..MOLECULE_CLASSES-1``."""
+
+    atoms: list[int]
+    edges: list[tuple[int, int, int]]
+    label: int
+
+
+def molecule_label(atoms: list[int], edges: list[tuple[int, int, int]]) -> int:
+    """The label of a structure: 2 if it has a ring (more bonds than a tree
+    of its atoms), plus 1 if at least 30 % of its atoms are not carbon."""
+    rings = len(edges) // 2 - len(atoms) + 1
+    hetero = sum(1 for a in atoms if a != 0)
+    return 2 * (rings > 0) + (10 * hetero >= 3 * len(atoms))
+
+
+def molecules(count: int, seed: int = 0, min_atoms: int = 8, max_atoms: int = 30) -> list[Molecule]:
+    """``count`` synthetic molecule-like graphs (seeded, deterministic): a
+    random spanning tree over the atoms, each atom attached to an earlier
+    one with a free bond, then up to three ring closures between atoms 4–5
+    bonds apart (five- and six-membered rings), no atom over its degree."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n = rng.randint(min_atoms, max_atoms)
+        atoms = [0]  # a carbon first, so the tree can grow
+        adj: list[list[int]] = [[]]
+        bonds: list[tuple[int, int, int]] = []
+        for v in range(1, n):
+            free = [u for u in range(v) if len(adj[u]) < ATOM_DEGREE[atoms[u]]]
+            a = rng.choices(range(len(ATOMS)), ATOM_WEIGHTS)[0]
+            if len(free) == 1 and ATOM_DEGREE[a] == 1:
+                a = 0  # a monovalent atom on the last free bond would end the tree
+            u = rng.choice(free)
+            atoms.append(a)
+            adj.append([])
+            adj[u].append(v)
+            adj[v].append(u)
+            bonds.append((u, v, rng.choices(range(len(BONDS)), BOND_WEIGHTS)[0]))
+        for _ in range(rng.choice([0, 0, 0, 1, 2, 3])):
+            pairs = [
+                (u, w)
+                for u in range(n)
+                for w, d in _distances(adj, u).items()
+                if u < w and d in (4, 5) and all(len(adj[x]) < ATOM_DEGREE[atoms[x]] for x in (u, w))
+            ]
+            if not pairs:
+                break
+            u, w = rng.choice(pairs)
+            adj[u].append(w)
+            adj[w].append(u)
+            # A ring bond is aromatic half the time, as in benzene-like rings.
+            bonds.append((u, w, 3 if rng.random() < 0.5 else 0))
+        edges = [e for u, v, t in bonds for e in ((u, v, t), (v, u, t))]
+        out.append(Molecule(atoms, edges, molecule_label(atoms, edges)))
+    return out
+
+
+def _distances(adj: list[list[int]], src: int) -> dict[int, int]:
+    """Bond counts from ``src`` to every atom (breadth first)."""
+    dist = {src: 0}
+    todo = [src]
+    for u in todo:
+        for w in adj[u]:
+            if w not in dist:
+                dist[w] = dist[u] + 1
+                todo.append(w)
+    return dist
