@@ -6,5 +6,8 @@
 - :mod:`.dag_rnn`: a DAG-RNN with a cell per node kind over ``search random-dag`` graphs.
 
 :mod:`.data` reads their inputs from batchlab's own traces, so that a
-recording sees the same samples as ``engine record``.
+recording sees the same samples as ``engine record``, and the SST fixture
+files of ``data/`` (:func:`.data.sst_split`); :mod:`.train_sst` trains
+:mod:`.tree_lstm` on the SST train split in a plain PyTorch loop, eager or
+by ``bt.run``.
 """
