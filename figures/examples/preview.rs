@@ -77,6 +77,7 @@ fn lines() -> LineChart {
         .enumerate()
         .map(|(j, name)| LineSeries {
             name: name.to_string(),
+            x: None,
             y: x.iter()
                 .enumerate()
                 .map(|(i, b)| {

@@ -21,7 +21,8 @@ pub(crate) fn draw<DB: DrawingBackend>(
     title: Option<&str>,
     styles: &SeriesStyles,
 ) -> Result<(), FigureError> {
-    let x = Axis::around(c.x_scale, c.x.iter().copied(), false);
+    let own = c.series.iter().filter_map(|s| s.x.as_deref()).flatten();
+    let x = Axis::around(c.x_scale, c.x.iter().chain(own).copied(), false);
     let ys = c
         .series
         .iter()
@@ -44,11 +45,12 @@ pub(crate) fn draw<DB: DrawingBackend>(
     plot::draw_ref_lines(&mut chart, &c.reference_lines, &y, (x.lo, x.hi))?;
     for s in &c.series {
         let color = styles.color(&s.name);
-        let points: Vec<Option<(f64, f64)>> =
-            c.x.iter()
-                .zip(&s.y)
-                .map(|(&xv, yv)| yv.map(|yv| (x.t(xv), y.t(yv))))
-                .collect();
+        let points: Vec<Option<(f64, f64)>> = s
+            .xs(&c.x)
+            .iter()
+            .zip(&s.y)
+            .map(|(&xv, yv)| yv.map(|yv| (x.t(xv), y.t(yv))))
+            .collect();
         // One path per run of present points.
         let runs = points
             .split(Option::is_none)

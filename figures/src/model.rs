@@ -121,8 +121,14 @@ pub struct GroupedBars {
 pub struct LineSeries {
     /// Legend name.
     pub name: String,
-    /// One y per x of the chart; `None` is a missing point (the line breaks).
+    /// One y per x of the chart (or per x of its own `x`); `None` is a
+    /// missing point (the line breaks).
     pub y: Vec<Option<f64>>,
+    /// The series' own x positions, one per y, for series measured at
+    /// different x (e.g. against each run's elapsed time); `None`: the
+    /// chart's `x`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<Vec<f64>>,
 }
 
 impl LineSeries {
@@ -131,11 +137,25 @@ impl LineSeries {
         LineSeries {
             name: name.into(),
             y: y.into_iter().map(Some).collect(),
+            x: None,
         }
+    }
+
+    /// The same series at its own x positions (one per y) instead of the
+    /// chart's.
+    pub fn at(mut self, x: impl IntoIterator<Item = f64>) -> Self {
+        self.x = Some(x.into_iter().collect());
+        self
+    }
+
+    /// The x positions of the series' values within `chart_x`, the chart's.
+    pub fn xs<'a>(&'a self, chart_x: &'a [f64]) -> &'a [f64] {
+        self.x.as_deref().unwrap_or(chart_x)
     }
 }
 
-/// Lines with markers over a numeric x axis shared by all series.
+/// Lines with markers over a numeric x axis shared by all series (a series
+/// may have its own x positions on it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineChart {
     /// X axis label (required).
@@ -148,7 +168,8 @@ pub struct LineChart {
     /// Y axis scale.
     #[serde(default)]
     pub y_scale: Scale,
-    /// The x positions, shared by all series.
+    /// The x positions, shared by all series without their own (may be
+    /// empty when every series has its own).
     pub x: Vec<f64>,
     /// The series, in legend order.
     pub series: Vec<LineSeries>,

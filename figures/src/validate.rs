@@ -169,7 +169,7 @@ fn lines(c: &LineChart) -> Result<(), FigureError> {
     if c.series.is_empty() {
         return Err(FigureError::NoSeries);
     }
-    if c.x.is_empty() {
+    if c.x.is_empty() && c.series.iter().any(|s| s.x.is_none()) {
         return Err(FigureError::NoCategories { what: "x value" });
     }
     names(c.series.iter().map(|s| s.name.as_str()))?;
@@ -178,8 +178,14 @@ fn lines(c: &LineChart) -> Result<(), FigureError> {
     }
     let mut any = false;
     for s in &c.series {
-        length(&s.name, "y", c.x.len(), s.y.len())?;
-        for (x, y) in c.x.iter().zip(&s.y) {
+        if let Some(own) = &s.x {
+            for (i, &x) in own.iter().enumerate() {
+                value(&s.name, &format!("x[{i}]"), x, c.x_scale, 'x')?;
+            }
+        }
+        let xs = s.xs(&c.x);
+        length(&s.name, "y", xs.len(), s.y.len())?;
+        for (x, y) in xs.iter().zip(&s.y) {
             if let Some(y) = *y {
                 value(&s.name, &format!("x = {x}"), y, c.y_scale, 'y')?;
                 any = true;

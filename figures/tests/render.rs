@@ -64,6 +64,26 @@ fn lines_render() {
     );
 }
 
+/// Series at their own x (runs against their elapsed seconds): the axis
+/// spans every series' x, and no shared x is needed.
+#[test]
+fn lines_at_their_own_x_render() {
+    let mut c = lines();
+    c.x_scale = figures::Scale::Linear;
+    c.x.clear();
+    c.series = vec![
+        figures::LineSeries::new("eager", [3.0, 2.0, 1.5]).at([10.0, 20.0, 30.0]),
+        figures::LineSeries::new("bt.run depth", [3.0, 2.0]).at([2.5, 5.0]),
+    ];
+    let fig = Figure::new("Loss against time", c, stamp()).with_size(1000, 700);
+    check(
+        &fig,
+        "own-x",
+        &["eager", "bt.run depth"],
+        &["batch size", "\n30\n"],
+    );
+}
+
 #[test]
 fn stacked_bars_render() {
     let fig = Figure::new("Time split", stacked(), stamp()).with_size(900, 650);

@@ -180,3 +180,32 @@ fn too_many_rows_of_panels_for_the_height_is_an_error_not_a_panic() {
         FigureError::TooSmall { .. }
     ));
 }
+
+/// A series' own x is checked as the shared x is (one per y, each finite
+/// and positive on a log axis); a shared x is needed only by a series
+/// without its own.
+#[test]
+fn a_series_own_x_is_checked_like_the_shared_one() {
+    let mut c = lines();
+    c.series[0] = figures::LineSeries::new("cavs", [1.0, 2.0]).at([1.0, 2.0, 4.0]);
+    let e = err(&fig(c));
+    assert!(
+        matches!(&e, FigureError::LengthMismatch { series, expected: 3, found: 2, .. } if series == "cavs"),
+        "{e:?}"
+    );
+    let mut c = lines();
+    c.series[0] = figures::LineSeries::new("cavs", [1.0, 2.0]).at([1.0, 0.0]);
+    let e = err(&fig(c));
+    assert!(
+        matches!(&e, FigureError::NonPositiveOnLog { series, axis: 'x', .. } if series == "cavs"),
+        "{e:?}"
+    );
+    let mut c = lines();
+    c.x.clear();
+    let e = err(&fig(c.clone()));
+    assert!(matches!(e, FigureError::NoCategories { .. }), "{e:?}");
+    for s in &mut c.series {
+        s.x = Some(vec![1.0; s.y.len()]);
+    }
+    validate(&fig(c)).unwrap();
+}

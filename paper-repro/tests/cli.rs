@@ -319,3 +319,98 @@ fn training_curve_draws_a_train_report_and_names_a_bad_one() {
     );
     assert!(!out2.join("training-curve.png").exists());
 }
+
+/// With several `--report`s, `training-curve` compares the runs in one
+/// figure (loss and root accuracy by epoch and against cumulative training
+/// seconds) and one CSV of every run's epochs, each named by its executor
+/// (and its file where two runs share one); a bad report among them is
+/// named, and nothing is drawn.
+#[test]
+fn training_curve_compares_several_reports() {
+    let dir = tmp("training-curves");
+    let engine = dir.join("cavs.json");
+    std::fs::write(
+        &engine,
+        r#"{"workload":"tree-lstm","dev":"sst-dev","executor":"cavs","batch":25,"hidden":64,
+            "dev_majority":{"root":0.26,"node":0.68},
+            "epochs":[{"epoch":1,"train_loss":25.9,"dev_accuracy":0.40,"dev_node_accuracy":0.76,"seconds":2.5},
+                      {"epoch":2,"train_loss":22.8,"dev_accuracy":0.42,"dev_node_accuracy":0.77,"seconds":2.5}]}"#,
+    )
+    .unwrap();
+    // As `python -m batchlab_torch.examples.train_sst --out` writes them:
+    // extra fields, here three epochs.
+    let torch = |executor: &str, secs: f64| {
+        format!(
+            r#"{{"workload":"tree-lstm","dev":"sst-dev","executor":"{executor}","batch":25,"hidden":64,
+                "mode":"bt","seed":1,"torch":"2.15.0","dev_majority":{{"root":0.26,"node":0.68}},
+                "epochs":[{{"epoch":1,"train_loss":40.1,"dev_accuracy":0.30,"dev_node_accuracy":0.70,"seconds":{secs},"cpu_seconds":1.0}},
+                          {{"epoch":2,"train_loss":30.2,"dev_accuracy":0.35,"dev_node_accuracy":0.74,"seconds":{secs},"cpu_seconds":1.0}},
+                          {{"epoch":3,"train_loss":25.3,"dev_accuracy":0.38,"dev_node_accuracy":0.75,"seconds":{secs},"cpu_seconds":1.0}}]}}"#
+        )
+    };
+    let bt = dir.join("bt.json");
+    std::fs::write(&bt, torch("bt.run depth", 1.5)).unwrap();
+    let bt2 = dir.join("bt-again.json");
+    std::fs::write(&bt2, torch("bt.run depth", 1.25)).unwrap();
+    let out = dir.join("out");
+    let args = |reports: &[&std::path::Path], out: &std::path::Path| {
+        let mut a = vec!["training-curve".to_string()];
+        for r in reports {
+            a.extend(["--report".into(), r.display().to_string()]);
+        }
+        a.extend(["--out".into(), out.display().to_string()]);
+        a
+    };
+    let a = args(&[&engine, &bt, &bt2], &out);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (_, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    for f in [
+        "training-curve.png",
+        "training-curve.svg",
+        "training-curve.csv",
+    ] {
+        check_file(&out.join(f));
+    }
+    let csv = std::fs::read_to_string(out.join("training-curve.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 1 + 2 + 3 + 3, "{csv}");
+    assert_eq!(rows[0][1], "run");
+    assert_eq!(rows[0][7], "cumulative seconds");
+    // Named by executor; the two bt.run runs by their files too.
+    assert_eq!(rows[1][1], "cavs", "{csv}");
+    assert!(
+        rows[3][1].starts_with("bt.run depth (") && rows[3][1].ends_with("bt.json)"),
+        "{csv}"
+    );
+    assert!(rows[6][1].ends_with("bt-again.json)"), "{csv}");
+    // Cumulative training seconds: 1.5, 3.0, 4.5 for the first bt.run run.
+    let cum: Vec<&str> = rows[3..6].iter().map(|r| r[7]).collect();
+    assert_eq!(cum, ["1.50", "3.00", "4.50"], "{csv}");
+    let svg = std::fs::read_to_string(out.join("training-curve.svg")).unwrap();
+    for text in [
+        "by epoch",
+        "against training time",
+        "cumulative training seconds",
+        "cavs",
+    ] {
+        assert!(svg.contains(text), "the figure lacks `{text}`");
+    }
+
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"workload":"tree-lstm","executor":"eager","batch":25,"hidden":64,"epochs":[]}"#,
+    )
+    .unwrap();
+    let out2 = dir.join("out2");
+    let a = args(&[&engine, &bad], &out2);
+    let o = run(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let (_, err) = texts(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("bad.json") && err.contains("no epochs"),
+        "{err}"
+    );
+    assert!(!out2.join("training-curve.png").exists());
+}

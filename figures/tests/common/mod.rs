@@ -69,6 +69,7 @@ pub fn lines() -> LineChart {
             LineSeries::new("cavs", x.iter().map(|b| 100.0 * b)),
             LineSeries {
                 name: "vpps".into(),
+                x: None,
                 y: x.iter()
                     .map(|b| (*b < 100.0).then_some(150.0 * b))
                     .collect(),

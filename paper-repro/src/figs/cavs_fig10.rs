@@ -69,6 +69,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             .iter()
             .map(|(name, _, _)| LineSeries {
                 name: (*name).to_string(),
+                x: None,
                 y: Vec::new(),
             })
             .collect();

@@ -65,6 +65,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
                 .iter()
                 .map(|e| LineSeries {
                     name: e.clone(),
+                    x: None,
                     y: batches.iter().map(|b| tput(w, *h, *b, e)).collect(),
                 })
                 .filter(|s| s.y.iter().any(Option::is_some))

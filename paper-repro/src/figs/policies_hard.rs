@@ -167,6 +167,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .iter()
         .map(|(name, prior, curve)| LineSeries {
             name: name.clone(),
+            x: None,
             y: xs
                 .iter()
                 .map(|x| {

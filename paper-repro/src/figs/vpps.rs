@@ -103,6 +103,7 @@ pub fn build(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
             .iter()
             .map(|e| LineSeries {
                 name: e.clone(),
+                x: None,
                 y: batches.iter().map(|b| tput(w, *b, e)).collect(),
             })
             .filter(|s| s.y.iter().any(Option::is_some))
@@ -216,6 +217,7 @@ pub fn build_train(ctx: &Ctx, rows: &RowSet, sec: &mut Section) -> Result<()> {
         .iter()
         .map(|w| LineSeries {
             name: w.clone(),
+            x: None,
             y: batches.iter().map(|&b| val(w, b, throughput)).collect(),
         })
         .filter(|s| s.y.iter().any(Option::is_some))

@@ -598,10 +598,16 @@ fn bench(python: &Path, harness: &Path, setup: &str, model: &Path) -> Result<Com
     ])
     .map_err(|e| ReproError::Peers(format!("{}: {e}", harness.display())))?;
     let mut c = Command::new(python);
-    c.args(["-m", "batchlab_peers.torch_bench", "--setup", setup, "--model"])
-        .arg(model)
-        .env("PYTHONPATH", path)
-        .env("PYTHONDONTWRITEBYTECODE", "1");
+    c.args([
+        "-m",
+        "batchlab_peers.torch_bench",
+        "--setup",
+        setup,
+        "--model",
+    ])
+    .arg(model)
+    .env("PYTHONPATH", path)
+    .env("PYTHONDONTWRITEBYTECODE", "1");
     Ok(c)
 }
 

@@ -10,6 +10,8 @@
   written for PyTorch Geometric (the batched baseline; needs ``torch_geometric``).
 
 :mod:`.data` reads their inputs from batchlab's own traces, so that a
-recording sees the same samples as ``engine record``, and draws the
-molecule-like graphs from a seeded generator.
+recording sees the same samples as ``engine record``, the SST fixture
+files of ``data/`` (:func:`.data.sst_split`), and draws the molecule-like
+graphs from a seeded generator; :mod:`.train_sst` trains :mod:`.tree_lstm`
+on the SST train split in a plain PyTorch loop, eager or by ``bt.run``.
 """

@@ -1,12 +1,16 @@
 """The examples' inputs, read from batchlab traces (``engine record``,
 ``search random-dag``), so a PyTorch recording sees the samples batchlab's
-built-in workloads see; and synthetic molecule-like graphs, drawn from a
-seeded generator (no data set is read or downloaded)."""
+built-in workloads see, from the SST fixture files in ``data/``
+(:func:`sst_split`), for training on a whole split, and synthetic
+molecule-like graphs, drawn from a seeded generator (no data set is read
+or downloaded).
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
 from dataclasses import dataclass, field
 
 
@@ -46,6 +50,117 @@ def sst_trees(trace_path: str) -> list[Tree]:
             continue
         roots[n["instance"]] = made[i]  # post-order: the last tree node of an instance is its root
     return [roots[k] for k in sorted(roots)]
+
+
+SST_MAGIC = "# batchlab fixture v2 trees"
+SST_CLASSES = 5  # SST's sentiment labels: 0 very negative ... 4 very positive
+
+_DIGITS = re.compile(r"[0-9]+")  # not \d: that also matches non-ASCII digits
+
+
+def sst_split(path: str | os.PathLike[str]) -> list[Tree]:
+    """The trees of an SST fixture file (``data/sst-{train,dev,test}.trees``,
+    format in ``data/README.md``): every node's label, every leaf's word id.
+
+    As strict as batchlab's own reader (``engine/core/src/data/fixtures``):
+    the first line is the v2 trees header (a v1 file has no labels), ``#``
+    lines are comments, every other line is one canonical tree (single
+    spaces, no leading zeros, ``\n`` endings); anything else is a
+    ``ValueError`` naming ``file:line``, so a damaged file is never half
+    read. Labels must be SST's 0-4."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    lines = raw.split(b"\n")
+    if raw.endswith(b"\n"):
+        lines.pop()  # a final newline ends the last line; it does not start one
+    if not raw:
+        raise ValueError(f"{path}:1: empty file: missing the fixture header '{SST_MAGIC}'")
+    trees = []
+    for no, b in enumerate(lines, start=1):
+        try:
+            line = b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{no}: not UTF-8 at byte {e.start + 1} of the line") from None
+        try:
+            if no == 1:
+                _check_magic(line)
+            elif not line.startswith("#"):
+                trees.append(_sst_tree(line))
+        except _LineError as e:
+            raise ValueError(f"{path}:{no}: {e}") from None
+    return trees
+
+
+class _LineError(Exception):
+    """A malformed line; :func:`sst_split` adds the file and line number."""
+
+
+def _check_magic(line: str) -> None:
+    if line == SST_MAGIC:
+        return
+    if line == "# batchlab fixture v1 trees":
+        raise _LineError("a v1 (structure-only) tree fixture: SST training needs v2, with labels and word ids")
+    raise _LineError(f"expected the fixture header '{SST_MAGIC}', found {line!r}")
+
+
+def _sst_tree(line: str) -> Tree:
+    """One v2 tree line, ``(<label> w<id>)`` or ``(<label> <left> <right>)``;
+    iterative, so that a deeply nested line cannot exhaust Python's stack."""
+    if not line:
+        raise _LineError("empty line (one sample per line expected)")
+    if "\r" in line:
+        col = line.index("\r") + 1
+        raise _LineError(f"carriage return at column {col} (fixtures use \\n line endings)")
+    pos = 0
+
+    def expect(ch: str, why: str = "") -> None:
+        nonlocal pos
+        if pos >= len(line):
+            raise _LineError(f"expected {ch!r} at column {pos + 1} (end of line){why}")
+        if line[pos] != ch:
+            raise _LineError(f"expected {ch!r} at column {pos + 1}, found {line[pos]!r}{why}")
+        pos += 1
+
+    def number(what: str) -> int:
+        nonlocal pos
+        m = _DIGITS.match(line, pos)
+        if m is None:
+            found = f"found {line[pos]!r}" if pos < len(line) else "end of line"
+            raise _LineError(f"expected {what} (a number) at column {pos + 1}, {found}")
+        if len(m.group()) > 1 and m.group().startswith("0"):
+            raise _LineError(f"leading zero in {what} at column {pos + 1}")
+        pos = m.end()
+        return int(m.group())
+
+    opened: list[tuple[int, Tree]] = []  # internal nodes waiting for children, with their columns
+    while True:
+        col = pos + 1
+        expect("(")
+        label = number("label")
+        if label >= SST_CLASSES:
+            raise _LineError(f"label {label} at column {col + 1} is not an SST sentiment (0-{SST_CLASSES - 1})")
+        expect(" ")
+        if pos < len(line) and line[pos] == "w":
+            pos += 1
+            done = Tree(label, word=number("word id"))
+            expect(")")
+        else:
+            opened.append((col, Tree(label)))
+            continue
+        # Hand finished subtrees up until one is a left child or the root.
+        while True:
+            if not opened:
+                if pos < len(line):
+                    raise _LineError(f"trailing characters after the tree at column {pos + 1}")
+                return done
+            at, node = opened[-1]
+            node.children.append(done)
+            if len(node.children) == 1:
+                expect(" ", f": the node opened at column {at} needs two children")
+                break
+            expect(")", f": the node opened at column {at} has two children")
+            opened.pop()
+            done = node
 
 
 def flatten_trees(trees: list[Tree], seed: int = 1) -> list[Tree]:

@@ -72,6 +72,39 @@ class TreeLSTM(nn.Module):
         return torch.stack(losses).sum()
 
 
+class TreeLSTMPredict(nn.Module):
+    """For evaluating a :class:`TreeLSTM`: the same visit with the model's
+    own ``embed``, ``leaf`` and ``node``, returning every node's logits
+    (``model.out.proj(h)``, ``[1, classes]``) in post-order, the root last,
+    instead of the loss (which needs the labels and hides the prediction).
+    It holds the model, so it always sees the trained weights; its cells
+    for ``bt.run`` are :meth:`cells`."""
+
+    def __init__(self, model: TreeLSTM) -> None:
+        super().__init__()
+        self.model = model
+
+    def cells(self) -> dict[str, nn.Module]:
+        m = self.model
+        return {"leaf": m.leaf, "node": m.node, "proj": m.out.proj}
+
+    def forward(self, tree: Tree) -> list[torch.Tensor]:
+        m = self.model
+        logits: list[torch.Tensor] = []
+
+        def visit(t: Tree) -> tuple[torch.Tensor, torch.Tensor]:
+            if t.word is not None:
+                h, c = m.leaf(m.embed(torch.tensor([min(t.word, m.vocab - 1)])))
+            else:
+                (h_l, c_l), (h_r, c_r) = visit(t.children[0]), visit(t.children[1])
+                h, c = m.node(h_l, c_l, h_r, c_r)
+            logits.append(m.out.proj(h))
+            return h, c
+
+        visit(tree)
+        return logits
+
+
 def setup(folder: str) -> dict:
     """For ``paper-repro model --torch``: the model at the folder's sizes,
     its cells, the trees it was recorded on (rebuilt from the folder's
