@@ -318,7 +318,7 @@ class Discovery(Tracer):
                 if p is not None:
                     full = f"{mname}.{pname}" if mname else pname
                     self._slots.append((mod, pname, p, ParamValue(p, self.param_names.get(id(p), full))))
-        for _, _, p, pv in self._slots:
+        for *_, pv in self._slots:
             self.param_names[id(pv)] = pv.name
         self._fast_cells: dict[tuple, _Fast] = {}
         self._fast_ops: dict[tuple, _Fast] = {}

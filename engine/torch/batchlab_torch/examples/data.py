@@ -3,7 +3,7 @@
 built-in workloads see, from the SST fixture files in ``data/``
 (:func:`sst_split`), for training on a whole split, and synthetic
 molecule-like graphs, drawn from a seeded generator (no data set is read
-or downloaded).
+or downloaded)."""
 
 from __future__ import annotations
 
