@@ -22,9 +22,14 @@ def flatten(x: Any) -> tuple[list[Any], Spec]:
 def _go(x: Any, leaves: list[Any]) -> Spec:
     t = type(x)
     if t is tuple or t is list:
-        return (t, None, tuple(_go(i, leaves) for i in x))
+        for i in x:
+            ti = type(i)
+            if ti is tuple or ti is list or ti is dict:
+                return (t, None, tuple([_go(i, leaves) for i in x]))
+        leaves.extend(x)  # a container of leaves: the common case, flat
+        return (t, None, (None,) * len(x))
     if t is dict:
-        return (dict, tuple(x.keys()), tuple(_go(v, leaves) for v in x.values()))
+        return (dict, tuple(x.keys()), tuple([_go(v, leaves) for v in x.values()]))
     leaves.append(x)
     return None
 

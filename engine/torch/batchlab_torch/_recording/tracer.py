@@ -29,7 +29,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from .. import _calls as calls
-from .._flat import flatten, spec_key
+from .._flat import flatten, spec_key, unflatten
 from .cell import bl_shape
 from .graph import Graph, Kind, Kinds, RecordError, Src
 
@@ -528,6 +528,18 @@ class Tracer:
             raise RecordError(f"{calls.user_frame()}: a row-wise call over stacks of {sorted(ns)} rows")
         return ns.pop() if ns else None
 
+    def _rows(self, x: Any, n: int) -> list | None:
+        """The ``n`` rows of a stacked argument (a stack of recorded values,
+        or an integer vector), each as that row's own value; None for an
+        argument every row reads whole."""
+        t = self.tag(x)
+        if isinstance(t, Stack):
+            return [self._row_value(x, i, t) for i in range(n)]
+        if self.is_tensor(x) and t is None and not x.is_floating_point() and len(x.shape) == 1:
+            with torch._C.DisableTorchFunction():
+                return list(x.reshape(-1, 1).unbind())
+        return None
+
     def _row(self, x: Any, i: int) -> Any:
         """Row ``i`` of a stacked argument, as that row's own value."""
         t = self.tag(x)
@@ -544,11 +556,9 @@ class Tracer:
     def _row_calls(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict, n: int, frame: Any) -> Any:
         """The call once per row; the rows' results stacked again (a loss
         with reduction mean or sum: their mean or sum node)."""
-        rows = []
-        for i in range(n):
-            ra = tuple(_map(a, lambda x, i=i: self._row(x, i)) for a in args)
-            rk = {k: _map(v, lambda x, i=i: self._row(x, i)) for k, v in kwargs.items()}
-            rows.append(self._on_call(func, ra, rk))
+        leaves, spec = flatten((args, kwargs))
+        per = [self._rows(x, n) for x in leaves]  # each stacked argument's rows, once
+        rows = self._row_results(func, name, leaves, spec, per, n)
         srcs = [self.tag(r) for r in rows]
         if not all(isinstance(s, Src) for s in srcs):
             raise RecordError(f"{frame}: {name} over a stack did not give one recorded value per row")
@@ -556,6 +566,17 @@ class Tracer:
         if reduction in ("mean", "sum"):
             return self._reduce(reduction, srcs, tuple(rows[0].shape), func, args, kwargs, frame)
         return self._stacked(func, args, kwargs, rows, srcs)
+
+    def _row_results(
+        self, func: Callable[..., Any], name: str, leaves: list, spec: Any, per: list[list | None], n: int
+    ) -> list:
+        """The call on each row: the arguments' leaves with each stacked one
+        (``per``) replaced by its row."""
+        rows = []
+        for i in range(n):
+            ra, rk = unflatten([x if p is None else p[i] for x, p in zip(leaves, per)], spec)
+            rows.append(self._free(func, name, ra, rk))
+        return rows
 
     def _stacked(self, func: Callable[..., Any], args: tuple, kwargs: dict, rows: list, srcs: list[Src]) -> Any:
         raise NotImplementedError

@@ -35,6 +35,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import torch
@@ -320,7 +321,7 @@ class Discovery(Tracer):
                     self._slots.append((mod, pname, p, ParamValue(p, self.param_names.get(id(p), full))))
         for *_, pv in self._slots:
             self.param_names[id(pv)] = pv.name
-        self._fast_cells: dict[tuple, _Fast] = {}
+        self._fast_cells: dict[str, dict[tuple, _Fast]] = {}  # per role
         self._fast_ops: dict[tuple, _Fast] = {}
         self._fast_sums: dict[Out, _Fast] = {}
         # Unmarked lookups whose forward is nn.Embedding's own (see _lookup_forward).
@@ -363,17 +364,32 @@ class Discovery(Tracer):
         process's first lookup goes torch's way, noting how torch hands the
         call over; the shortcut is taken only where that is the same."""
         call_module = type(mod).__call__
+        table: dict[tuple, _Fast] = {}  # a known lookup of one id, by its dtype and shape
+        d = self
 
         def __call__(m: nn.Module, input: Any) -> Any:  # noqa: N807
             global _LOOKUP_DIRECT
-            if self._in_cell or not self._active or _LOOKUP_DIRECT is False:
+            if d._in_cell or not d._active or _LOOKUP_DIRECT is False:
                 return call_module(m, input)
             if _LOOKUP_DIRECT is None:
-                self._seen_call = None
+                d._seen_call = None
                 out = call_module(m, input)
-                _LOOKUP_DIRECT = self._seen_call == _LOOKUP_CALL
+                _LOOKUP_DIRECT = d._seen_call == _LOOKUP_CALL
                 return out
-            return self._on_call(
+            one = type(input) is torch.Tensor and input.shape in _ONE and not input.dtype.is_floating_point
+            if one and d._depth:
+                fast = table.get((input.dtype, input.shape))
+                if fast is not None:
+                    g = d.graph
+                    nid = len(g.kid)
+                    g.kid.append(fast.kid)
+                    g.inst.append(d._instance)
+                    g.aptr.append(g.aptr[-1])
+                    g.dval.append(int(input))
+                    g.dptr.append(len(g.dval))
+                    return Value(fast.outs[0], nid, 0)
+            d._last_op = None
+            out = self._on_call(
                 _EMBEDDING,
                 (input, mod.weight),
                 {
@@ -384,6 +400,12 @@ class Discovery(Tracer):
                     "sparse": mod.sparse,
                 },
             )
+            kind = d._last_op
+            if one and d._depth and kind is not None and type(out) is Value and out.node == len(d.graph.kid) - 1:
+                known = d.known.get(kind.key)
+                if known is not None and known.out_spec is None and not kind.tensor_positions:
+                    table[(input.dtype, input.shape)] = _Fast(kind, known)
+            return out
 
         return __call__
 
@@ -418,33 +440,63 @@ class Discovery(Tracer):
         cls = type(mod)
         orig = cls.forward.__get__(mod)
         call_module = cls.__call__
-        fast_cells = self._fast_cells
+        table = self._fast_cells.setdefault(role, {})
         d = self
 
         def __call__(m: nn.Module, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
-            if d._in_cell or not d._active:
-                return call_module(m, *args, **kwargs)
-            if kwargs or not d._depth:
+            # The common call, inline: recorded values and integers as plain
+            # positional arguments, a known kind. Anything else goes the
+            # general way (_cell_call: nested arguments, zeros, a new kind,
+            # another sample's value, which it refuses).
+            if kwargs or d._in_cell or not d._active or not d._depth:
+                if d._in_cell or not d._active:
+                    return call_module(m, *args, **kwargs)
                 return d._cell_call(role, m, orig, args, kwargs)
-            key = [role]
-            an: list[int] = []
-            ak: list[int] = []
-            ints: list[int] = []
+            key = []
+            an = []
+            ak = []
+            ints = None
             for x in args:
                 t = type(x)
-                if t is Value and x.node >= 0:
+                if t is Value:
+                    node = x.node
+                    if node < 0:
+                        return d._cell_call(role, m, orig, args, kwargs)
                     key.append(x.o)
-                    an.append(x.node)
+                    an.append(node)
                     ak.append(x.k)
-                elif t is torch.Tensor and not x.dtype.is_floating_point and x.shape in _ONE:
+                elif t is torch.Tensor and x.shape in _ONE and not x.dtype.is_floating_point:
                     key.append((x.dtype, x.shape))
-                    ints.append(int(x))
+                    if ints is None:
+                        ints = [int(x)]
+                    else:
+                        ints.append(int(x))
                 else:
                     return d._cell_call(role, m, orig, args, kwargs)
-            fast = fast_cells.get(tuple(key))
+            fast = table.get(tuple(key))
             if fast is None:
                 return d._cell_call(role, m, orig, args, kwargs)
-            return d._node(fast, an, ak, ints)
+            g = d.graph
+            me = d._instance
+            ginst = g.inst
+            for a in an:
+                if ginst[a] != me:
+                    return d._cell_call(role, m, orig, args, kwargs)
+            nid = len(ginst)
+            g.kid.append(fast.kid)
+            ginst.append(me)
+            g.anode += an
+            g.ak += ak
+            g.aptr.append(len(g.anode))
+            if ints is not None:
+                g.dval += ints
+            g.dptr.append(len(g.dval))
+            outs = fast.outs
+            if fast.single:
+                return Value(outs[0], nid, 0)
+            if fast.flat:
+                return tuple([Value(o, nid, j) for j, o in enumerate(outs)])
+            return tree_unflatten([Value(o, nid, j) for j, o in enumerate(outs)], fast.spec)
 
         return __call__
 
@@ -503,12 +555,12 @@ class Discovery(Tracer):
     # node and its output placeholders straight away. The first call of a
     # kind goes the general way (the recorder's classification), which
     # then registers the key.
-    def _fast_key(self, head: Any, leaves: Sequence[Any]) -> tuple[tuple, list, list, list] | None:
+    def _fast_key(self, leaves: Sequence[Any], *prefix: Any) -> tuple[tuple, list, list, list] | None:
         """The fast key of a call, its tensor positions' producers (node,
         output; ``-1`` for zeros) and its integers; None when an argument
         is of another sort (a stack, a derived value, a float tensor that
         is not zeros...)."""
-        key = [head]
+        key = [*prefix]
         an: list[int] = []
         ak: list[int] = []
         ints: list[int] = []
@@ -566,10 +618,15 @@ class Discovery(Tracer):
 
     def _cell_call(self, role: str, mod: nn.Module, orig: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         got = None
+        table = self._fast_cells.setdefault(role, {})
         if not kwargs and self._depth:
-            got = self._fast_key(role, args)
+            if all(_leaf(a) for a in args):
+                got = self._fast_key(args)
+            else:
+                leaves, spec = tree_flatten(args)
+                got = self._fast_key(leaves, spec)
             if got is not None:
-                fast = self._fast_cells.get(got[0])
+                fast = table.get(got[0])
                 if fast is not None:
                     return self._node(fast, got[1], got[2], got[3])
         self._last_cell = None
@@ -578,7 +635,7 @@ class Discovery(Tracer):
         if got is not None and kind is not None:
             known = self.known.get(kind.key)
             if known is not None and not known.statics:
-                self._fast_cells[got[0]] = _Fast(kind, known)
+                table[got[0]] = _Fast(kind, known)
         return out
 
     def _free(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
@@ -588,17 +645,22 @@ class Discovery(Tracer):
         if fast_ok is None:
             fast_ok = _FAST_OPS[name] = _plain_op(name)
         got = None
+        if not fast_ok and func in _STACKS and self._depth:
+            # torch.cat along a feature dim of recorded values is an op.
+            fast_ok = (args[1] if len(args) > 1 else kwargs.get("dim", 0)) != 0
         if fast_ok and self._depth:
-            if not kwargs:
-                leaves, spec = args, len(args)
-            elif all(type(v) is not list and type(v) is not tuple and type(v) is not dict for v in kwargs.values()):
-                leaves, spec = (*args, *kwargs.values()), (len(args), *kwargs)
+            spec = _op_spec(args, kwargs)
+            if type(spec) is int:
+                leaves = args
+            elif spec[0] is not tuple:
+                leaves = (*args, *kwargs.values())
             else:
-                leaves, spec = tree_flatten((args, kwargs))
-            got = self._fast_key((func, spec), leaves)
+                leaves, _ = tree_flatten((args, kwargs))
+            got = self._fast_key(leaves, func, spec)
             if got is not None:
                 fast = self._fast_ops.get(got[0])
                 if fast is not None:
+                    self._last_op = fast.kind
                     return self._node(fast, got[1], got[2], got[3])
         elif func in _ADDS and len(args) == 2 and not kwargs and self._depth:
             out = self._add2(args[0], args[1])
@@ -606,6 +668,14 @@ class Discovery(Tracer):
                 return out
         elif func in _STACKS and self._depth:
             out = self._stack(func, args, kwargs)
+            if out is not None:
+                return out
+        elif func in _REDUCERS and self._depth and args and type(args[0]) is Value and type(args[0].other) is Stack:
+            out = self._reduce_stack(func, args, kwargs)
+            if out is not None:
+                return out
+        elif func is _GETITEM and self._depth and len(args) == 2 and not kwargs:
+            out = self._get_row(args[0], args[1])
             if out is not None:
                 return out
         self._last_op = None
@@ -670,6 +740,141 @@ class Discovery(Tracer):
         else:
             return None
         return Value(out_of(shape, o.dtype), other=Stack(srcs, o.tshape, cat))
+
+    def _reduce_stack(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """``stack.sum()`` / ``.sum(0)`` (``.mean``, ``keepdim``) of a stack of
+        recorded values without zeros, when the sum's (or mean's) kind is
+        known: its node at once, as :meth:`Tracer._special` and
+        :meth:`Tracer._reduce` make it; None otherwise (the general way)."""
+        x = args[0]
+        st = x.other
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if not (dim in (0, (0,), [0]) or (dim is None and bl_shape(st.item_tshape) == (1,))):
+            return None
+        if set(kwargs) - {"dim", "keepdim"} or len(args) > 3 or any(s is None for s in st.items):
+            return None
+        mean = func in _MEANS
+        key = ("mean", len(st.items), st.item_tshape, x.o.dts) if mean else ("sum", st.item_tshape, x.o.dts)
+        kind = self.kinds.get(key)
+        if kind is None or kind.index < 0 or (mean and len(st.items) < 2):
+            return None
+        out = self._meta_out(func, args, kwargs)
+        fast = _Fast(kind, None, (out_of(out.shape, out.dtype),))
+        return self._node(fast, [s.node for s in st.items], [s.k for s in st.items], [])
+
+    def _get_row(self, x: Any, idx: Any) -> Any:
+        """``stack[i]`` or ``cat[t : t + 1]`` of a stack of recorded values:
+        that row's value, as :meth:`Tracer._special` reads it; None for
+        anything else."""
+        if type(x) is not Value or type(x.other) is not Stack:
+            return None
+        st = x.other
+        if type(idx) is slice and st.cat and idx.step in (None, 1):
+            sel = range(len(st.items))[idx]
+            if len(sel) != 1:
+                return None
+            i = sel[0]
+        elif type(idx) is int and not st.cat:
+            i = idx
+        else:
+            return None
+        s = st.items[i]
+        if s is None:
+            return None
+        return Value(out_of(st.item_tshape, x.o.dtype), s.node, s.k)
+
+    def _row_results(
+        self, func: Callable[..., Any], name: str, leaves: list, spec: Any, per: list[list | None], n: int
+    ) -> list:
+        """As the recorder's, but after the first row the rest take the op
+        fast path by key (the rows' calls differ only in their rows)."""
+        ra, rk = tree_unflatten([x if p is None else p[0] for x, p in zip(leaves, per)], spec)
+        rows = [self._free(func, name, ra, rk)]
+        row_ok = _FAST_OPS.get(name) or (func in _STACKS and rk.get("dim", ra[1] if len(ra) > 1 else 0) != 0)
+        if n == 1 or not row_ok or not self._depth:
+            return rows + super()._row_results(
+                func, name, leaves, spec, [None if p is None else p[1:] for p in per], n - 1
+            )
+        got = self._fast_key([x if p is None else p[0] for x, p in zip(leaves, per)], func, _op_spec(ra, rk))
+        fast = self._fast_ops.get(got[0]) if got is not None else None
+        if fast is None or not fast.single:
+            return rows + super()._row_results(
+                func, name, leaves, spec, [None if p is None else p[1:] for p in per], n - 1
+            )
+        return rows + self._bulk_rows(fast, leaves, per, n)
+
+    def _bulk_rows(self, fast: _Fast, leaves: list, per: list[list | None], n: int) -> list[Value]:
+        """Rows 1..n-1 of a row-wise call whose first row made a node of the
+        known kind ``fast``: every row has the first row's key (a stack's
+        rows share their shape, an integer vector's rows theirs), so the
+        nodes are added at once, a column of producers (or integers) per
+        argument; returns each row's output placeholder."""
+        tcols: list[tuple[list[int], list[int]]] = []
+        dcols: list[list[int]] = []
+        m = n - 1
+        for x, p in zip(leaves, per):
+            t = type(x)
+            if p is None:
+                if t is Value:
+                    tcols.append(([x.node] * m, [x.k] * m))
+                elif t is torch.Tensor:
+                    if x.is_floating_point():
+                        tcols.append(([-1] * m, [0] * m))
+                    else:
+                        dcols.append([int(x)] * m)
+                continue
+            rest = p[1:]
+            r0 = p[0]
+            if type(r0) is Value or r0.is_floating_point():
+                tcols.append(
+                    (
+                        [r.node if type(r) is Value else -1 for r in rest],
+                        [r.k if type(r) is Value else 0 for r in rest],
+                    )
+                )
+            else:
+                with torch._C.DisableTorchFunction():
+                    dcols.append(torch.cat(rest).tolist() if rest else [])
+        g = self.graph
+        me = self._instance
+        ginst = g.inst
+        for nodes, _ in tcols:
+            for a in nodes:
+                if a >= 0 and ginst[a] != me:
+                    self.instance_of([Src(a, 0)], str(calls.here()), f"`{fast.kind.base}`")  # raises
+        first = len(g.kid)
+        g.kid.extend([fast.kid] * m)
+        ginst.extend([me] * m)
+        w = len(tcols)
+        if w:
+            g.anode.extend(chain.from_iterable(zip(*[c[0] for c in tcols])))
+            g.ak.extend(chain.from_iterable(zip(*[c[1] for c in tcols])))
+        at = g.aptr[-1]
+        g.aptr.extend(range(at + w, at + w * m + 1, w) if w else [at] * m)
+        dw = len(dcols)
+        if dw:
+            g.dval.extend(chain.from_iterable(zip(*dcols)))
+        at = g.dptr[-1]
+        g.dptr.extend(range(at + dw, at + dw * m + 1, dw) if dw else [at] * m)
+        o = fast.outs[0]
+        return [Value(o, first + i, 0) for i in range(m)]
+
+    def _rows(self, x: Any, n: int) -> list | None:
+        if type(x) is Value:
+            st = x.other
+            if type(st) is not Stack:
+                return None
+            o = out_of(st.item_tshape, x.o.dtype)
+            out: list = []
+            for s in st.items:
+                if s is None:
+                    z = torch.zeros(st.item_tshape, dtype=x.o.dtype, device=self.device)
+                    self.set_tag(z, ZERO)
+                    out.append(z)
+                else:
+                    out.append(Value(o, s.node, s.k))
+            return out
+        return super()._rows(x, n)
 
     # ------------------------------------------------------------ subclass hooks
     def _learn(self, key: tuple, call: Callable[[], Any], leaves: list, frame: str, what: str) -> Known:
@@ -778,25 +983,33 @@ class Discovery(Tracer):
         return z
 
     def _meta_out(self, func: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        """The call's result on meta tensors (shapes only), cached by the
-        arguments' shapes."""
+        """The call's result as empty meta tensors of its shapes, cached by
+        the arguments' shapes. Worked out by the call itself on zeros of the
+        placeholders' shapes (the parameters and integers as they are): a
+        small real call costs microseconds where PyTorch's meta kernels run
+        Python decompositions (and imports) for many ops. A call that fails
+        on zeros, or reads a boolean mask (its shape follows its values),
+        runs on meta tensors."""
         leaves, spec = tree_flatten((args, kwargs))
-        sig = tuple(
-            (tuple(x.shape), x.dtype)
-            if self.is_tensor(x)
-            else (type(x), x if isinstance(x, (int, float, bool, str, type(None))) else id(x))
-            for x in leaves
-        )
-        key = (func, str(spec), sig)
+        key = (func, spec, tuple(_sig(x) for x in leaves))
         hit = self._meta_cache.get(key)
         if hit is not None:
             return hit
         out = _stack_shape(func, args, kwargs, self.is_tensor)
         if out is None:
-            ma, mk = tree_unflatten([self._meta_tensor(x) for x in leaves], spec)
             self._active = False
             try:
-                out = func(*ma, **mk)
+                out = None
+                if not any(isinstance(x, torch.Tensor) and x.dtype is torch.bool for x in leaves):
+                    try:
+                        with torch.no_grad():
+                            za, zk = tree_unflatten([self._dummy(x) for x in leaves], spec)
+                            out = _map_tensors(func(*za, **zk), _as_meta)
+                    except Exception:
+                        out = None
+                if out is None:
+                    ma, mk = tree_unflatten([self._meta_tensor(x) for x in leaves], spec)
+                    out = func(*ma, **mk)
             finally:
                 self._active = True
         self._meta_cache[key] = out
@@ -867,6 +1080,29 @@ _LOOKUP_DIRECT: bool | None = None
 _FAST_OPS: dict[str, bool] = {}
 _ADDS = frozenset({torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__, torch.add})
 _STACKS = frozenset({torch.stack, torch.cat, torch.concat})
+_GETITEM = torch.Tensor.__getitem__
+_MEANS = frozenset({torch.Tensor.mean, torch.mean})
+_REDUCERS = frozenset({torch.Tensor.sum, torch.sum}) | _MEANS
+
+
+def _op_spec(args: tuple, kwargs: dict) -> Any:
+    """The structure part of an op call's fast key: the number of
+    positional arguments when they are all leaves and there are no
+    keywords; with the keywords' names when those are leaves too; else
+    the flattening spec (a tuple whose first item is ``tuple``)."""
+    if all(_leaf(a) for a in args):
+        if not kwargs:
+            return len(args)
+        if all(_leaf(v) for v in kwargs.values()):
+            return (len(args), *kwargs)
+    return tree_flatten((args, kwargs))[1]
+
+
+def _leaf(x: Any) -> bool:
+    t = type(x)
+    return t is not list and t is not tuple and t is not dict
+
+
 _MOVERS = frozenset({"add", "__add__", "__radd__", "sum", "mean", "stack", "cat", "concat", "concatenate", "unbind"})
 
 
@@ -883,6 +1119,26 @@ def _plain_op(name: str) -> bool:
         or calls.is_inplace(name)
         or calls.is_meta(name)
     )
+
+
+def _sig(x: Any) -> Any:
+    """An argument as part of a cached shape computation's key."""
+    t = type(x)
+    if t is Value:
+        return x.o
+    if t is ParamValue:
+        return x
+    if isinstance(x, torch.Tensor):
+        return (x.shape, x.dtype)
+    if t is slice:
+        return (slice, x.start, x.stop, x.step)
+    if x is None or t in (int, float, bool, str):
+        return (t, x)
+    return (t, id(x))
+
+
+def _as_meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
 
 
 def tree_map(f: Callable[[Any], Any], x: Any) -> Any:
