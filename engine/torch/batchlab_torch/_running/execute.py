@@ -240,15 +240,25 @@ class Execution:
         self.step_of = np.full(plan.n + 1, -1, dtype=np.int64)
         self.step_of[order] = np.repeat(np.arange(nb), sizes)
         self.order = order
-        # Every argument's row at once, nodes in schedule order and one
-        # contiguous line per argument position: a batch's index tensor is
-        # a slice of it.
-        if plan.flat_width != width:
-            plan.expand(width)
-        ar = np.ascontiguousarray(out_row.ravel()[plan.arg_flat[order]].T)
+        # Every argument's row at once, one line per argument position with
+        # the nodes in schedule order: a batch's index tensor is a slice of
+        # it (an absent argument reads row 0, zeros).
+        plan.prepare()
+        rank = np.empty(plan.n, dtype=np.int64)
+        rank[order] = np.arange(plan.n, dtype=np.int64)
+        sel = plan.plain
+        prod, kk = plan.a_node[sel], plan.a_k[sel]
+        col, at = plan.col[sel], rank[plan.consumer[sel]]
+        ok = prod >= 0
+        ar = np.zeros((plan.width, plan.n), dtype=np.int64)
+        ar[col[ok], at[ok]] = out_row[prod[ok], kk[ok]]
         self.arg_row = ar
         # Which step made each argument: what a backward orders by.
-        self.arg_step = self.step_of[plan.arg_node[order]] if grad else None
+        if grad:
+            self.arg_step = np.full((plan.width, plan.n), -1, dtype=np.int64)
+            self.arg_step[col[ok], at[ok]] = self.step_of[prod[ok]]
+        else:
+            self.arg_step = None
         # Per argument position and batch: the first row when the batch
         # reads that argument's rows as one block of produced rows
         # (ascending by one, not the zeros of row 0), else 0.
@@ -259,7 +269,14 @@ class Execution:
         self.block_first = np.where(block, ar[:, lo], 0).tolist()
         self.arg_row_t = torch.from_numpy(ar).to(dev)
         cols = max(len(kp.data) for kp in bplans) if bplans else 0
-        self.ints_t = torch.from_numpy(np.ascontiguousarray(plan.ints[order, :cols].T)).to(dev) if cols else None
+        if cols:
+            dnode, dcol = plan.dcols
+            it = np.zeros((cols, plan.n), dtype=np.int64)
+            keep = dcol < cols
+            it[dcol[keep], rank[dnode[keep]]] = plan.dval[keep]
+            self.ints_t = torch.from_numpy(it).to(dev)
+        else:
+            self.ints_t = None
         self.tokens: list[torch.Tensor | None] = []
 
     def _idx(self, rows: np.ndarray) -> torch.Tensor:
@@ -286,7 +303,7 @@ class Execution:
         if made is None:
             assert self.arg_step is not None
             lo = self.start[bi]
-            made = self.arg_step[lo : lo + self.sizes[bi], :n_in].ravel()
+            made = self.arg_step[:n_in, lo : lo + self.sizes[bi]].ravel()
         else:
             made = self.step_of[made]
         return [d for d in np.unique(made).tolist() if d >= 0]

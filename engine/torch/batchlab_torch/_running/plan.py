@@ -46,7 +46,22 @@ class Fragment:
     ``ak``; a sum's are its terms) and its integer inputs (CSR
     ``dptr``/``dval``); per sample what it returned."""
 
-    __slots__ = ("n", "samples", "kid", "inst", "aptr", "anode", "ak", "dptr", "dval", "rets")
+    __slots__ = (
+        "n",
+        "samples",
+        "kid",
+        "inst",
+        "aptr",
+        "anode",
+        "ak",
+        "dptr",
+        "dval",
+        "rets",
+        "acount",
+        "dcount",
+        "_kinds",
+        "_pairs",
+    )
 
     def __init__(
         self,
@@ -63,6 +78,30 @@ class Fragment:
         self.samples = len(rets)
         self.kid, self.inst, self.aptr, self.anode, self.ak = kid, inst, aptr, anode, ak
         self.dptr, self.dval, self.rets = dptr, dval, rets
+        self.acount = np.diff(aptr)
+        self.dcount = np.diff(dptr)
+        self._kinds: frozenset[int] | None = None
+        self._pairs: frozenset[tuple[int, int]] | None = None
+
+    @property
+    def kinds(self) -> frozenset[int]:
+        """The kinds of its nodes (made once: a fragment kept between
+        mini-batches is read again by every Plan it is part of)."""
+        if self._kinds is None:
+            self._kinds = frozenset(np.unique(self.kid).tolist())
+        return self._kinds
+
+    @property
+    def pairs(self) -> frozenset[tuple[int, int]]:
+        """The (producer kind, consumer kind) pairs of its edges."""
+        if self._pairs is None:
+            ok = self.anode >= 0
+            consumer = np.repeat(self.kid, self.acount)[ok]
+            producer = self.kid[self.anode[ok]]
+            k = int(self.kid.max()) + 1 if self.n else 1
+            codes = np.unique(producer * k + consumer).tolist()
+            self._pairs = frozenset((c // k, c % k) for c in codes)
+        return self._pairs
 
     @classmethod
     def of(cls, f: Finished, returns: list[Any]) -> Fragment:
@@ -114,27 +153,30 @@ class Plan:
         np.cumsum(sizes, out=offs[1:])
         self.frag_offsets = offs
         self.n = n = int(offs[-1])
-        nsamp = np.array([f.samples for f in frags], dtype=np.int64)
-        soffs = np.concatenate([[0], np.cumsum(nsamp)[:-1]]).astype(np.int64)
-        one = len(frags) == 1
-        self.kid = frags[0].kid if one else np.concatenate([f.kid for f in frags])
-        self.instance = frags[0].inst if one else np.concatenate([f.inst + o for f, o in zip(frags, soffs.tolist())])
-        if one:
+        if len(frags) == 1:
             f = frags[0]
-            self.aptr, self.a_node, self.a_k = f.aptr, f.anode, f.ak
+            self.kid, self.instance = f.kid, f.inst
+            self.aptr, self.a_node, self.a_k, counts = f.aptr, f.anode, f.ak, f.acount
             self.dptr, self.dval = f.dptr, f.dval
         else:
-            counts = np.concatenate([np.diff(f.aptr) for f in frags])
+            # One concatenation per array, the ids shifted at once.
+            self.kid = np.concatenate([f.kid for f in frags])
+            if all(f.samples == 1 for f in frags):
+                self.instance = np.repeat(np.arange(len(frags), dtype=np.int64), sizes)
+            else:
+                nsamp = np.array([f.samples for f in frags], dtype=np.int64)
+                soffs = np.concatenate([[0], np.cumsum(nsamp)[:-1]]).tolist()
+                self.instance = np.concatenate([f.inst + o for f, o in zip(frags, soffs)])
+            counts = np.concatenate([f.acount for f in frags])
             self.aptr = np.zeros(n + 1, dtype=np.int64)
             np.cumsum(counts, out=self.aptr[1:])
-            an = [np.where(f.anode >= 0, f.anode + o, -1) for f, o in zip(frags, offs[:-1].tolist())]
-            self.a_node = np.concatenate(an)
+            raw = np.concatenate([f.anode for f in frags])
+            shift = np.repeat(offs[:-1], [len(f.anode) for f in frags])
+            self.a_node = np.where(raw >= 0, raw + shift, -1)
             self.a_k = np.concatenate([f.ak for f in frags])
-            dcounts = np.concatenate([np.diff(f.dptr) for f in frags])
             self.dptr = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(dcounts, out=self.dptr[1:])
+            np.cumsum(np.concatenate([f.dcount for f in frags]), out=self.dptr[1:])
             self.dval = np.concatenate([f.dval for f in frags])
-        counts = np.diff(self.aptr)
         self.consumer = np.repeat(np.arange(n, dtype=np.int64), counts)
         valid = self.a_node >= 0
         self.gnode = self.a_node[valid]
@@ -143,31 +185,50 @@ class Plan:
         sums = np.array([k.what == "sum" for k in kinds] or [False])
         self.is_sum = sums[self.kid] if n else np.zeros(0, dtype=bool)
         # The kinds present, in feeding order as a recording numbers its
-        # types (feed_order; kind ids are first-seen order).
-        present = np.unique(self.kid)
-        pairs = np.unique(self.kid[self.gnode] * (len(kinds) + 1) + self.kid[self.consumer[valid]])
-        edges = {(int(p) // (len(kinds) + 1), int(p) % (len(kinds) + 1)) for p in pairs.tolist()}
-        self.present = np.array(feed_order(present.tolist(), edges), dtype=np.int64)
+        # types (feed_order; kind ids are first-seen order), from each
+        # fragment's kinds and kind pairs (made once per fragment).
+        present = sorted(frozenset().union(*(f.kinds for f in frags)))
+        edges = set(frozenset().union(*(f.pairs for f in frags)))
+        self.present = np.array(feed_order(present, edges), dtype=np.int64)
         index = np.full(len(kinds) + 1, -1, dtype=np.int64)
         index[self.present] = np.arange(len(self.present))
         self.type_of = index[self.kid]
-        self.flat_width = 0  # expand's width (0: not expanded yet)
 
-    def expand(self, width: int = 1) -> None:
-        """Makes the per-argument arrays now (see the class docs), and for
-        an execution whose row table has ``width`` outputs per node, each
-        argument as an index into that table flattened (``arg_flat``; an
-        absent producer points past the last node, at a row of zeros) and
-        its producer (``arg_node``, ``n`` for none)."""
-        anode = self.anode
-        ok = anode >= 0
-        self.arg_node = np.where(ok, anode, self.n)
-        self.arg_flat = self.arg_node * width + np.where(ok, self.ak, 0)
-        self.flat_width = width
-        self.ints  # noqa: B018
+    def prepare(self) -> None:
+        """Makes now what an execution reads (bt.run calls it while the
+        schedule is computed): per argument its position (``col``) and
+        whether it is a plain node's (``plain``; a sum's arguments are its
+        terms, read as a segment: ``sptr``/``snode``/``sk``), the widest
+        plain node (``width``), and per integer input its node and column."""
+        self._columns  # noqa: B018
+        self.plain  # noqa: B018
+        self.sptr  # noqa: B018
         self.snode  # noqa: B018
         self.sk  # noqa: B018
-        self.sptr  # noqa: B018
+        self.dcols  # noqa: B018
+
+    @cached_property
+    def plain(self) -> np.ndarray:
+        """Per argument: whether its node is not a sum."""
+        return ~self.is_sum[self.consumer]
+
+    @property
+    def col(self) -> np.ndarray:
+        return self._columns[1]
+
+    @cached_property
+    def width(self) -> int:
+        """The most arguments of a plain node (at least 1)."""
+        c = self.col[self.plain]
+        return int(c.max()) + 1 if len(c) else 1
+
+    @cached_property
+    def dcols(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per integer input: its node and its column."""
+        counts = np.diff(self.dptr)
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), counts)
+        col = np.arange(len(self.dval), dtype=np.int64) - np.repeat(self.dptr[:-1], counts)
+        return rows, col
 
     @cached_property
     def _columns(self) -> tuple[np.ndarray, np.ndarray]:

@@ -263,7 +263,7 @@ class Runner:
         pending = self.ask(plan, schedule)
         # While batchlab's policy runs: the rest of the plan, and which node
         # outputs the samples return.
-        plan.expand(self.table.out_store().shape[1])
+        plan.prepare()
         offs = plan.frag_offsets[:-1].tolist()
         gnode = np.concatenate([r.node + o for f, o in zip(frags, offs) for r in f.rets])
         gk = np.concatenate([r.k for r in rets])
