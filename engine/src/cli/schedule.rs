@@ -92,18 +92,17 @@ impl GraphRequest {
             b.types_mut().intern(name, true)?;
         }
         b.reserve(n, self.args.len());
+        // One conversion of every argument; each node adds its slice.
+        let args: Vec<engine::graph::NodeId> =
+            self.args.iter().map(|&a| engine::graph::NodeId(a)).collect();
         for v in 0..n {
             let (lo, hi) = (self.arg_ptr[v] as usize, self.arg_ptr[v + 1] as usize);
-            if lo > hi || hi > self.args.len() {
+            if lo > hi || hi > args.len() {
                 bail!("node {v}: arg_ptr out of order or past args");
             }
-            let args: Vec<engine::graph::NodeId> = self.args[lo..hi]
-                .iter()
-                .map(|&a| engine::graph::NodeId(a))
-                .collect();
             b.add_node(
                 engine::graph::TypeId(self.type_of[v]),
-                &args,
+                &args[lo..hi],
                 self.instance.get(v).copied(),
             );
         }
@@ -340,22 +339,20 @@ fn binary_request(
             bytes.len() / 4
         );
     }
-    let word = |i: usize| {
-        u32::from_le_bytes([
-            bytes[4 * i],
-            bytes[4 * i + 1],
-            bytes[4 * i + 2],
-            bytes[4 * i + 3],
-        ])
+    let words_of = |from: usize, to: usize| -> Vec<u32> {
+        bytes[4 * from..4 * to]
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect()
     };
     let (n, m) = (h.nodes, h.args);
     let r = GraphRequest {
         workload: h.workload,
         types: h.types,
-        type_of: (0..n).map(word).collect(),
-        arg_ptr: (n..2 * n + 1).map(word).collect(),
-        args: (2 * n + 1..2 * n + 1 + m).map(word).collect(),
-        instance: (2 * n + 1 + m..words).map(word).collect(),
+        type_of: words_of(0, n),
+        arg_ptr: words_of(n, 2 * n + 1),
+        args: words_of(2 * n + 1, 2 * n + 1 + m),
+        instance: words_of(2 * n + 1 + m, words),
     };
     let g = r.graph().with_context(|| what.to_string())?;
     Ok((r.workload, g, h.bound))

@@ -369,31 +369,39 @@ class Graph:
         losses summed again is one sum). Returns the arguments with the
         folded sums' terms spliced in, and ``gone`` with them marked."""
         gone = gone.copy()
+        # The folded: sums (not kept) whose one reader is a sum of their kind.
+        cand = np.zeros(len(kid), dtype=bool)
+        cand[sums] = True
+        cand &= ~gone & ~keep & (reads == 1) & (reader >= 0)
+        idx = np.nonzero(cand)[0]
+        idx = idx[is_sum[reader[idx]] & (kid[reader[idx]] == kid[idx])]
+        if not len(idx):
+            return aptr, anode, ak, gone
+        gone[idx] = True
+        folded = set(idx.tolist())
+        # Each reader of a folded sum gets that sum's terms in its place; in
+        # id order, so a folded sum that itself read folded ones (a chain of
+        # adds) is expanded before its reader.
+        A, K, P = anode.tolist(), ak.tolist(), aptr.tolist()
         new_args: dict[int, tuple[list[int], list[int]]] = {}
-        keys = [k.key for k in self.kinds.list]
-        for i in sums.tolist():
-            lo, hi = int(aptr[i]), int(aptr[i + 1])
-            nodes, ks = anode[lo:hi].tolist(), ak[lo:hi].tolist()
-            if any(a >= 0 and gone[a] for a in nodes):
-                nn, kk = [], []
-                for a, k in zip(nodes, ks):
-                    if a >= 0 and gone[a] and a in new_args:
-                        sub = new_args[a]
+        for i in sorted(set(reader[idx].tolist())):
+            nn: list[int] = []
+            kk: list[int] = []
+            for j in range(P[i], P[i + 1]):
+                a = A[j]
+                if a in folded:
+                    sub = new_args.get(a)
+                    if sub is None:
+                        nn += A[P[a] : P[a + 1]]
+                        kk += K[P[a] : P[a + 1]]
+                    else:
                         nn += sub[0]
                         kk += sub[1]
-                    else:
-                        nn.append(a)
-                        kk.append(k)
-                nodes, ks = nn, kk
-                new_args[i] = (nodes, ks)
-            else:
-                new_args[i] = (nodes, ks)
-            r = int(reader[i])
-            if not keep[i] and reads[i] == 1 and r >= 0 and is_sum[r] and keys[kid[r]] == keys[kid[i]]:
-                gone[i] = True
-        changed = [i for i, (nodes, _) in new_args.items() if len(nodes) != aptr[i + 1] - aptr[i] or gone[i]]
-        if not changed:
-            return aptr, anode, ak, gone
+                else:
+                    nn.append(a)
+                    kk.append(K[j])
+            new_args[i] = (nn, kk)
+        changed = [i for i in new_args if not gone[i]]
         pieces_n, pieces_k, counts = [], [], np.diff(aptr).copy()
         at = 0
         for i in sorted(changed):
