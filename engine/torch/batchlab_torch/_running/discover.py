@@ -472,11 +472,18 @@ class Discovery(Tracer):
                 if d._in_cell or not d._active:
                     return call_module(m, *args, **kwargs)
                 return d._cell_call(role, m, orig, args, kwargs)
-            key = []
+            key: list = []
             an = []
             ak = []
             ints = None
+            leaves = args
             for x in args:
+                t = type(x)
+                if t is tuple or t is list:  # (h, c): the key holds the structure, as _cell_call's does
+                    leaves, spec = tree_flatten(args)
+                    key.append(spec)
+                    break
+            for x in leaves:
                 t = type(x)
                 if t is Value:
                     node = x.node
@@ -485,12 +492,21 @@ class Discovery(Tracer):
                     key.append(x.o)
                     an.append(node)
                     ak.append(x.k)
-                elif t is torch.Tensor and x.shape in _ONE and not x.dtype.is_floating_point:
-                    key.append((x.dtype, x.shape))
-                    if ints is None:
-                        ints = [int(x)]
+                elif t is torch.Tensor:
+                    if x.dtype.is_floating_point:
+                        if d.tag(x) is not ZERO:
+                            return d._cell_call(role, m, orig, args, kwargs)
+                        key.append(out_of(x.shape, x.dtype))
+                        an.append(-1)
+                        ak.append(0)
+                    elif x.shape in _ONE:
+                        key.append((x.dtype, x.shape))
+                        if ints is None:
+                            ints = [int(x)]
+                        else:
+                            ints.append(int(x))
                     else:
-                        ints.append(int(x))
+                        return d._cell_call(role, m, orig, args, kwargs)
                 else:
                     return d._cell_call(role, m, orig, args, kwargs)
             fast = table.get(tuple(key))
@@ -500,7 +516,7 @@ class Discovery(Tracer):
             me = d._instance
             ginst = g.inst
             for a in an:
-                if ginst[a] != me:
+                if a >= 0 and ginst[a] != me:
                     return d._cell_call(role, m, orig, args, kwargs)
             nid = len(ginst)
             g.kid.append(fast.kid)
