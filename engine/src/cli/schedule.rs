@@ -93,8 +93,11 @@ impl GraphRequest {
         }
         b.reserve(n, self.args.len());
         // One conversion of every argument; each node adds its slice.
-        let args: Vec<engine::graph::NodeId> =
-            self.args.iter().map(|&a| engine::graph::NodeId(a)).collect();
+        let args: Vec<engine::graph::NodeId> = self
+            .args
+            .iter()
+            .map(|&a| engine::graph::NodeId(a))
+            .collect();
         for v in 0..n {
             let (lo, hi) = (self.arg_ptr[v] as usize, self.arg_ptr[v + 1] as usize);
             if lo > hi || hi > args.len() {

@@ -5,6 +5,7 @@ file of the mini-batch, each against PyTorch."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,50 @@ from .conftest import grads, rel_err, run, run_json
 EXECUTORS = ["reference", "dynet", "cavs", "policy", "edbatch", "edbatch-nolayout"]
 
 
-def record(model: torch.nn.Module, cells: dict, samples: list, out: Path) -> None:
-    """The user's ~5 lines: mark the cells, run the own loop, save."""
+def record(model: torch.nn.Module, cells: dict, samples: list, out: Path, loop: str = "summed") -> None:
+    """The user's ~5 lines: mark the cells, run the own loop, save. The loop
+    does what users do with the losses: ``summed``, ``averaged``, ``listed``
+    or ``backward`` per sample."""
     rec = bt.Recorder(model, cells=cells)
+    total = None
     with rec:
-        total = sum(model(s) for s in samples)
-    assert torch.isfinite(total)
+        if loop == "summed":
+            total = sum(model(s) for s in samples)
+        elif loop == "averaged":
+            total = sum(model(s) for s in samples) / len(samples)
+        elif loop == "listed":
+            losses = [model(s) for s in samples]
+            assert len(losses) == len(samples)
+        else:
+            for s in samples:
+                model(s).backward()
+    assert total is None or torch.isfinite(total)
     rec.save(str(out))
+
+
+def check_loop_free_naming(
+    engine: str, model: torch.nn.Module, cells: dict, samples: list, folder: Path, fsm: Path, tmp: Path
+) -> int:
+    """Whatever the loop does with the losses, the recording is the same
+    (trace and roles), and bt.run makes exactly its graph: under the
+    recording's FSM bt.run runs the very batches ``engine schedule
+    --model`` gives, with the same fallbacks (misses). Returns the batches."""
+    want_trace = (folder / "trace.json").read_text()
+    want_roles = json.loads((folder / "model.json").read_text())["roles"]
+    for loop in ("averaged", "listed", "backward"):
+        other = tmp / f"loop-{loop}"
+        record(model, cells, samples, other, loop)
+        assert (other / "trace.json").read_text() == want_trace, loop
+        assert json.loads((other / "model.json").read_text())["roles"] == want_roles, loop
+    model.zero_grad()
+    sched = tmp / "schedule.json"
+    r = run_json(engine, "schedule", "--model", str(folder), "--policy", str(fsm), "--out", str(sched))
+    want = json.loads(sched.read_text())["batch_nodes"]
+    runner = bt.Runner(model, cells, cache=False)
+    got = runner.batches(samples, str(fsm))
+    assert [b.tolist() for b in got] == want
+    assert runner.stats.misses == r["misses"], (runner.stats.misses, r["misses"])
+    return len(got)
 
 
 def check_executors(engine: str, planner: str, folder: Path, tmp: Path) -> dict[str, float]:
@@ -105,6 +143,7 @@ def full(
     record(model, cells, samples, folder)
     errs = check_executors(engine, planner, folder, tmp)
     fsm = learn_fsm(search, folder, tmp)
+    check_loop_free_naming(engine, model, cells, samples, folder, fsm, tmp)
     losses = check_training(engine, folder)
     best = optimised_schedule(search, model, cells, samples, tmp)
     batches = check_bt_run(model, cells, samples, ["depth", "agenda", str(fsm), str(best)])

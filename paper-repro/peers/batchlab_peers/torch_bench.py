@@ -18,10 +18,17 @@ same numbers as batchlab's executors.
 
 Systems: ``eager`` (the user's loop, one sample at a time), ``bt-SCHEDULE``
 (``bt.run`` by a batchlab schedule: ``bt-depth``, ``bt-agenda``, or
-``bt-fsm`` with ``--policy P.yaml``), and each baseline by name. One
-untimed warm-up (it also fills ``bt.run``'s per-sample cache), then
-``--repeats`` timed mini-batches; ``--train 1`` times the backward of the
-summed loss too. Every system runs with freed host memory kept in the
+``bt-fsm`` with ``--policy P.yaml``; each sample's graph kept between
+mini-batches), ``bt-SCHEDULE-nocache`` (the same with ``Runner(cache=False)``:
+every mini-batch's samples discovered afresh, as new sample objects are),
+each baseline by name, and two forward-only measurements of discovery's
+cost: ``discover`` (bt.run's discovery of the mini-batch alone, cache off)
+and ``floor`` (the user's forward with every marked module's ``forward``
+replaced by a function returning cached tensors of its outputs' shapes: the
+user's own Python, which discovery must run too). One untimed warm-up (it
+also fills ``bt.run``'s per-sample cache), then ``--repeats`` timed
+mini-batches; ``--train 1`` times the backward of the summed loss too
+(refused for the forward-only systems). Every system runs with freed host memory kept in the
 process (``batchlab_torch._running.memory.keep_freed_memory``, which ``bt.run``
 sets for its users), so that no system pays page faults another does not.
 The result: wall and process CPU seconds and minor page faults per repeat,
@@ -86,21 +93,76 @@ def load_weights(model: torch.nn.Module, folder: str) -> None:
             p.copy_(t)
 
 
+# Systems that time a forward alone, never a training step.
+FORWARD_ONLY = ("floor", "discover")
+
+
 def systems(setup: dict[str, Any]) -> list[str]:
-    return ["eager", "bt-depth", "bt-agenda", "bt-fsm", *sorted(setup.get("baselines", {}))]
+    return [
+        "eager",
+        *FORWARD_ONLY,
+        "bt-depth",
+        "bt-agenda",
+        "bt-fsm",
+        "bt-depth-nocache",
+        "bt-fsm-nocache",
+        *sorted(setup.get("baselines", {})),
+    ]
 
 
-def step_fn(setup: dict[str, Any], system: str, policy: str | None) -> tuple[Callable[[], list], Runner | None]:
+def stub_cells(setup: dict[str, Any]) -> None:
+    """Replaces every marked module's ``forward`` by a function returning
+    tensors of its outputs' shapes, made once: one real run of each sample
+    notes each call's outputs by the call's argument shapes (the floor of
+    discovery's cost is the user's own Python around the cells)."""
+    model, samples = setup["model"], setup["samples"]
+    outs: dict[int, dict[tuple, Any]] = {id(m): {} for m in setup["cells"].values()}
+
+    def shapes(args: tuple) -> tuple:
+        return tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else type(a) for a in args)
+
+    def note(mod: torch.nn.Module, args: tuple, out: Any) -> None:
+        outs[id(mod)].setdefault(shapes(args), _zeros_like(out))
+
+    hooks = [m.register_forward_hook(note) for m in setup["cells"].values()]
+    with torch.no_grad():
+        for s in samples:
+            model(s)
+    for h in hooks:
+        h.remove()
+    for m in setup["cells"].values():
+        table = outs[id(m)]
+        only = next(iter(table.values())) if len(table) == 1 else None
+        m.forward = (lambda *a, _o=only, **k: _o) if only is not None else (lambda *a, _t=table, **k: _t[shapes(a)])
+
+
+def _zeros_like(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return torch.zeros_like(x)
+    if isinstance(x, (tuple, list)):
+        return type(x)(_zeros_like(i) for i in x)
+    return x
+
+
+def step_fn(setup: dict[str, Any], system: str, policy: str | None) -> tuple[Callable[[], Any], Runner | None]:
     model, samples = setup["model"], setup["samples"]
     if system == "eager":
         return (lambda: [model(s) for s in samples]), None
+    if system == "floor":
+        stub_cells(setup)
+        return (lambda: [model(s) for s in samples]), None
+    if system == "discover":
+        runner = Runner(model, setup["cells"], cache=False)
+        return (lambda: runner.discover(samples)), None
     if system.startswith("bt-"):
         sched = system[3:]
+        cache = not sched.endswith("-nocache")
+        sched = sched.removesuffix("-nocache")
         if sched == "fsm":
             if not policy:
-                raise SystemExit("--system bt-fsm needs --policy P.yaml")
+                raise SystemExit(f"--system {system} needs --policy P.yaml")
             sched = policy
-        runner = Runner(model, setup["cells"])
+        runner = Runner(model, setup["cells"], cache=cache)
         return (lambda: runner.run(samples, sched)), runner
     base = setup.get("baselines", {}).get(system)
     if base is None:
@@ -116,21 +178,28 @@ def median(xs: list[float]) -> float:
 
 def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, policy: str | None) -> dict[str, Any]:
     model = setup["model"]
+    if train and system in FORWARD_ONLY:
+        raise SystemExit(f"--system {system} times a forward alone: give --train 0")
     fn, runner = step_fn(setup, system, policy)
+    forward_only = system in FORWARD_ONLY
 
     def once() -> tuple[float, float, int, float, Stats | None]:
         model.zero_grad(set_to_none=True)
         f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t, c = time.perf_counter(), time.process_time()
+        loss = None
         if train:
             loss = sum(fn())
             loss.backward()
         else:
             with torch.no_grad():
-                loss = sum(fn())
+                out = fn()
+                if not forward_only:
+                    loss = sum(out)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f
-        return wall, cpu, faults, float(loss.detach()), (runner.stats if runner is not None else None)
+        value = float("nan") if loss is None else float(loss.detach())
+        return wall, cpu, faults, value, (runner.stats if runner is not None else None)
 
     once()  # warm-up: kinds learned, bt.run's per-sample cache filled
     walls, cpus, faults, stats = [], [], [], []
@@ -155,7 +224,7 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
         "keeps_freed": keep_freed_memory(),
         "total_s": median(walls),
         "cpu_s": median(cpus),
-        "loss": loss,
+        "loss": loss if loss == loss else None,  # NaN (a forward-only system): no loss
     }
     if stats:
         out.update(
@@ -189,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_freed_memory()  # every system alike (bt.run's Runner would set it for itself)
         setup = load_setup(a.setup, a.model)
         if a.list:
-            print(json.dumps(systems(setup)))
+            print(json.dumps({"systems": systems(setup), "forward_only": list(FORWARD_ONLY)}))
             return 0
         if not a.system or not a.result or a.repeats < 1:
             raise SystemExit("give --system, --result and --repeats >= 1 (or --list)")

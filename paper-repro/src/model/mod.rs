@@ -424,6 +424,8 @@ pub fn measure(
             });
         }
     }
+    // PyTorch systems that time a forward alone (no training rows).
+    let mut forward_only: Vec<String> = Vec::new();
     let torch = match (&a.torch, &s.python) {
         (Some(setup), Some((py, harness))) => {
             let mut cmd = bench(py, harness, setup, &a.model)?;
@@ -437,8 +439,9 @@ pub fn measure(
                     String::from_utf8_lossy(&out.stderr).trim()
                 )));
             }
-            let names: Vec<String> = serde_json::from_slice(&out.stdout)?;
-            for n in &names {
+            let listed: TorchSystems = serde_json::from_slice(&out.stdout)?;
+            forward_only = listed.forward_only;
+            for n in &listed.systems {
                 systems.push(System {
                     family: "pytorch",
                     name: n.clone(),
@@ -477,7 +480,7 @@ pub fn measure(
             let n = systems.len();
             for slot in 0..n {
                 let sys = &systems[(slot + round) % n];
-                if train && sys.name == "reference" {
+                if train && (sys.name == "reference" || forward_only.contains(&sys.name)) {
                     continue;
                 }
                 let result = work.join(format!("result-{}.json", std::process::id()));
@@ -525,7 +528,7 @@ pub fn measure(
                             .arg("--result")
                             .arg(&result)
                             .args(["--train", if train { "1" } else { "0" }]);
-                        if sys.name == "bt-fsm" {
+                        if sys.name.starts_with("bt-fsm") {
                             c.arg("--policy").arg(&prep.fsm);
                         }
                         c
@@ -586,6 +589,15 @@ pub fn measure(
     // The last system's result file: everything it held is in the rows.
     let _ = std::fs::remove_file(work.join(format!("result-{}.json", std::process::id())));
     Ok(rows)
+}
+
+/// What `torch_bench --list` prints: the systems a setup offers, and those
+/// that time a forward alone (discovery and its floor).
+#[derive(serde::Deserialize)]
+struct TorchSystems {
+    systems: Vec<String>,
+    #[serde(default)]
+    forward_only: Vec<String>,
 }
 
 /// `python -m batchlab_peers.torch_bench --setup SETUP --model DIR`: the

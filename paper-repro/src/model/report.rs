@@ -286,7 +286,7 @@ pub fn write(
         let p = out.join(format!("{}.csv", t.stem));
         engine::io::write_atomic(&p, t.csv().as_bytes()).map_err(|e| ReproError::io(&p, e))?;
     }
-    md += &readings(rows, &sums);
+    md += &readings(rows, &sums, g.len());
     if !has_eager {
         md += "\nNo PyTorch rows: give `--torch FILE.py:FUNC` (a setup returning the model, its cells and its samples, docs/torch.md) to time the user's own loop and `bt.run` beside batchlab's executors.\n";
     }
@@ -393,12 +393,31 @@ fn imported_table(
 }
 
 /// The readings: what the rows say about the engine and the policy.
-fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
+/// PyTorch rows that time a forward alone: bt.run's discovery of new
+/// samples, and its floor (the user's forward with the cells stubbed out).
+pub const FORWARD_ONLY: [&str; 2] = ["floor", "discover"];
+
+/// bt.run's systems, with each sample's graph kept between mini-batches and
+/// without (every mini-batch new sample objects).
+const BT_RUN: [&str; 5] = [
+    "bt-depth",
+    "bt-agenda",
+    "bt-fsm",
+    "bt-depth-nocache",
+    "bt-fsm-nocache",
+];
+
+fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>, nodes: usize) -> String {
     let mut md = String::from("\n## Readings\n\n");
     for (mode, list) in sums {
         let best = |fam: &str| {
             list.iter()
-                .filter(|s| s.family == fam && s.median.is_finite() && s.system != "eager")
+                .filter(|s| {
+                    s.family == fam
+                        && s.median.is_finite()
+                        && s.system != "eager"
+                        && !FORWARD_ONLY.contains(&s.system.as_str())
+                })
                 .min_by(|a, b| a.median.total_cmp(&b.median))
         };
         let twins: Vec<String> = BATCHLAB
@@ -425,7 +444,7 @@ fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
             pt.system,
             show_ratio(ratio(rows, mode, &bl.system, &pt.system))
         );
-        for sch in ["bt-depth", "bt-agenda", "bt-fsm"] {
+        for sch in BT_RUN {
             if let Some(r) = ratio(rows, mode, sch, "eager") {
                 // r is time ÷ the eager loop's: (median, least, most).
                 let (word, med, lo, hi) = if r.0 <= 1.0 {
@@ -449,10 +468,34 @@ fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>) -> String {
                 b("bt-depth").map_or("—".into(), |x| x.to_string())
             );
         }
+        let med = |sys: &str| {
+            list.iter()
+                .find(|x| x.system == sys)
+                .map(|x| x.median)
+                .filter(|m| m.is_finite())
+        };
+        if let (Some(d), Some(f)) = (ratio(rows, mode, "discover", "floor"), med("floor")) {
+            let per = med("discover").map_or(String::new(), |disc| {
+                format!(
+                    "; {:.2} µs per node beyond the floor ({nodes} nodes)",
+                    (disc - f) / nodes.max(1) as f64 * 1e6
+                )
+            });
+            let _ = writeln!(
+                md,
+                "- {mode}: bt.run's discovery of new samples ÷ its floor (the user's own forward with the cells stubbed out, {} ms): {}{per}; discovery ÷ the eager loop: {}.",
+                ms(f),
+                show_ratio(Some(d)),
+                show_ratio(ratio(rows, mode, "discover", "eager"))
+            );
+        }
         for base in list.iter().filter(|s| {
-            s.family == "pytorch" && !s.system.starts_with("bt-") && s.system != "eager"
+            s.family == "pytorch"
+                && !s.system.starts_with("bt-")
+                && s.system != "eager"
+                && !FORWARD_ONLY.contains(&s.system.as_str())
         }) {
-            for sch in ["bt-depth", "bt-fsm"] {
+            for sch in ["bt-depth", "bt-fsm", "bt-fsm-nocache"] {
                 if let Some(r) = ratio(rows, mode, sch, &base.system) {
                     let _ = writeln!(
                         md,

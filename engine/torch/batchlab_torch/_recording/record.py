@@ -135,6 +135,15 @@ class Recorder(Tracer):
                 )
         return out_leaves, out_spec, kind
 
+    def _meta(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
+        """Metadata reads run as they are; a loop's ``loss.backward()`` on a
+        recorded value keeps its graph (``retain_graph``): the folder's
+        expected gradients are computed from the same graphs at save."""
+        if name == "torch.Tensor.backward" and args and self.tag(args[0]) is not None:
+            named = dict(zip(("gradient", "retain_graph", "create_graph", "inputs"), args[1:]))
+            args, kwargs = args[:1], {**named, **kwargs, "retain_graph": True}
+        return func(*args, **kwargs)
+
     def _inside_cell(self, func: Callable[..., Any], name: str, args: tuple, kwargs: dict) -> Any:
         tape = self._tape
         assert tape is not None

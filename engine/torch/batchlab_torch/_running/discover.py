@@ -189,6 +189,20 @@ for _name, _func, _swap in [
 _Placeholder.__add__ = _Placeholder.__radd__ = _value_add  # type: ignore[method-assign,assignment]
 
 
+def _value_getitem(self: Any, idx: Any) -> Any:
+    """``stack[i]`` / ``cat[t : t + 1]`` (a row of a stack of recorded values)
+    at once when the discovery can say so; else the general way."""
+    d = _ACTIVE
+    if d is not None and d._depth and d._active and not d._in_cell:
+        out = d._get_row(self, idx)
+        if out is not None:
+            return out
+    return _dispatch(torch.Tensor.__getitem__, (self, idx), None)
+
+
+_Placeholder.__getitem__ = _value_getitem  # type: ignore[method-assign,assignment]
+
+
 class Value(_Placeholder):
     """A placeholder for a value while :class:`Discovery` runs the user's
     forward: its shape and dtype (``o``) and its source: output ``k`` of

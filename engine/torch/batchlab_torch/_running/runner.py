@@ -218,6 +218,20 @@ class Runner:
 
         return answer
 
+    def batches(self, samples: Iterable[Any], schedule: str = "depth") -> list[np.ndarray]:
+        """The batches ``run(samples, schedule)`` would run, each an array of
+        node ids, without running them. The nodes are numbered as in a
+        recording of the same samples (its ``trace.json``): the same
+        forward makes the same nodes in the same order, so these are the
+        batches ``engine schedule --model DIR --policy P`` gives for a
+        recording of ``samples`` (:attr:`stats` has the policy's misses)."""
+        samples = list(samples)
+        self.stats = Stats()
+        plan = Plan(self.discover(samples), self.kind_list)
+        out = self.ask(plan, schedule)()
+        self.stats.nodes, self.stats.batches = plan.n, len(out)
+        return out
+
     def save_trace(self, samples: Iterable[Any], path: str) -> None:
         """Writes the mini-batch's graph as a trace file (what a schedule
         file must be made for: ``search optimise --trace PATH --out S.json``,

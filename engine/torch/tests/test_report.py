@@ -1,0 +1,58 @@
+"""`paper-repro model --torch` on a recorded example: the report times the
+user's eager loop, bt.run with each sample's graph kept and without
+(new sample objects every mini-batch), bt.run's discovery beside its floor
+(the user's forward with the cells stubbed out), and the setup's
+hand-written baselines; every system's loss equals the recording's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from batchlab_torch.examples.data import molecules
+from batchlab_torch.examples.ggnn import GGNN, cells
+from batchlab_torch.examples.tree_lstm import TreeLSTM
+
+from .conftest import run, tool
+from .pipeline import record
+
+
+def report(folder: Path, setup: str, out: Path) -> tuple[str, list[dict]]:
+    repro = tool("paper-repro")
+    run(repro, "--quick", "--out", str(out), "model", "--model", str(folder), "--torch", setup, "--rounds", "1")
+    rows = [json.loads(line) for line in (out / "rows" / "model.jsonl").read_text().splitlines() if line.strip()]
+    return (out / "REPORT.md").read_text(), rows
+
+
+def test_model_report_shows_bt_run_with_and_without_the_cache(sst: tuple, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m = TreeLSTM(hidden=8)
+    record(m, {"leaf": m.leaf, "node": m.node, "out": m.out}, sst[1][:4], tmp_path / "m")
+    md, rows = report(tmp_path / "m", "batchlab_torch.examples.tree_lstm:setup", tmp_path / "r")
+    assert not [r for r in rows if r.get("error")], rows
+    systems = {(r["mode"], r["system"]) for r in rows}
+    for s in ("eager", "bt-fsm", "bt-fsm-nocache", "bt-depth-nocache", "levels"):
+        assert ("inference", s) in systems and ("training", s) in systems, s
+    # Discovery and its floor time a forward alone: no training rows.
+    for s in ("discover", "floor"):
+        assert ("inference", s) in systems and ("training", s) not in systems, s
+    assert "bt.run's discovery of new samples ÷ its floor" in md, md
+    assert "`bt-fsm-nocache` is" in md, md
+    assert " ✗" not in md, md  # every loss equals the recording's
+
+
+def test_ggnn_report_has_the_pyg_baseline(tmp_path: Path) -> None:
+    if importlib.util.find_spec("torch_geometric") is None:
+        pytest.skip("SKIPPED: torch_geometric is not installed: paper-repro peers --install --peers torch")
+    torch.manual_seed(0)
+    m = GGNN(hidden=8)
+    record(m, cells(m), molecules(6, seed=2), tmp_path / "m")
+    md, rows = report(tmp_path / "m", "batchlab_torch.examples.ggnn:setup", tmp_path / "r")
+    assert not [r for r in rows if r.get("error")], rows
+    assert any(r["system"] == "pyg" and r["mode"] == "training" for r in rows), rows
+    assert "÷ the hand-written `pyg`" in md, md
+    assert " ✗" not in md, md
