@@ -1,7 +1,8 @@
 //! `batchlab_torch` (`engine/torch`, docs/torch.md): its pytest suite —
-//! the three example models recorded, checked on every CPU executor,
-//! searched, planned, trained and run by `bt.run` against PyTorch; the
-//! lowering rules; the bad models and folders — run in the project's
+//! the example models recorded, checked on every CPU executor, searched,
+//! planned, trained and run by `bt.run` against PyTorch, and reported on by
+//! `paper-repro model --torch`; the lowering rules; the bad models and
+//! folders — run in the project's
 //! Python environment with the binaries this `cargo test` built. Without
 //! that environment (or PyTorch in it) it skips visibly, naming the
 //! install command.
@@ -49,10 +50,13 @@ fn batchlab_torch_pytest_suite_passes() {
     .env("PYTHONDONTWRITEBYTECODE", "1")
     .env("OMP_NUM_THREADS", "1");
     let mut missing = Vec::new();
-    for tool in ["engine", "search", "planner"] {
+    for tool in ["engine", "search", "planner", "paper-repro"] {
         match bin_dir().map(|d| d.join(tool)).filter(|p| p.is_file()) {
             Some(p) => {
-                cmd.env(format!("BATCHLAB_{}", tool.to_uppercase()), p);
+                cmd.env(
+                    format!("BATCHLAB_{}", tool.to_uppercase().replace('-', "_")),
+                    p,
+                );
             }
             None => missing.push(tool),
         }

@@ -60,6 +60,9 @@ def load_setup(spec: str, folder: str) -> dict[str, Any]:
     if not where or not func:
         raise SystemExit(f"--setup {spec}: expected FILE.py:FUNC or module:FUNC")
     if where.endswith(".py"):
+        # As `python FILE.py` would: the file's folder first on the path, so
+        # the setup imports the modules beside it.
+        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
         s = importlib.util.spec_from_file_location("batchlab_user_setup", where)
         if s is None or s.loader is None:
             raise SystemExit(f"--setup {spec}: cannot load {where}")

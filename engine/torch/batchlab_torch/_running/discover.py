@@ -145,6 +145,10 @@ class _Placeholder:
         )
 
     item = tolist = numpy = __bool__ = __float__ = __int__ = __index__ = _value_read
+    # A comparison is a value read too (``if h.sum() > 0``, ``h == 0``): a
+    # tensor compares element by element, so identity would silently lie.
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _value_read  # type: ignore[assignment]
+    __hash__ = object.__hash__
 
     def __getattr__(self, name: str) -> Any:
         f = getattr(torch.Tensor, name, None)

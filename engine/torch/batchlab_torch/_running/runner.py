@@ -84,7 +84,7 @@ class Runner:
     structure must not change), between them. ``bound=True`` asks the
     schedule service for each mini-batch's A.3 lower bound too
     (``stats.lower_bound``; else ``None``). On the CPU it keeps freed host
-    memory in the process (:func:`~batchlab_torch.memory.keep_freed_memory`;
+    memory in the process (:func:`~batchlab_torch._running.memory.keep_freed_memory`;
     ``BATCHLAB_TORCH_KEEP_FREED=0`` not)."""
 
     def __init__(

@@ -24,10 +24,10 @@ class ScheduleError(Exception):
 
 
 def find_tool(name: str = "engine") -> str:
-    """A batchlab binary (``engine``, ``search``, ``planner``):
-    ``$BATCHLAB_<NAME>``, else ``target/release`` (then ``target/debug``) of
+    """A batchlab binary (``engine``, ``search``, ``planner``,
+    ``paper-repro``): ``$BATCHLAB_<NAME>`` (``-`` as ``_``), else ``target/release`` (then ``target/debug``) of
     the checkout this package or the working folder sits in, else ``PATH``."""
-    var = f"BATCHLAB_{name.upper()}"
+    var = f"BATCHLAB_{name.upper().replace('-', '_')}"
     env = os.environ.get(var)
     if env:
         if not os.path.isfile(env):

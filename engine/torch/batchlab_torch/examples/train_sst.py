@@ -151,6 +151,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--eval-batch", type=positive, default=256, help="dev trees per evaluation call")
     p.add_argument("--threads", type=positive, default=1, help="torch.set_num_threads")
     p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        default="float32",
+        help="the model's floats: float64 shows that the two modes' trajectories part by float32 rounding only",
+    )
+    p.add_argument(
         "--no-progress", action="store_true", help="no progress bar (none either when stderr is no terminal)"
     )
     p.add_argument("--out", type=Path, help="write the JSON report here (after every epoch)")
@@ -174,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"train_sst: {e}") from None
 
     torch.manual_seed(a.seed)  # the initial weights: the same in both modes
-    model = TreeLSTM(vocab=a.vocab, hidden=a.hidden, classes=SST_CLASSES)
+    model = TreeLSTM(vocab=a.vocab, hidden=a.hidden, classes=SST_CLASSES).to(getattr(torch, a.dtype))
     predict = TreeLSTMPredict(model)
     opt = torch.optim.Adam(model.parameters(), lr=a.lr)
     loader = DataLoader(
@@ -226,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "vocab": a.vocab,
         "seed": a.seed,
         "threads": a.threads,
+        "dtype": a.dtype,
         "torch": torch.__version__,
         "loss": "step: sum over the mini-batch's trees of each tree's summed node cross-entropies / trees; "
         "train_loss: the epoch's mean per tree",
