@@ -965,16 +965,7 @@ class Discovery(Tracer):
             finally:
                 self._in_cell = False
         if kind is None:
-            kind = Kind(
-                key=key,
-                base=role,
-                what="cell",
-                leaves=tuple(kinds),
-                names=tuple(names),
-                out_tshapes=k.out_tshapes,
-                frame=str(frame),
-            )
-            kind.out_spec = k.out_spec
+            kind = self.cell_kind(key, role, kinds, names, k.out_tshapes, k.out_spec, frame)
         self._last_cell = kind
         return self._placeholders(k), k.out_spec, kind
 
@@ -986,17 +977,7 @@ class Discovery(Tracer):
             da, dk = tree_map(self._dummy, (args, kwargs))
             k = self._learn(key, lambda: func(*da, **dk), leaves, frame, name)
         if kind is None:
-            kind = Kind(
-                key=key,
-                base=self.op_base(name, kinds),
-                what="op",
-                leaves=tuple(kinds),
-                names=tuple(f"a{i}" for i in range(len(leaves))),
-                out_tshapes=k.out_tshapes,
-                func=func,
-                frame=str(frame),
-            )
-            kind.out_spec = k.out_spec
+            kind = self.op_kind(key, func, name, kinds, k.out_tshapes, k.out_spec, frame)
         self._last_op = kind
         return self._placeholders(k), k.out_spec, kind
 
