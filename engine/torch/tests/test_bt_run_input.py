@@ -122,3 +122,19 @@ def test_a_bad_schedule_timeout_is_named(monkeypatch: pytest.MonkeyPatch) -> Non
     m, cells = make()
     with pytest.raises(bt.ScheduleError, match="BATCHLAB_SCHEDULE_TIMEOUT=soon: give seconds"):
         bt.Runner(m, cells).run(trees(), "depth")
+
+
+def test_an_unread_answer_is_not_given_to_the_next_mini_batch() -> None:
+    """Regression: a mini-batch that failed between its schedule request
+    and the answer left the answer in the service's pipe, and the next
+    mini-batch read it as its own."""
+    from batchlab_torch._running.plan import Plan
+
+    m, cells = make()
+    runner = bt.Runner(m, cells)
+    runner.ask(Plan(runner.discover(trees()), runner.kind_list), "depth")  # sent, never read
+    other = trees()[1:]
+    with torch.no_grad():
+        got = runner.run(other, "depth")
+        want = [m(s) for s in other]
+    assert len(got) == 1 and rel_err(got[0], want[0]) <= 1e-5

@@ -324,7 +324,7 @@ def schedule_arg(schedule: Any) -> str:
         schedule = os.fspath(schedule)
     if not isinstance(schedule, str) or not schedule:
         raise ScheduleError(
-            f"schedule={schedule!r}: give a policy's name (\"depth\", \"agenda\"), a policy file P.yaml from "
+            f'schedule={schedule!r}: give a policy\'s name ("depth", "agenda"), a policy file P.yaml from '
             "`search train`, or a schedule file S.json of this mini-batch"
         )
     return schedule

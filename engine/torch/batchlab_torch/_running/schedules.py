@@ -9,8 +9,8 @@ import atexit
 import fcntl
 import json
 import os
-import shutil
 import select
+import shutil
 import subprocess
 import threading
 
@@ -82,6 +82,7 @@ class _Server:
         )
         self.policy = policy
         self.engine = engine
+        self.pending = False  # a request sent whose answer is not read yet
         # A request is ~16 bytes a node, more than a pipe's default 64 KiB:
         # a bigger pipe takes it in one write, not in turns with the reader.
         try:
@@ -105,8 +106,14 @@ class _Server:
 
     def send(self, request: bytes) -> None:
         """Sends a binary request (:meth:`receive` reads its answer: work in
-        between overlaps the policy's run)."""
+        between overlaps the policy's run). An earlier request whose answer
+        was never read (its mini-batch failed in between) is answered first,
+        and that answer dropped: each answer goes to its own request."""
         assert self.proc.stdin is not None
+        _timeout()  # a bad setting is refused before anything is sent
+        if self.pending:
+            self.receive()
+        self.pending = True
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.flush()
@@ -118,6 +125,17 @@ class _Server:
         A service that does not answer within ``$BATCHLAB_SCHEDULE_TIMEOUT``
         seconds (default 120), stops, or answers other than a schedule is an
         error naming the program (``BATCHLAB_ENGINE`` may name another)."""
+        assert self.proc.stdout is not None
+        try:
+            return self._answer()
+        except BaseException:
+            # The stream's place is unknown: the next request gets a new service.
+            self.proc.kill()
+            raise
+        finally:
+            self.pending = False
+
+    def _answer(self) -> tuple[dict, list[np.ndarray]]:
         assert self.proc.stdout is not None
         who = f"`{self.engine} schedule --serve --policy {self.policy}`"
         hint = "BATCHLAB_ENGINE must name batchlab's `engine` binary (cargo build --release)"
