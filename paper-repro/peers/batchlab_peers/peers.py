@@ -280,7 +280,10 @@ class TorchBatchedPeer:
         self.made.model.to(self.device)  # bt.run runs where the model's parameters are
         self.program = Program(export, "torch-rows")
         self.params = self.made.params
-        self.runner = Runner(self.made.model, self.made.cells, name=export.header["workload"], engine=self.engine)
+        # The samples are tuples of node ids (they never change): their graphs are kept.
+        self.runner = Runner(
+            self.made.model, self.made.cells, name=export.header["workload"], engine=self.engine, cache=True
+        )
 
     def run_once(self):
         torch = self.torch

@@ -214,6 +214,16 @@ class Graph:
     def __len__(self) -> int:
         return len(self.kid)
 
+    def clear(self) -> None:
+        """Empties the graph in place (the same list objects: a discovery's
+        fast paths hold them between mini-batches)."""
+        for lst in (self.kid, self.inst, self.anode, self.ak, self.dval, self.outside, self.outputs, self.raw):
+            lst.clear()
+        del self.aptr[1:]
+        del self.dptr[1:]
+        self.superseded.clear()
+        self.keep.clear()
+
     def add(self, kind: Kind, args: list[Src | None], ints: list[int], instance: int | None, outside: bool) -> int:
         nid = len(self.kid)
         if kind.index < 0:

@@ -106,19 +106,9 @@ class Recorder(Tracer):
                     raise RecordError(f"{frame}: {what}: output {j} is a tensor the cell neither got nor computed")
                 outs.append(n)
             tape.graph.output(tuple(outs))
-            kind = Kind(
-                key=key,
-                base=role,
-                what="cell",
-                leaves=tuple(kinds),
-                names=tuple(names),
-                out_tshapes=out_shapes,
-                frame=str(frame),
-                tape=tape.graph,
-                probe=tape.probe,
-            )
+            kind = self.cell_kind(key, role, kinds, names, out_shapes, out_spec, frame)
+            kind.tape, kind.probe = tape.graph, tape.probe
             kind.op_names = tape.names
-            kind.out_spec = out_spec
             kind.data_use = self._check_lowering(kind, f"cell `{role}` ({type(mod).__name__})")
         else:
             if tape.names != kind.op_names:
@@ -232,19 +222,8 @@ class Recorder(Tracer):
                 outs.append(gi)
                 probe[gi.name] = t.detach()
         g.output(tuple(outs))
-        kind = Kind(
-            key=key,
-            base=self.op_base(name, kinds),
-            what="op",
-            leaves=tuple(kinds),
-            names=tuple(f"a{i}" for i in range(len(leaves))),
-            out_tshapes=tuple(tuple(t.shape) for t in out_leaves),
-            func=func,
-            frame=str(frame),
-            tape=g,
-            probe=probe,
-        )
-        kind.out_spec = out_spec
+        kind = self.op_kind(key, func, name, kinds, tuple(tuple(t.shape) for t in out_leaves), out_spec, frame)
+        kind.tape, kind.probe = g, probe
         kind.data_use = self._check_lowering(kind, f"op {name}")
         return out_leaves, out_spec, kind
 

@@ -738,6 +738,47 @@ class Tracer:
         return self._add(kind, srcs, data, out_leaves, out_spec, leaves, frame, name)
 
     @staticmethod
+    def cell_kind(
+        key: tuple, role: str, kinds: list, names: list, out_tshapes: tuple, out_spec: Any, frame: Any
+    ) -> Kind:
+        """The kind of a marked module's call (the recorder adds its tape)."""
+        kind = Kind(
+            key=key,
+            base=role,
+            what="cell",
+            leaves=tuple(kinds),
+            names=tuple(names),
+            out_tshapes=tuple(out_tshapes),
+            frame=str(frame),
+        )
+        kind.out_spec = out_spec
+        return kind
+
+    def op_kind(
+        self,
+        key: tuple,
+        func: Callable[..., Any],
+        name: str,
+        kinds: list,
+        out_tshapes: tuple,
+        out_spec: Any,
+        frame: Any,
+    ) -> Kind:
+        """The kind of a free torch call (the recorder adds its tape)."""
+        kind = Kind(
+            key=key,
+            base=self.op_base(name, kinds),
+            what="op",
+            leaves=tuple(kinds),
+            names=tuple(f"a{i}" for i in range(len(kinds))),
+            out_tshapes=tuple(out_tshapes),
+            func=func,
+            frame=str(frame),
+        )
+        kind.out_spec = out_spec
+        return kind
+
+    @staticmethod
     def op_base(name: str, kinds: list[tuple]) -> str:
         """The role name of a free op: the function's short name, and the
         module owning the first parameter it reads (``linear.out``)."""

@@ -376,8 +376,8 @@ class Discovery(Tracer):
 
     # ------------------------------------------------------------ a mini-batch
     def begin(self) -> None:
-        """A fresh graph (the kinds and what is known about them stay)."""
-        self.graph = Graph(self.kinds)
+        """An empty graph (the kinds and what is known about them stay)."""
+        self.graph.clear()
         self.instances = 0
         self._zeros.clear()
         if len(self._meta_cache) > 4096:  # shapes are few; anything else is not worth keeping
@@ -480,6 +480,10 @@ class Discovery(Tracer):
         call_module = cls.__call__
         table = self._fast_cells.setdefault(role, {})
         d = self
+        # The graph's lists, held for good (Graph.clear empties them in place).
+        g = self.graph
+        ginst, anode, dval = g.inst, g.anode, g.dval
+        kid_append, ak_extend, aptr_append, dptr_append = g.kid.append, g.ak.extend, g.aptr.append, g.dptr.append
 
         def __call__(m: nn.Module, *args: Any, **kwargs: Any) -> Any:  # noqa: N807
             # The common call, inline: recorded values and integers as plain
@@ -530,21 +534,19 @@ class Discovery(Tracer):
             fast = table.get(tuple(key))
             if fast is None:
                 return d._cell_call(role, m, orig, args, kwargs)
-            g = d.graph
             me = d._instance
-            ginst = g.inst
             for a in an:
                 if a >= 0 and ginst[a] != me:
                     return d._cell_call(role, m, orig, args, kwargs)
             nid = len(ginst)
-            g.kid.append(fast.kid)
+            kid_append(fast.kid)
             ginst.append(me)
-            g.anode += an
-            g.ak += ak
-            g.aptr.append(len(g.anode))
+            anode.extend(an)
+            ak_extend(ak)
+            aptr_append(len(anode))
             if ints is not None:
-                g.dval += ints
-            g.dptr.append(len(g.dval))
+                dval.extend(ints)
+            dptr_append(len(dval))
             outs = fast.outs
             if fast.single:
                 return Value(outs[0], nid, 0)
@@ -965,16 +967,7 @@ class Discovery(Tracer):
             finally:
                 self._in_cell = False
         if kind is None:
-            kind = Kind(
-                key=key,
-                base=role,
-                what="cell",
-                leaves=tuple(kinds),
-                names=tuple(names),
-                out_tshapes=k.out_tshapes,
-                frame=str(frame),
-            )
-            kind.out_spec = k.out_spec
+            kind = self.cell_kind(key, role, kinds, names, k.out_tshapes, k.out_spec, frame)
         self._last_cell = kind
         return self._placeholders(k), k.out_spec, kind
 
@@ -986,17 +979,7 @@ class Discovery(Tracer):
             da, dk = tree_map(self._dummy, (args, kwargs))
             k = self._learn(key, lambda: func(*da, **dk), leaves, frame, name)
         if kind is None:
-            kind = Kind(
-                key=key,
-                base=self.op_base(name, kinds),
-                what="op",
-                leaves=tuple(kinds),
-                names=tuple(f"a{i}" for i in range(len(leaves))),
-                out_tshapes=k.out_tshapes,
-                func=func,
-                frame=str(frame),
-            )
-            kind.out_spec = k.out_spec
+            kind = self.op_kind(key, func, name, kinds, k.out_tshapes, k.out_spec, frame)
         self._last_op = kind
         return self._placeholders(k), k.out_spec, kind
 

@@ -48,7 +48,7 @@ from .discover import Discovery, Known
 from .execute import Execution, KindTable, base_key, callers
 from .memory import keep_freed_memory
 from .plan import Fragment, Plan
-from .schedules import _Server, find_tool, graph_request, read_schedule
+from .schedules import ScheduleError, _Server, find_tool, graph_request, read_schedule
 
 
 @dataclass
@@ -79,9 +79,11 @@ class Stats:
 
 class Runner:
     """Runs mini-batches of ``model`` by batchlab schedules (see the module
-    docs), remembering each kind's shapes and call mode, and each sample's
-    graph (``cache=True``: a sample object seen again is not run again; its
-    structure must not change), between them. ``bound=True`` asks the
+    docs), remembering each kind's shapes and call mode between them. Every
+    mini-batch's samples are discovered afresh (their graphs, ids and labels
+    read from the forward each time); ``cache=True`` keeps each sample
+    object's graph instead, for samples that never change once run (a
+    changed sample would run its first graph: nothing detects it). ``bound=True`` asks the
     schedule service for each mini-batch's A.3 lower bound too
     (``stats.lower_bound``; else ``None``). On the CPU it keeps freed host
     memory in the process (:func:`~batchlab_torch._running.memory.keep_freed_memory`;
@@ -94,7 +96,7 @@ class Runner:
         *,
         name: str | None = None,
         engine: str | None = None,
-        cache: bool = True,
+        cache: bool = False,
         bound: bool = False,
     ) -> None:
         self.model = model
@@ -203,6 +205,7 @@ class Runner:
     def ask(self, plan: Plan, schedule: str) -> Any:
         """Starts scheduling the mini-batch; a function returning its batches
         (what runs in between overlaps batchlab's policy, in its own process)."""
+        schedule = schedule_arg(schedule)
         if schedule.endswith(".json") and os.path.isfile(schedule):
             batches = read_schedule(schedule, plan, self.kind_list)
             return lambda: batches
@@ -266,6 +269,9 @@ class Runner:
         of ``schedule``; :attr:`stats` says where the time went."""
         samples = list(samples)
         self.stats = st = Stats()
+        schedule = schedule_arg(schedule)
+        if not samples:
+            return []  # what [model(s) for s in []] returns
         t0 = time.perf_counter()
         frags = self.discover(samples)
         rets = [r for f in frags for r in f.rets]
@@ -309,6 +315,19 @@ class Runner:
             modes.count(m) for m in ("direct", "rows", "vmap", "loop")
         )
         return out
+
+
+def schedule_arg(schedule: Any) -> str:
+    """A ``schedule`` argument as a string: a policy's name or a file's path
+    (a ``pathlib.Path`` is a path)."""
+    if isinstance(schedule, os.PathLike):
+        schedule = os.fspath(schedule)
+    if not isinstance(schedule, str) or not schedule:
+        raise ScheduleError(
+            f'schedule={schedule!r}: give a policy\'s name ("depth", "agenda"), a policy file P.yaml from '
+            "`search train`, or a schedule file S.json of this mini-batch"
+        )
+    return schedule
 
 
 _RUNNERS: dict[tuple[int, tuple], Runner] = {}

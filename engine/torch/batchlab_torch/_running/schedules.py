@@ -9,6 +9,7 @@ import atexit
 import fcntl
 import json
 import os
+import select
 import shutil
 import subprocess
 import threading
@@ -53,6 +54,18 @@ def find_tool(name: str = "engine") -> str:
     )
 
 
+def _timeout() -> float:
+    """Seconds to wait for the schedule service's answer."""
+    text = os.environ.get("BATCHLAB_SCHEDULE_TIMEOUT", "120")
+    try:
+        t = float(text)
+    except ValueError:
+        t = float("nan")
+    if not (t > 0 and t < float("inf")):
+        raise ScheduleError(f"BATCHLAB_SCHEDULE_TIMEOUT={text}: give seconds, a positive number")
+    return t
+
+
 class _Server:
     """An ``engine schedule --serve --policy P`` process: one trace per
     line in, its batches per line out."""
@@ -68,6 +81,8 @@ class _Server:
             stderr=subprocess.PIPE,
         )
         self.policy = policy
+        self.engine = engine
+        self.pending = False  # a request sent whose answer is not read yet
         # A request is ~16 bytes a node, more than a pipe's default 64 KiB:
         # a bigger pipe takes it in one write, not in turns with the reader.
         try:
@@ -91,8 +106,14 @@ class _Server:
 
     def send(self, request: bytes) -> None:
         """Sends a binary request (:meth:`receive` reads its answer: work in
-        between overlaps the policy's run)."""
+        between overlaps the policy's run). An earlier request whose answer
+        was never read (its mini-batch failed in between) is answered first,
+        and that answer dropped: each answer goes to its own request."""
         assert self.proc.stdin is not None
+        _timeout()  # a bad setting is refused before anything is sent
+        if self.pending:
+            self.receive()
+        self.pending = True
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.flush()
@@ -100,20 +121,52 @@ class _Server:
             pass  # the service stopped: receive says why
 
     def receive(self) -> tuple[dict, list[np.ndarray]]:
-        """The answer to the request sent last: its header and its batches."""
+        """The answer to the request sent last: its header and its batches.
+        A service that does not answer within ``$BATCHLAB_SCHEDULE_TIMEOUT``
+        seconds (default 120), stops, or answers other than a schedule is an
+        error naming the program (``BATCHLAB_ENGINE`` may name another)."""
         assert self.proc.stdout is not None
+        try:
+            return self._answer()
+        except BaseException:
+            # The stream's place is unknown: the next request gets a new service.
+            self.proc.kill()
+            raise
+        finally:
+            self.pending = False
+
+    def _answer(self) -> tuple[dict, list[np.ndarray]]:
+        assert self.proc.stdout is not None
+        who = f"`{self.engine} schedule --serve --policy {self.policy}`"
+        hint = "BATCHLAB_ENGINE must name batchlab's `engine` binary (cargo build --release)"
+        timeout = _timeout()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.proc.kill()
+            raise ScheduleError(
+                f"{who} gave no answer in {timeout:g} s (BATCHLAB_SCHEDULE_TIMEOUT raises the limit); {hint}"
+            )
         try:
             line = self.proc.stdout.readline()
         except BrokenPipeError:
             line = b""
         if not line:
+            self.proc.wait(timeout=5)
             err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr is not None else ""
-            raise ScheduleError(f"engine schedule --serve --policy {self.policy} stopped: {err.strip()}")
-        head = json.loads(line)
+            raise ScheduleError(f"{who} stopped ({err.strip() or f'exit status {self.proc.returncode}'}); {hint}")
+        try:
+            head = json.loads(line)
+            if "error" not in head:
+                sizes = [int(x) for x in head["batch_sizes"]]
+        except (ValueError, KeyError, TypeError):
+            self.proc.kill()
+            raise ScheduleError(f"{who} answered {line[:80]!r}, not a schedule; {hint}") from None
         if "error" in head:
             raise ScheduleError(f"engine schedule --policy {self.policy}: {head['error']}")
-        sizes = head["batch_sizes"]
         data = self.proc.stdout.read(4 * sum(sizes))
+        if len(data) != 4 * sum(sizes):
+            self.proc.kill()
+            raise ScheduleError(f"{who} stopped in the middle of an answer; {hint}")
         nodes = np.frombuffer(data, dtype="<u4").astype(np.int64)
         return head, np.split(nodes, np.cumsum(sizes)[:-1]) if sizes else []
 
@@ -172,8 +225,11 @@ def read_schedule(path: str, plan: Plan, kinds: list[Kind]) -> list[np.ndarray]:
     done = np.zeros(plan.n, dtype=bool)
     out = []
     for b, (ids, ty) in enumerate(zip(batches, types)):
-        if not isinstance(ids, list) or not ids or not all(isinstance(i, int) for i in ids):
+        if not isinstance(ids, list) or not ids or not all(type(i) is int for i in ids):
             raise ScheduleError(f"{path}: batch {b}: not a list of node ids")
+        if not all(0 <= i < plan.n for i in ids):
+            bad = next(i for i in ids if not 0 <= i < plan.n)
+            raise ScheduleError(f"{path}: batch {b}: node {bad} is out of range (this mini-batch has {plan.n} nodes)")
         arr = np.array(ids, dtype=np.int64)
         if arr.min() < 0 or arr.max() >= plan.n or done[arr].any() or len(np.unique(arr)) != len(arr):
             raise ScheduleError(f"{path}: batch {b}: a node out of range or scheduled twice")

@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         runner = bt.Runner(model, {"leaf": model.leaf, "node": model.node, "out": model.out}, cache=False)
         # The dev trees are the same objects every epoch: their graphs are
         # discovered once (the cache assumes a sample's structure is fixed).
-        eval_runner = bt.Runner(predict, predict.cells())
+        eval_runner = bt.Runner(predict, predict.cells(), cache=True)
         schedule = a.schedule
 
         def forward(batch: list[Tree]) -> list[torch.Tensor]:
