@@ -303,7 +303,7 @@ fn one(run: &Run, key: &TraceKey, trace: &Trace, shared: &Shared) -> Outcome {
                 .ok_or_else(|| RunFailure::Message("best-known needs an optimise rule".into()))?;
             engine::sched::RunStats {
                 batches: r.best_known,
-                misses: 0,
+                ..Default::default()
             }
         }
         PolicyChoice::Optimal => {
@@ -319,7 +319,7 @@ fn one(run: &Run, key: &TraceKey, trace: &Trace, shared: &Shared) -> Outcome {
             m.expanded = Some(r.expanded);
             engine::sched::RunStats {
                 batches: r.batches,
-                misses: 0,
+                ..Default::default()
             }
         }
         PolicyChoice::Heuristic(name) => {

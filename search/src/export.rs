@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use engine::sched::{
-    Hyperparameters, POLICY_FORMAT, POLICY_VERSION, PolicyFile, Provenance, StateEntry,
-    TrainingSummary, key_to_tokens,
+    DEFER, DEFER_ACTION, Hyperparameters, POLICY_FORMAT, POLICY_VERSION, PolicyFile, Provenance,
+    StateEntry, TrainingSummary, key_to_tokens,
 };
 use engine::trace::Trace;
 
@@ -12,9 +12,11 @@ use crate::trainer::Trained;
 
 /// The policy file of a training run. The states written are those with a
 /// stored action (the FSM the trainer evaluated); a state without one is left
-/// out, so the runtime falls back there exactly as in training. Their Q values
-/// come along to explain the choice. States are sorted by their tokens and Q
-/// values by action name, so equal runs give equal bytes.
+/// out, so the runtime falls back there exactly as in training (a miss), and a
+/// state the trainer stored as deferred is written with [`DEFER_ACTION`] (the
+/// fallback decides there by design). Their Q values come along to explain the
+/// choice. States are sorted by their tokens and Q values by action name, so
+/// equal runs give equal bytes. The file is version 2 unless a state defers.
 pub fn policy_file(
     trained: &Trained,
     trace: &Trace,
@@ -32,7 +34,11 @@ pub fn policy_file(
             let name = |a: u16| types[usize::from(a)].clone();
             Some(StateEntry {
                 state: key_to_tokens(&sq.key, types),
-                action: name(best),
+                action: if best == DEFER {
+                    DEFER_ACTION.to_string()
+                } else {
+                    name(best)
+                },
                 q: sq
                     .q
                     .iter()
@@ -42,10 +48,11 @@ pub fn policy_file(
         })
         .collect();
     states.sort_by(|a, b| a.state.cmp(&b.state));
+    let defers = states.iter().any(|s| s.action == DEFER_ACTION);
     let r = &trained.report;
     PolicyFile {
         format: POLICY_FORMAT.into(),
-        version: POLICY_VERSION,
+        version: if defers { POLICY_VERSION } else { 2 },
         encoding: r.encoding,
         workload: trace.workload.clone(),
         provenance: Provenance {

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use engine::graph::{Graph, lower_bound};
 use engine::sched::schedule_file::ScheduleFile;
-use engine::sched::{PolicyArg, SameTypeDag, Schedule, run_policy_on_demand};
+use engine::sched::{PolicyArg, RunStats, SameTypeDag, Schedule, run_policy_on_demand};
 use engine::trace::Trace;
 use serde::Serialize;
 
@@ -36,7 +36,8 @@ pub struct Args {
     /// ...]}`: node v's arguments are args[arg_ptr[v]..arg_ptr[v+1]]), and
     /// answer each on one line of standard output with its batches
     /// (`{"batches": [[node, ...], ...], "lower_bound": L, "misses": M,
-    /// "seconds": S}`, or `{"error": "..."}`), until the input ends.
+    /// "deferred": D, "seconds": S}`, or `{"error": "..."}`), until the input
+    /// ends.
     #[arg(long)]
     serve: bool,
     /// Print JSON instead of text.
@@ -52,7 +53,10 @@ struct Report {
     nodes: usize,
     batches: usize,
     lower_bound: u64,
+    /// Decisions of a policy file's FSM in states it does not hold.
     misses: u64,
+    /// Decisions its table hands to the fallback by design.
+    deferred: u64,
     seconds: f64,
     out: Option<String>,
 }
@@ -64,6 +68,7 @@ struct Answer {
     /// `null` where a binary request asked for none (`"bound": false`).
     lower_bound: Option<u64>,
     misses: u64,
+    deferred: u64,
     seconds: f64,
 }
 
@@ -113,12 +118,12 @@ impl GraphRequest {
     }
 }
 
-/// The policy's schedule of `g`, its misses and the seconds it took.
-fn schedule(g: &Graph, policy: &PolicyArg) -> anyhow::Result<(Schedule, u64, f64)> {
+/// The policy's schedule of `g`, its counters and the seconds it took.
+fn schedule(g: &Graph, policy: &PolicyArg) -> anyhow::Result<(Schedule, RunStats, f64)> {
     let mut p = policy.instantiate()?;
     let t = Instant::now();
     let (s, stats, _) = run_policy_on_demand(g, p.as_mut(), &SameTypeDag::new, &mut |_| {})?;
-    Ok((s, stats.misses, t.elapsed().as_secs_f64()))
+    Ok((s, stats, t.elapsed().as_secs_f64()))
 }
 
 fn parse_policy(name: &str) -> anyhow::Result<PolicyArg> {
@@ -168,7 +173,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     check_workload(&policy, &a.policy, &trace.workload)?;
     let g = &trace.graph;
-    let (s, misses, seconds) = schedule(g, &policy)?;
+    let (s, stats, seconds) = schedule(g, &policy)?;
     let lb = lower_bound(g).total;
     if let Some(out) = &a.out {
         let file = ScheduleFile::new(
@@ -187,7 +192,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         nodes: g.len(),
         batches: s.len(),
         lower_bound: lb,
-        misses,
+        misses: stats.misses,
+        deferred: stats.deferred,
         seconds,
         out: a.out.as_ref().map(|p| p.display().to_string()),
     };
@@ -195,13 +201,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return super::print_json(&report);
     }
     engine::outln!(
-        "{} under {}: {} batches for {} nodes (lower bound {}), {} policy misses, {:.3} ms{}",
+        "{} under {}: {} batches for {} nodes (lower bound {}), {} policy misses, {} deferred, {:.3} ms{}",
         report.workload,
         report.policy,
         report.batches,
         report.nodes,
         report.lower_bound,
         report.misses,
+        report.deferred,
         report.seconds * 1e3,
         report
             .out
@@ -252,14 +259,15 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
         };
         let answer = request.and_then(|(workload, g, bound)| {
             check_workload(policy, name, &workload)?;
-            let (s, misses, seconds) = schedule(&g, policy)?;
+            let (s, stats, seconds) = schedule(&g, policy)?;
             Ok(Answer {
                 batches: s
                     .batches()
                     .map(|(_, n)| n.iter().map(|v| v.0).collect())
                     .collect(),
                 lower_bound: bound.then(|| lower_bound(&g).total),
-                misses,
+                misses: stats.misses,
+                deferred: stats.deferred,
                 seconds,
             })
         });
@@ -268,6 +276,7 @@ fn serve(name: &str, policy: &PolicyArg) -> anyhow::Result<()> {
                 let head = serde_json::json!({
                     "lower_bound": a.lower_bound,
                     "misses": a.misses,
+                    "deferred": a.deferred,
                     "seconds": a.seconds,
                     "batch_sizes": a.batches.iter().map(Vec::len).collect::<Vec<_>>(),
                 });

@@ -42,6 +42,9 @@ struct Report {
     decisions: u64,
     misses: u64,
     miss_rate: f64,
+    /// Decisions the FSM's table hands to its fallback by design (states
+    /// whose training visits the encoding cannot tell apart).
+    deferred: u64,
     seconds: f64,
     repeat: usize,
     /// Per node type, in type-id order (types without nodes left out).
@@ -116,6 +119,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         } else {
             out.misses as f64 / decisions as f64
         },
+        deferred: out.deferred,
         seconds: out.seconds,
         repeat: a.repeat,
         by_type: by_type(&trace.graph, &out.schedule, &bound.per_type),
@@ -124,7 +128,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return super::print_json(&r);
     }
     engine::outln!(
-        "{} on {} ({}, {} nodes): {} batches, lower bound {} (ratio {:.3}), {} of {} decisions missed ({:.1}%), {:.3} ms per schedule (median of {}); schedule valid",
+        "{} on {} ({}, {} nodes): {} batches, lower bound {} (ratio {:.3}), {} of {} decisions missed ({:.1}%), {} deferred, {:.3} ms per schedule (median of {}); schedule valid",
         r.policy,
         r.trace,
         r.workload,
@@ -135,6 +139,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         r.misses,
         r.decisions,
         100.0 * r.miss_rate,
+        r.deferred,
         1e3 * r.seconds,
         r.repeat
     );

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use engine::sched::{BatchPolicy, PolicyArg, SameTypeDag, Schedule, run_policy, validate_schedule};
+use engine::sched::{
+    BatchPolicy, PolicyArg, RunStats, SameTypeDag, Schedule, run_policy, validate_schedule,
+};
 use engine::trace::Trace;
 
 /// Reads a trace; the error names the file (and line for malformed JSON).
@@ -50,6 +52,8 @@ pub(crate) struct Outcome {
     pub batches: u64,
     /// Decisions that fell back (FSM states never seen).
     pub misses: u64,
+    /// Decisions the FSM's table hands to its fallback by design.
+    pub deferred: u64,
     /// Median wall time of one scheduling run.
     pub seconds: f64,
     /// The schedule itself (every run gave this one).
@@ -67,7 +71,7 @@ pub(crate) fn evaluate(
 ) -> anyhow::Result<Outcome> {
     let g = &trace.graph;
     let mut times = Vec::with_capacity(repeats.max(1));
-    let mut first: Option<(Schedule, u64)> = None;
+    let mut first: Option<(Schedule, RunStats)> = None;
     for _ in 0..repeats.max(1) {
         let start = Instant::now();
         let (s, stats) = run_policy(g, st, policy)?;
@@ -77,7 +81,7 @@ pub(crate) fn evaluate(
                 validate_schedule(g, &s).with_context(|| {
                     format!("policy {} gave an invalid schedule", policy.name())
                 })?;
-                first = Some((s, stats.misses));
+                first = Some((s, stats));
             }
             Some((s0, _)) if *s0 != s => {
                 bail!(
@@ -89,12 +93,13 @@ pub(crate) fn evaluate(
         }
     }
     // The loop above ran at least once.
-    let Some((schedule, misses)) = first else {
+    let Some((schedule, stats)) = first else {
         bail!("no evaluation run");
     };
     Ok(Outcome {
         batches: schedule.len() as u64,
-        misses,
+        misses: stats.misses,
+        deferred: stats.deferred,
         seconds: super::median(times),
         schedule,
     })

@@ -321,12 +321,14 @@ pub fn train_with(
 }
 
 /// Stores the prior's action in every state the final FSM run decides by the
-/// prior, when all its visits there took the same action — so the table
-/// covers the training trace (its misses are then only states where the
-/// prior itself varied) without changing a single decision. Returns the
-/// FSM's batches.
+/// prior, when all its visits there took the same action, and
+/// [`DEFER`](engine::sched::DEFER) where they took different ones (the
+/// encoding cannot tell those visits apart: the fallback decides there, as it
+/// did) — so the table covers the training trace, no decision is a miss, and
+/// not a single decision changes. Returns the FSM's batches.
 fn complete(env: &mut Env, table: &mut QTable) -> u64 {
-    const MIXED: u16 = u16::MAX;
+    // Visits that took different actions defer to the fallback.
+    const MIXED: u16 = engine::sched::DEFER;
     let mut taken: Vec<(u32, u16)> = Vec::new();
     env.reset();
     while !env.f.is_done() {
@@ -344,9 +346,7 @@ fn complete(env: &mut Env, table: &mut QTable) -> u64 {
     }
     let batches = env.f.batches() as u64;
     for (s, a) in taken {
-        if a != MIXED {
-            table.force_chosen(s, a);
-        }
+        table.force_chosen(s, a);
     }
     batches
 }

@@ -1,6 +1,8 @@
 //! The learned FSM at run time: encode the frontier, look the state up in the
 //! Q-table, batch the stored action; on a state never seen in training, ask a
-//! fallback heuristic (default `typewise`) and count the miss.
+//! fallback heuristic (default `typewise`) and count the miss. A state whose
+//! stored action is [`DEFER_ACTION`] is decided by the fallback too, as the
+//! policy says, and counted as deferred, not missed.
 
 use std::collections::HashMap;
 
@@ -12,6 +14,14 @@ use super::heuristics::TypewisePolicy;
 use super::policy::{BatchPolicy, Choice, PolicyError};
 use super::policy_file::{PolicyFile, PolicyFileError};
 use crate::graph::{Graph, TypeId};
+
+/// The action of a state the policy hands to its fallback heuristic: the
+/// state's visits in training took different actions that the encoding cannot
+/// tell apart, and the fallback made each of them (policy version 3).
+pub const DEFER_ACTION: &str = "(fallback)";
+
+/// [`DEFER_ACTION`] in the runtime table and the trainer's Q-table.
+pub const DEFER: u16 = u16::MAX;
 
 /// Renders a state key as file tokens: a type name, prefixed `*` when complete
 /// and `!` when critical, suffixed `@q` with its ratio bucket q ≥ 1
@@ -99,6 +109,7 @@ pub struct FsmPolicy {
     action_type: Vec<Option<TypeId>>,
     key: Vec<u16>,
     misses: u64,
+    deferred: u64,
     /// The last batch (its type and nodes), for encoders that follow steps;
     /// `choose` hands it to the encoder, which needs the frontier after it.
     last: Option<(TypeId, Vec<crate::graph::NodeId>)>,
@@ -130,9 +141,13 @@ impl FsmPolicy {
                 message: format!("states[{i}]: {what}"),
             };
             let key = tokens_to_key(&s.state, &file.types).ok_or_else(|| bad("bad state"))?;
-            let action = tokens_to_key(std::slice::from_ref(&s.action), &file.types)
-                .and_then(|k| k.first().copied())
-                .ok_or_else(|| bad("bad action"))?;
+            let action = if s.action == DEFER_ACTION {
+                DEFER
+            } else {
+                tokens_to_key(std::slice::from_ref(&s.action), &file.types)
+                    .and_then(|k| k.first().copied())
+                    .ok_or_else(|| bad("bad action"))?
+            };
             table.insert(key.into_boxed_slice(), action);
         }
         Ok(FsmPolicy {
@@ -144,6 +159,7 @@ impl FsmPolicy {
             action_type: Vec::new(),
             key: Vec::new(),
             misses: 0,
+            deferred: 0,
             last: None,
         })
     }
@@ -158,14 +174,33 @@ impl FsmPolicy {
         self.table.len()
     }
 
-    /// Encodes `f` and returns the table's action for it, if the state is in
-    /// the table and its action has a ready node (else the decision misses).
-    fn table_action(&mut self, f: &Frontier) -> Option<TypeId> {
+    /// Encodes `f` and returns the table's decision for it: the stored
+    /// action, if the state is in the table and its action has a ready node;
+    /// [`Decision::Defer`] where the table hands the state to the fallback;
+    /// else a miss.
+    fn table_action(&mut self, f: &Frontier) -> Decision {
         self.encoder.encode(f, &self.rank, &mut self.key);
-        let &action = self.table.get(self.key.as_slice())?;
-        let t = (*self.action_type.get(usize::from(action))?)?;
-        (f.ready_count(t) > 0).then_some(t)
+        let Some(&action) = self.table.get(self.key.as_slice()) else {
+            return Decision::Miss;
+        };
+        if action == DEFER {
+            return Decision::Defer;
+        }
+        match self.action_type.get(usize::from(action)).copied().flatten() {
+            Some(t) if f.ready_count(t) > 0 => Decision::Batch(t),
+            _ => Decision::Miss,
+        }
     }
+}
+
+/// What the table says in one state.
+enum Decision {
+    /// Batch this type.
+    Batch(TypeId),
+    /// The table hands the state to the fallback.
+    Defer,
+    /// The state is not in the table, or its action has no ready node.
+    Miss,
 }
 
 impl BatchPolicy for FsmPolicy {
@@ -217,10 +252,11 @@ impl BatchPolicy for FsmPolicy {
         } else if let Some((t, batch)) = &self.last {
             self.encoder.observe(f, *t, batch);
         }
-        if let Some(t) = self.table_action(f) {
-            return Choice::All(t);
+        match self.table_action(f) {
+            Decision::Batch(t) => return Choice::All(t),
+            Decision::Defer => self.deferred += 1,
+            Decision::Miss => self.misses += 1,
         }
-        self.misses += 1;
         self.fallback.choose(f)
     }
 
@@ -242,6 +278,10 @@ impl BatchPolicy for FsmPolicy {
         self.misses
     }
 
+    fn deferred(&self) -> u64 {
+        self.deferred
+    }
+
     /// Only the sort-cond and sort-crit encodings read |Frontier(G^t)|
     /// themselves; otherwise it is the fallback's need (typewise reads it, on
     /// misses).
@@ -255,10 +295,10 @@ impl BatchPolicy for FsmPolicy {
         !self.file.encoding.needs_sub_frontier() && self.fallback.needs_sub_frontier()
     }
 
-    /// A miss is coming: the state's key is not in the table (or its action
-    /// has no ready node). Encoders that follow steps are never on demand,
-    /// so encoding here has no side effect.
+    /// The fallback decides next: the state's key is not in the table (or
+    /// its action has no ready node), or the table defers it. Encoders that
+    /// follow steps are never on demand, so encoding here has no side effect.
     fn wants_sub_frontier(&mut self, f: &Frontier) -> bool {
-        self.table_action(f).is_none()
+        !matches!(self.table_action(f), Decision::Batch(_))
     }
 }

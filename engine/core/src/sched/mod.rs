@@ -52,7 +52,7 @@ pub use encoding::{
 };
 pub use executor_name::{ExecutorKind, ExecutorName, ExecutorNameError};
 pub use frontier::Frontier;
-pub use fsm::{FsmPolicy, key_to_tokens, tokens_to_key};
+pub use fsm::{DEFER, DEFER_ACTION, FsmPolicy, key_to_tokens, tokens_to_key};
 pub use heuristics::{AgendaPolicy, CavsPolicy, DepthPolicy, TypewisePolicy, typewise_choice};
 pub use policy::{
     BatchPolicy, Choice, PolicyError, PolicyRun, RunDags, RunStats, run_policy,

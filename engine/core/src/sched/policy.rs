@@ -60,6 +60,12 @@ pub trait BatchPolicy {
         0
     }
 
+    /// Decisions the policy handed to its fallback by design (FSM states
+    /// stored with [`DEFER_ACTION`](super::DEFER_ACTION)); not misses.
+    fn deferred(&self) -> u64 {
+        0
+    }
+
     /// Whether the policy reads |Frontier(G^t)| (`Frontier::sub_frontier`,
     /// `ratio`); if not, callers may skip building the exact same-type DAG.
     fn needs_sub_frontier(&self) -> bool {
@@ -90,6 +96,8 @@ pub struct RunStats {
     pub batches: u64,
     /// Decisions that fell back (FSM misses).
     pub misses: u64,
+    /// Decisions the FSM's table handed to its fallback (not misses).
+    pub deferred: u64,
 }
 
 /// Runs Algorithm 1 with `policy` on `g` and returns the schedule (the
@@ -182,6 +190,7 @@ pub struct PolicyRun<'a> {
     policy: &'a mut dyn BatchPolicy,
     schedule: Schedule,
     misses_before: u64,
+    deferred_before: u64,
     /// Topological depths, computed only if the policy batches by depth.
     depth: Option<Vec<u32>>,
     /// Where to build the exact DAG at the first read of a lazy run, and how.
@@ -201,12 +210,14 @@ impl<'a> PolicyRun<'a> {
     ) -> Result<Self, PolicyError> {
         policy.prepare(g)?;
         let misses_before = policy.misses();
+        let deferred_before = policy.deferred();
         Ok(PolicyRun {
             g,
             f: Frontier::new(g, st),
             policy,
             schedule: Schedule::new(),
             misses_before,
+            deferred_before,
             depth: None,
             lazy: None,
             built: None,
@@ -323,6 +334,7 @@ impl<'a> PolicyRun<'a> {
         let stats = RunStats {
             batches: self.schedule.len() as u64,
             misses: self.policy.misses() - self.misses_before,
+            deferred: self.policy.deferred() - self.deferred_before,
         };
         (self.schedule, stats, self.built)
     }

@@ -16,11 +16,13 @@ use super::encoding::Encoding;
 pub const POLICY_FORMAT: &str = "batchlab-policy";
 /// The version this build writes. Version 2 added the `sort-crit` encodings
 /// (token marks `!` and `@q`), `fallback`, the trainer's `reward` and
-/// `exploration`, and `training.prior_batches` / `training.teacher`.
-pub const POLICY_VERSION: u32 = 2;
+/// `exploration`, and `training.prior_batches` / `training.teacher`. Version
+/// 3 added the action [`DEFER_ACTION`](super::DEFER_ACTION); a file without
+/// it is written as version 2, which every earlier build reads.
+pub const POLICY_VERSION: u32 = 3;
 /// Versions this build reads (a version-1 file reads as version 2 with the
 /// defaults the version-1 trainer used).
-pub const POLICY_VERSIONS_READ: [u32; 2] = [1, 2];
+pub const POLICY_VERSIONS_READ: [u32; 3] = [1, 2, 3];
 
 /// A policy file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,7 +174,8 @@ pub struct StateEntry {
     /// The state's tokens: type names; `*name` marks a type meeting the
     /// sufficient condition (sort-cond); `phase:K` a progress phase (sort-phase).
     pub state: Vec<String>,
-    /// The action (a type name) the FSM takes in this state.
+    /// The action (a type name) the FSM takes in this state, or
+    /// [`DEFER_ACTION`](super::DEFER_ACTION): the fallback decides (v3).
     pub action: String,
     /// Q value of every action tried in this state, by action name.
     pub q: BTreeMap<String, f64>,
@@ -313,7 +316,7 @@ impl PolicyFile {
         }
         if !POLICY_VERSIONS_READ.contains(&self.version) {
             return Err(invalid(format!(
-                "field `version`: unsupported version {} (this build reads versions 1 and 2)",
+                "field `version`: unsupported version {} (this build reads versions 1, 2 and 3)",
                 self.version
             )));
         }
@@ -359,6 +362,12 @@ impl PolicyFile {
                 .binary_search_by(|t| t.as_str().cmp(name))
                 .is_ok()
         };
+        if self.types.iter().any(|t| t == super::DEFER_ACTION) {
+            return Err(invalid(format!(
+                "field `types`: {:?} is the action that defers to the fallback, not a type name",
+                super::DEFER_ACTION
+            )));
+        }
         if self.types.windows(2).any(|w| w[0] >= w[1]) {
             return Err(invalid(
                 "field `types`: names must be sorted and unique".into(),
@@ -381,7 +390,14 @@ impl PolicyFile {
                     )));
                 }
             }
-            if !known(&s.action) {
+            if s.action == super::DEFER_ACTION {
+                if self.version < 3 {
+                    return Err(invalid(format!(
+                        "states[{i}]: action {:?} needs version 3 or later, the file says {}",
+                        s.action, self.version
+                    )));
+                }
+            } else if !known(&s.action) {
                 return Err(invalid(format!(
                     "states[{i}]: action {:?} names no type in `types`",
                     s.action

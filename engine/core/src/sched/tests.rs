@@ -160,7 +160,8 @@ fn fig1_policy() -> PolicyFile {
     };
     PolicyFile {
         format: POLICY_FORMAT.into(),
-        version: POLICY_VERSION,
+        // What the trainer writes for a table without a deferred state.
+        version: 2,
         encoding: Encoding::Sort,
         workload: "fig1".into(),
         provenance: Provenance {
@@ -219,6 +220,30 @@ fn fsm_follows_its_table_and_counts_misses() {
     let mut fsm = FsmPolicy::new(p).unwrap();
     assert_eq!(batches(&g, &mut fsm), 6);
     assert_eq!(fsm.misses(), 3);
+}
+
+/// A state stored with the action `(fallback)` is decided by the fallback as
+/// a miss would be, but counted as deferred: the policy holds the state.
+/// Version 2 cannot say it; a type of that name is refused.
+#[test]
+fn a_deferred_state_is_decided_by_the_fallback_and_is_not_a_miss() {
+    let g = fig1();
+    let mut p = fig1_policy();
+    p.version = POLICY_VERSION;
+    p.states[1].action = DEFER_ACTION.into();
+    let mut fsm = FsmPolicy::new(p.clone()).unwrap();
+    let st = SameTypeDag::new(&g);
+    let (_, stats) = run_policy(&g, &st, &mut fsm).unwrap();
+    assert_eq!((stats.batches, stats.misses, stats.deferred), (6, 0, 3));
+    let read = |p: &PolicyFile| PolicyFile::from_yaml(&p.to_yaml().unwrap(), "p.yaml");
+    assert_eq!(read(&p).unwrap(), p);
+    p.version = 2;
+    let err = read(&p).unwrap_err().to_string();
+    assert!(err.contains("needs version 3"), "{err}");
+    let mut q = fig1_policy();
+    q.types.insert(0, DEFER_ACTION.into());
+    let err = read(&q).unwrap_err().to_string();
+    assert!(err.contains("not a type name"), "{err}");
 }
 
 /// The FSM's fallback (typewise) reads |Frontier(G^t)|, its `sort` encoding
@@ -301,10 +326,10 @@ fn version_1_files_still_read_with_the_version_1_trainer_defaults() {
         e,
         "old.yaml: field `encoding`: sort-crit needs version 2 or later, the file says 1"
     );
-    let e = PolicyFile::from_yaml(&v1.replace("version: 1", "version: 3"), "p.yaml")
+    let e = PolicyFile::from_yaml(&v1.replace("version: 1", "version: 4"), "p.yaml")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("unsupported version 3"), "{e}");
+    assert!(e.contains("unsupported version 4"), "{e}");
 }
 
 #[test]

@@ -62,7 +62,8 @@ class Stats:
     batches: int = 0
     discovered: int = 0
     lower_bound: int | None = None  # with Runner(bound=True)
-    misses: int = 0
+    misses: int = 0  # a policy file's decisions in states it does not hold
+    deferred: int = 0  # its decisions it hands to its fallback by design
     direct_kinds: int = 0
     rows_kinds: int = 0  # direct, with per-row losses
     vmap_kinds: int = 0
@@ -217,6 +218,7 @@ class Runner:
             head, batches = server.receive()
             self.stats.lower_bound = head.get("lower_bound")
             self.stats.misses = head.get("misses", 0)
+            self.stats.deferred = head.get("deferred", 0)
             return batches
 
         return answer
@@ -227,7 +229,8 @@ class Runner:
         recording of the same samples (its ``trace.json``): the same
         forward makes the same nodes in the same order, so these are the
         batches ``engine schedule --model DIR --policy P`` gives for a
-        recording of ``samples`` (:attr:`stats` has the policy's misses)."""
+        recording of ``samples`` (:attr:`stats` has the policy's misses and
+        deferred decisions)."""
         samples = list(samples)
         self.stats = Stats()
         plan = Plan(self.discover(samples), self.kind_list)
