@@ -232,6 +232,8 @@ def measure(setup: dict[str, Any], system: str, repeats: int, train: bool, polic
     if stats:
         out.update(
             batches=stats[-1].batches,
+            misses=stats[-1].misses,
+            deferred=stats[-1].deferred,
             nodes=stats[-1].nodes,
             discover_s=median([s.discover for s in stats]),
             schedule_s=median([s.schedule for s in stats]),

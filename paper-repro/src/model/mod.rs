@@ -91,6 +91,13 @@ pub struct Row {
     pub faults: Option<f64>,
     /// Batches per mini-batch (forward).
     pub batches: Option<u64>,
+    /// A policy file's decisions in states it does not hold (rows written
+    /// before they were counted have none).
+    #[serde(default)]
+    pub misses: Option<u64>,
+    /// bt.run: a policy file's decisions it hands to its fallback by design.
+    #[serde(default)]
+    pub deferred: Option<u64>,
     /// The mini-batch's loss.
     pub loss: Option<f64>,
     /// bt.run: median seconds discovering, scheduling, executing.
@@ -556,6 +563,8 @@ pub fn measure(
                         cpu_s: f(&v, "cpu_s"),
                         faults: f(&v, "faults"),
                         batches: v.get("batches").and_then(Value::as_u64),
+                        misses: v.get("misses").and_then(Value::as_u64),
+                        deferred: v.get("deferred").and_then(Value::as_u64),
                         loss: f(&v, "loss"),
                         split: match (f(&v, "discover_s"), f(&v, "schedule_s"), f(&v, "execute_s"))
                         {
@@ -575,6 +584,8 @@ pub fn measure(
                         cpu_s: None,
                         faults: None,
                         batches: None,
+                        misses: None,
+                        deferred: None,
                         loss: None,
                         split: None,
                         error: Some(e),

@@ -31,6 +31,10 @@ pub struct Summary {
     pub faults: Option<f64>,
     /// Batches.
     pub batches: Option<u64>,
+    /// A policy file's misses, of its last round.
+    pub misses: Option<u64>,
+    /// bt.run: its deferred decisions, of its last round.
+    pub deferred: Option<u64>,
     /// The loss of its last round.
     pub loss: Option<f64>,
     /// bt.run's median split (discover, schedule, execute).
@@ -92,6 +96,8 @@ pub fn summarise(rows: &[Row]) -> BTreeMap<String, Vec<Summary>> {
             cpu: (!c.is_empty()).then(|| median(&mut c)),
             faults: (!f.is_empty()).then(|| median(&mut f)),
             batches: mine.iter().rev().find_map(|r| r.batches),
+            misses: mine.iter().rev().find_map(|r| r.misses),
+            deferred: mine.iter().rev().find_map(|r| r.deferred),
             loss: mine.iter().rev().find_map(|r| r.loss),
             split,
             rounds: t.len(),
@@ -466,6 +472,22 @@ fn readings(rows: &[Row], sums: &BTreeMap<String, Vec<Summary>>, nodes: usize) -
                 show_ratio(Some(r)),
                 b("bt-fsm").map_or("—".into(), |x| x.to_string()),
                 b("bt-depth").map_or("—".into(), |x| x.to_string())
+            );
+        }
+        let get = |s: &str| list.iter().find(|x| x.system == s);
+        if let (Some(bt), Some(own)) = (get("bt-fsm"), get("policy:fsm"))
+            && let (Some(m), Some(b)) = (bt.misses, bt.batches)
+        {
+            let _ = writeln!(
+                md,
+                "- {mode}: the recording's FSM inside `bt.run`: {b} batches, {m} policy misses{}; in batchlab's `policy:fsm` on the folder: {} batches, {} misses.",
+                bt.deferred
+                    .filter(|&d| d > 0)
+                    .map_or(String::new(), |d| format!(
+                        " ({d} decisions the policy defers to its fallback)"
+                    )),
+                own.batches.map_or("—".into(), |x| x.to_string()),
+                own.misses.map_or("—".into(), |x| x.to_string()),
             );
         }
         let med = |sys: &str| {
