@@ -50,6 +50,19 @@ from .memory import keep_freed_memory
 from .plan import Fragment, Plan
 from .schedules import ScheduleError, _Server, find_tool, graph_request, read_schedule
 
+_found: tuple[str | None, str, str] | None = None
+
+
+def _engine_path() -> str:
+    """:func:`find_tool`'s ``engine``, looked for again only when
+    ``$BATCHLAB_ENGINE`` or the working folder changed (it walks the
+    folders up from both: a few hundred microseconds a mini-batch)."""
+    global _found
+    key = (os.environ.get("BATCHLAB_ENGINE"), os.getcwd())
+    if _found is None or _found[:2] != key or not os.path.isfile(_found[2]):
+        _found = (*key, find_tool("engine"))
+    return _found[2]
+
 
 @dataclass
 class Stats:
@@ -210,7 +223,7 @@ class Runner:
         if schedule.endswith(".json") and os.path.isfile(schedule):
             batches = read_schedule(schedule, plan, self.kind_list)
             return lambda: batches
-        engine = self.engine or find_tool("engine")
+        engine = self.engine or _engine_path()
         server = _Server.get(engine, schedule)
         server.send(graph_request(self.name or "model", plan, self.kind_list, self.bound))
 

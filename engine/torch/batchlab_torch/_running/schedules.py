@@ -168,7 +168,8 @@ class _Server:
             self.proc.kill()
             raise ScheduleError(f"{who} stopped in the middle of an answer; {hint}")
         nodes = np.frombuffer(data, dtype="<u4").astype(np.int64)
-        return head, np.split(nodes, np.cumsum(sizes)[:-1]) if sizes else []
+        ends = np.cumsum(sizes).tolist()
+        return head, [nodes[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
     @classmethod
     def close_all(cls) -> None:
