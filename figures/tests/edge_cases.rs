@@ -99,7 +99,12 @@ fn many_categories_and_series_in_a_small_image() {
             .collect(),
         reference_lines: Vec::new(),
     };
-    let _ = render_png(&Figure::new("crowded", c, stamp()).with_size(320, 240));
+    // Drawn at the size asked, or refused as too small: never a panic, never
+    // an image of another size.
+    match render_png(&Figure::new("crowded", c, stamp()).with_size(320, 240)) {
+        Ok(png) => assert_eq!(png_size(&png), (320, 240)),
+        Err(e) => assert!(matches!(e, figures::FigureError::TooSmall { .. }), "{e}"),
+    }
 }
 
 #[test]

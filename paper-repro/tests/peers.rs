@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::harness::{Outcome, skip};
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -111,11 +113,9 @@ fn peers_python() -> Option<PathBuf> {
         .then_some(env.python)
 }
 
-#[test]
-fn harness_unit_tests_pass_without_dynet() {
+fn harness_unit_tests_pass_without_dynet() -> Outcome {
     let Some(py) = python3() else {
-        eprintln!("SKIPPED harness_unit_tests_pass_without_dynet: no python3 on PATH");
-        return;
+        return skip("python3", "no python3 on PATH");
     };
     let dir = tmp("peers-exports");
     exports(&dir);
@@ -124,16 +124,15 @@ fn harness_unit_tests_pass_without_dynet() {
         passed(&log, "test_real_traces_reach_batchlabs_agenda_count"),
         "{log}"
     );
+    Outcome::Passed
 }
 
-#[test]
-fn real_dynet_matches_batchlab_on_the_six_workloads() {
+fn real_dynet_matches_batchlab_on_the_six_workloads() -> Outcome {
     let Some(py) = peers_python() else {
-        eprintln!(
-            "SKIPPED real_dynet_matches_batchlab_on_the_six_workloads: no peers environment with DyNet \
-             (install it with `paper-repro peers --install`)"
+        return skip(
+            "dynet",
+            "no peers environment with DyNet (install it with `paper-repro peers --install`)",
         );
-        return;
     };
     let dir = tmp("peers-exports-dynet");
     exports(&dir);
@@ -142,6 +141,7 @@ fn real_dynet_matches_batchlab_on_the_six_workloads() {
         passed(&log, "test_same_weights_same_loss_and_batches"),
         "{log}"
     );
+    Outcome::Passed
 }
 
 /// The peers' environment's Python, if it has PyTorch.
@@ -154,15 +154,12 @@ fn torch_python() -> Option<PathBuf> {
         .then_some(env.python)
 }
 
-#[test]
-fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads() {
-    let name = "pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads";
+fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads() -> Outcome {
     let Some(py) = torch_python() else {
-        eprintln!(
-            "SKIPPED {name}: no peers environment with PyTorch \
-             (install it with `paper-repro peers --install --peers torch`)"
+        return skip(
+            "torch",
+            "no peers environment with PyTorch (install it with `paper-repro peers --install --peers torch`)",
         );
-        return;
     };
     // The schedules and the FSM come from the binaries this `cargo test` built.
     let bins = std::env::current_exe()
@@ -173,10 +170,10 @@ fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads
         match bins.as_ref().map(|d| d.join(tool)).filter(|p| p.is_file()) {
             Some(p) => env.push((format!("BATCHLAB_{}", tool.to_uppercase()), p)),
             None => {
-                eprintln!(
-                    "SKIPPED {name}: `{tool}` not built beside this test (run `cargo test --workspace`)"
+                return skip(
+                    "binaries",
+                    format!("`{tool}` not built beside this test (run `cargo test --workspace`)"),
                 );
-                return;
             }
         }
     }
@@ -190,30 +187,29 @@ fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads
     ] {
         assert!(passed(&log, test), "{test}: {log}");
     }
+    Outcome::Passed
 }
 
-#[test]
-fn dgl_matches_batchlab_on_the_six_workloads() {
-    let name = "dgl_matches_batchlab_on_the_six_workloads";
+fn dgl_matches_batchlab_on_the_six_workloads() -> Outcome {
     let dir = paper_repro::peers_env::default_dir(None);
     let py = paper_repro::peers_env::open(&dir)
         .ok()
         .filter(|e| e.frameworks.get("dgl").is_some_and(Result::is_ok))
         .and_then(|e| e.dgl_python);
     let Some(py) = py else {
-        eprintln!(
-            "SKIPPED {name}: no DGL environment (install it with `paper-repro peers --install --peers dgl`)"
+        return skip(
+            "dgl",
+            "no DGL environment (install it with `paper-repro peers --install --peers dgl`)",
         );
-        return;
     };
     let out = tmp("peers-exports-dgl");
     exports(&out);
     let log = unit_tests(&py, &out);
     assert!(passed(&log, "test_dgl_equals_the_reference"), "{log}");
+    Outcome::Passed
 }
 
-#[test]
-fn peers_item_skips_visibly_without_its_environment() {
+fn peers_item_skips_visibly_without_its_environment() -> Outcome {
     let out = tmp("peers-skip");
     let o = run(&[
         "--quick",
@@ -241,10 +237,10 @@ fn peers_item_skips_visibly_without_its_environment() {
     let report = std::fs::read_to_string(out.join("REPORT.md")).unwrap();
     assert!(report.contains("paper-repro peers --install"));
     assert!(!out.join("no-env").exists(), "nothing may be created");
+    Outcome::Passed
 }
 
-#[test]
-fn peers_status_says_how_to_install() {
+fn peers_status_says_how_to_install() -> Outcome {
     let dir = tmp("peers-status");
     let o = run(&[
         "peers",
@@ -268,10 +264,10 @@ fn peers_status_says_how_to_install() {
         err.contains("unknown peer framework \"tensorflow\""),
         "{err}"
     );
+    Outcome::Passed
 }
 
-#[test]
-fn worker_rejects_bad_flags_with_a_message() {
+fn worker_rejects_bad_flags_with_a_message() -> Outcome {
     let o = run(&["worker", "--trace", "/no/such/trace.json"]);
     let (_, err) = texts(&o);
     assert_eq!(o.status.code(), Some(2));
@@ -294,16 +290,15 @@ fn worker_rejects_bad_flags_with_a_message() {
     let (_, err) = texts(&o);
     assert_eq!(o.status.code(), Some(2));
     assert!(err.contains("/no/such/trace.json"), "{err}");
+    Outcome::Passed
 }
 
-#[test]
-fn quick_peers_sweep_with_dynet() {
+fn quick_peers_sweep_with_dynet() -> Outcome {
     if peers_python().is_none() {
-        eprintln!(
-            "SKIPPED quick_peers_sweep_with_dynet: no peers environment with DyNet \
-             (install it with `paper-repro peers --install`)"
+        return skip(
+            "dynet",
+            "no peers environment with DyNet (install it with `paper-repro peers --install`)",
         );
-        return;
     }
     let out = tmp("peers-sweep");
     let specs = out.join("specs");
@@ -350,4 +345,18 @@ fn quick_peers_sweep_with_dynet() {
     for f in ["peers.png", "peers.svg", "peers.csv", "peers-checks.csv"] {
         common::check_file(&out.join(f));
     }
+    Outcome::Passed
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(tests![
+        harness_unit_tests_pass_without_dynet,
+        real_dynet_matches_batchlab_on_the_six_workloads,
+        pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads,
+        dgl_matches_batchlab_on_the_six_workloads,
+        peers_item_skips_visibly_without_its_environment,
+        peers_status_says_how_to_install,
+        worker_rejects_bad_flags_with_a_message,
+        quick_peers_sweep_with_dynet,
+    ])
 }

@@ -3,7 +3,11 @@
 //! at the line its source names. Skipped, with a note, where the texts are
 //! not there.
 
+mod common;
+
 use std::path::PathBuf;
+
+use common::harness::{Outcome, skip};
 
 use paper_repro::published::{FILES, normalise, parse};
 
@@ -14,11 +18,12 @@ fn papers_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-#[test]
-fn every_quote_is_in_the_paper_at_its_line() {
+fn every_quote_is_in_the_paper_at_its_line() -> Outcome {
     let Some(dir) = papers_dir() else {
-        eprintln!("shared/papers not found beside the repository: quotes not checked");
-        return;
+        return skip(
+            "papers",
+            "shared/papers not found beside the repository (or $BATCHLAB_PAPERS): quotes not checked",
+        );
     };
     for (file, text) in FILES {
         let data = parse(text, file).unwrap();
@@ -49,4 +54,9 @@ fn every_quote_is_in_the_paper_at_its_line() {
             );
         }
     }
+    Outcome::Passed
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(tests![every_quote_is_in_the_paper_at_its_line])
 }

@@ -7,8 +7,12 @@
 //! that environment (or PyTorch in it) it skips visibly, naming the
 //! install command.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
+
+use common::harness::{Outcome, skip};
 
 /// The folder of the binaries next to this test's executable
 /// (`target/<profile>`).
@@ -17,22 +21,14 @@ fn bin_dir() -> Option<PathBuf> {
     Some(exe.parent()?.parent()?.to_path_buf())
 }
 
-#[test]
-fn batchlab_torch_pytest_suite_passes() {
+fn batchlab_torch_pytest_suite_passes() -> Outcome {
     let dir = paper_repro::peers_env::default_dir(None);
     let env = match paper_repro::peers_env::open(&dir) {
         Ok(e) => e,
-        Err(why) => {
-            eprintln!("SKIPPED batchlab_torch_pytest_suite_passes: {why}");
-            return;
-        }
+        Err(why) => return skip("torch", why.to_string()),
     };
     if let Some(Err(why)) = env.frameworks.get("torch") {
-        eprintln!(
-            "SKIPPED batchlab_torch_pytest_suite_passes: no PyTorch in {}: {why}",
-            dir.display()
-        );
-        return;
+        return skip("torch", format!("no PyTorch in {}: {why}", dir.display()));
     }
     let src = paper_repro::peers_env::batchlab_torch_source();
     let mut cmd = Command::new(&env.python);
@@ -62,11 +58,13 @@ fn batchlab_torch_pytest_suite_passes() {
         }
     }
     if !missing.is_empty() {
-        eprintln!(
-            "SKIPPED batchlab_torch_pytest_suite_passes: {} not built beside this test (run `cargo test --workspace`)",
-            missing.join(", ")
+        return skip(
+            "binaries",
+            format!(
+                "{} not built beside this test (run `cargo test --workspace`)",
+                missing.join(", ")
+            ),
         );
-        return;
     }
     let out = cmd.output().expect("python starts");
     let text = format!(
@@ -92,4 +90,9 @@ fn batchlab_torch_pytest_suite_passes() {
             .find(|l| l.contains("passed"))
             .unwrap_or("")
     );
+    Outcome::Passed
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(tests![batchlab_torch_pytest_suite_passes,])
 }

@@ -61,7 +61,9 @@ class CodegenTest(unittest.TestCase):
                 return x
 
             def cmult(self, a, b):
-                return a * b
+                # A sum, not a product: with the absent `prev` as 0 a product
+                # would make every step 0 whatever the binding.
+                return a + b
 
             def esum(self, xs):
                 calls.append(("esum", len(xs)))
@@ -70,8 +72,11 @@ class CodegenTest(unittest.TestCase):
         makers = p.factories({"dy": Dy()})
         fns = [m({"E": None, "b": 1.0, "W": None, "U": None}) for m in makers]
         out = p.build(fns, lambda shape: 0.0, Dy().esum)
-        # step0: (1 + 0 + 0) * 0 = 0; step1: (1 + 3 + 0) * 0 = 0 -> sum 0.
-        self.assertEqual(out, [0.0])
+        # affine = b + x + hp, cmult = s + hp: step0 reads lookup 0 and no
+        # prev: s = 1 + 0 + 0, out = 1; step1 reads lookup 3 and step0:
+        # s = 1 + 3 + 1, out = 6; the total sums both: 7. A wrong binding
+        # (a port, a row, the optional prev) gives another number.
+        self.assertEqual(out, [7.0])
         self.assertIn(("lookup", 3), calls)
         self.assertIn(("esum", 2), calls)
 

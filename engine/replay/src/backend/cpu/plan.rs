@@ -800,6 +800,39 @@ impl Compiler<'_> {
     }
 }
 
+impl std::fmt::Display for CpuPlan {
+    /// One line per step: products with their shape and operand views, row
+    /// passes with their ops.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "record {} floats, temporaries {}, {} copy kernels ({} B/instance), {} direct inputs",
+            self.units, self.tunits, self.copy_kernels, self.copy_bytes_per_row, self.direct_inputs
+        )?;
+        for s in &self.steps {
+            match s {
+                Step::Gemm(g) => writeln!(
+                    f,
+                    "  gemm N {} K {} A {:?} C {:?}{}",
+                    g.b.n(),
+                    g.b.k(),
+                    g.a,
+                    g.c,
+                    if g.reuse_a { " (A reused)" } else { "" }
+                )?,
+                Step::Rows(r) => {
+                    let ops: Vec<String> = r
+                        .iter()
+                        .map(|o| format!("{:?}×{} {:?}->{:?}", o.kind, o.m, o.args, o.out))
+                        .collect();
+                    writeln!(f, "  rows {}", ops.join("; "))?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -889,72 +922,5 @@ mod tests {
             },
         );
         assert_eq!(unfused.steps.len(), 16);
-    }
-}
-
-impl std::fmt::Display for CpuPlan {
-    /// One line per step: products with their shape and operand views, row
-    /// passes with their ops.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "record {} floats, temporaries {}, {} copy kernels ({} B/instance), {} direct inputs",
-            self.units, self.tunits, self.copy_kernels, self.copy_bytes_per_row, self.direct_inputs
-        )?;
-        for s in &self.steps {
-            match s {
-                Step::Gemm(g) => writeln!(
-                    f,
-                    "  gemm N {} K {} A {:?} C {:?}{}",
-                    g.b.n(),
-                    g.b.k(),
-                    g.a,
-                    g.c,
-                    if g.reuse_a { " (A reused)" } else { "" }
-                )?,
-                Step::Rows(r) => {
-                    let ops: Vec<String> = r
-                        .iter()
-                        .map(|o| format!("{:?}×{} {:?}->{:?}", o.kind, o.m, o.args, o.out))
-                        .collect();
-                    writeln!(f, "  rows {}", ops.join("; "))?
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod dump {
-    /// `BATCHLAB_DUMP=trace.json:layoutdir cargo test -p engine dump_plans --
-    /// --ignored --nocapture` prints every role's plan (a debugging aid).
-    #[test]
-    #[ignore]
-    fn dump_plans() {
-        use super::*;
-        let Ok(spec) = std::env::var("BATCHLAB_DUMP") else {
-            return;
-        };
-        let (trace, dir) = spec.split_once(':').unwrap();
-        let cells = crate::cells::CellLibrary::builtin().unwrap();
-        let trace = crate::trace::Trace::read(std::path::Path::new(trace)).unwrap();
-        let m = crate::model::Model::new(&trace, &cells, 7).unwrap();
-        for rm in &m.roles {
-            let path = format!("{dir}/{}.json", rm.cell.name);
-            let f = crate::layout::LayoutFile::read(std::path::Path::new(&path)).unwrap();
-            let prog = CellProgram::new(&f, rm, &path).unwrap();
-            eprintln!(
-                "== {} (layout)\n{}",
-                rm.cell.name,
-                CpuPlan::new(rm, &prog, PlanOptions::default())
-            );
-            let ob = CellProgram::op_by_op(rm);
-            eprintln!(
-                "== {} (op by op)\n{}",
-                rm.cell.name,
-                CpuPlan::new(rm, &ob, PlanOptions::default())
-            );
-        }
     }
 }
