@@ -18,6 +18,46 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A copy of fixture folder `name` in a fresh temporary folder `to`.
+fn copy_of(name: &str, to: &str) -> PathBuf {
+    let dir = tmp(to);
+    let src = fixture(name);
+    std::fs::create_dir_all(dir.join("cells")).unwrap();
+    for sub in ["", "cells"] {
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, dir.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// Rewrites `file` of folder `dir` through `edit` (its metadata kept).
+fn edit_tensors(
+    dir: &Path,
+    file: &str,
+    edit: impl FnOnce(&engine::modeldir::Tensors) -> engine::modeldir::Tensors,
+) {
+    let path = dir.join(file);
+    let old = engine::modeldir::Tensors::read(&path).unwrap();
+    let new = edit(&old);
+    new.write(&path, &old.metadata).unwrap();
+}
+
+/// `engine replay --model dir --executor cavs --check` (with `--train`
+/// when `train`): its exit code and standard error.
+fn check_run(dir: &Path, train: bool) -> (Option<i32>, String) {
+    let d = dir.to_str().unwrap();
+    let mut args = vec!["replay", "--model", d, "--executor", "cavs", "--check"];
+    if train {
+        args.push("--train");
+    }
+    let o = engine(&args);
+    (o.status.code(), stderr(&o))
+}
+
 fn json(o: &std::process::Output) -> serde_json::Value {
     assert!(o.status.success(), "{}", stderr(o));
     serde_json::from_slice(&o.stdout).unwrap()
@@ -93,17 +133,7 @@ fn replay_check_passes_on_every_cpu_executor_and_training() {
 
 #[test]
 fn replay_check_names_the_node_role_and_cell_that_differ() {
-    let dir = tmp("tampered");
-    let src = fixture("model-tree");
-    std::fs::create_dir_all(dir.join("cells")).unwrap();
-    for sub in ["", "cells"] {
-        for e in std::fs::read_dir(src.join(sub)).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_file() {
-                std::fs::copy(&p, dir.join(sub).join(p.file_name().unwrap())).unwrap();
-            }
-        }
-    }
+    let dir = copy_of("model-tree", "tampered");
     // One weight of the internal node's cell off by one: its nodes differ.
     let wpath = dir.join("weights.safetensors");
     let mut w = engine::modeldir::Tensors::read(&wpath).unwrap();
@@ -335,5 +365,77 @@ fn layout_file_holding_another_cells_layout_is_refused() {
             dir.join("leaf.json").display()
         )),
         "{err}"
+    );
+}
+
+/// Regression: `--check` printed "loss NaN ... DIFFERS" and exited 0 when a
+/// weight was NaN (a maximum folded with `f32::max` drops a NaN), and an
+/// `expected.safetensors` whose outputs were all NaN passed. A NaN or an
+/// infinity on either side fails the check, forward and training.
+#[test]
+fn a_nan_in_the_weights_or_the_recording_fails_the_check() {
+    let dir = copy_of("model-tree", "nan-weight");
+    edit_tensors(&dir, "weights.safetensors", |w| {
+        let mut w = w.clone();
+        let mut t = w.get("node.U_l.weight").unwrap().clone();
+        t.data[0] = f32::NAN;
+        w.insert("node.U_l.weight", t);
+        w
+    });
+    for train in [false, true] {
+        let (code, e) = check_run(&dir, train);
+        assert_eq!(code, Some(1), "train {train}: {e}");
+        assert!(e.contains("NaN or an infinity"), "train {train}: {e}");
+    }
+    let dir = copy_of("model-tree", "nan-expected");
+    edit_tensors(&dir, "expected.safetensors", |x| {
+        let mut x = x.clone();
+        let names: Vec<String> = x.names().map(String::from).collect();
+        for n in names
+            .iter()
+            .filter(|n| n.starts_with("out/") || n.starts_with("grad/"))
+        {
+            let mut t = x.get(n).unwrap().clone();
+            t.data.iter_mut().for_each(|v| *v = f32::NAN);
+            x.insert(n.clone(), t);
+        }
+        x
+    });
+    for train in [false, true] {
+        let (code, e) = check_run(&dir, train);
+        assert_eq!(code, Some(1), "train {train}: {e}");
+        assert!(e.contains("NaN or an infinity"), "train {train}: {e}");
+    }
+}
+
+/// Regression: an `expected.safetensors` without `loss` skipped the loss,
+/// and one without gradients skipped them under `--train --check`. A
+/// tensor the check needs is an error naming it.
+#[test]
+fn a_recording_missing_its_loss_or_a_gradient_is_an_error() {
+    let without = |dir: &Path, drop: &dyn Fn(&str) -> bool| {
+        edit_tensors(dir, "expected.safetensors", |x| {
+            let mut out = engine::modeldir::Tensors::default();
+            for n in x.names().filter(|n| !drop(n)) {
+                out.insert(n, x.get(n).unwrap().clone());
+            }
+            out
+        });
+    };
+    let dir = copy_of("model-tree", "no-loss");
+    without(&dir, &|n| n == "loss");
+    let (code, e) = check_run(&dir, false);
+    assert_ne!(code, Some(0), "{e}");
+    assert!(
+        e.contains("`loss`") && e.contains("expected.safetensors"),
+        "{e}"
+    );
+    let dir = copy_of("model-tree", "no-grads");
+    without(&dir, &|n| n.starts_with("grad/"));
+    let (code, e) = check_run(&dir, true);
+    assert_ne!(code, Some(0), "{e}");
+    assert!(
+        e.contains("`grad/") && e.contains("expected.safetensors"),
+        "{e}"
     );
 }

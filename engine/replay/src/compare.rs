@@ -13,8 +13,13 @@ use crate::store::Store;
 use crate::trace::Trace;
 
 /// Normwise relative difference of two tensors: ‖a − b‖∞ / max(‖b‖∞, 1e-6)
-/// (`b` is the reference).
+/// (`b` is the reference). A NaN or an infinity on either side is an
+/// infinite difference: a check never passes over one (a maximum folded
+/// with `f32::max` alone would drop a NaN and read 0).
 pub fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() || a.iter().chain(b).any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
     let diff = a
         .iter()
         .zip(b)

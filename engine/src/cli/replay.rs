@@ -544,17 +544,27 @@ fn gate(
     gradients: Option<&(f64, String)>,
 ) -> anyhow::Result<()> {
     let tol = expected::TOLERANCE;
+    // An infinite error is a NaN or an infinity on one side (`rel_error`).
+    let by = |e: f64, what: &str| {
+        if e.is_finite() {
+            format!("{what} by {e:.2e} (> {tol:.0e})")
+        } else {
+            format!(
+                "holds a NaN or an infinity (in the run or in the recording): {what} by any measure"
+            )
+        }
+    };
     if let Some(e) = expected {
         if let Some(w) = e.worst.as_ref().filter(|w| w.rel_error > tol) {
             bail!(
-                "--check: executor {executor}: node {} (role {}, cell {}{}) output {} differs from the recording by {:.2e} (> {tol:.0e}): {}",
+                "--check: executor {executor}: node {} (role {}, cell {}{}) output {} {}: {}",
                 w.node,
                 w.role,
                 w.cell,
                 w.instance
                     .map_or(String::new(), |i| format!(", sample {i}")),
                 w.output,
-                w.rel_error,
+                by(w.rel_error, "differs from the recording"),
                 w.diagnosis
             );
         }
@@ -562,17 +572,20 @@ fn gate(
             && l > tol
         {
             bail!(
-                "--check: executor {executor}: the loss {ours:.6} differs from the recording's {theirs:.6} by {l:.2e} (> {tol:.0e})"
+                "--check: executor {executor}: the loss {ours:.6} {} ({theirs:.6})",
+                by(l, "differs from the recording's")
             );
         }
     } else if let Some(r) = reference.filter(|r| *r > tol) {
         bail!(
-            "--check: executor {executor}: the outputs differ from the reference executor's by {r:.2e} (> {tol:.0e})"
+            "--check: executor {executor}: the outputs {}",
+            by(r, "differ from the reference executor's")
         );
     }
     if let Some((g, name)) = gradients.filter(|g| g.0 > tol) {
         bail!(
-            "--check: executor {executor}: the gradient of parameter `{name}` differs from the recording's by {g:.2e} (> {tol:.0e})"
+            "--check: executor {executor}: the gradient of parameter `{name}` {}",
+            by(*g, "differs from the recording's")
         );
     }
     Ok(())

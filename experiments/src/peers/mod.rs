@@ -36,6 +36,10 @@ pub enum Peer {
     DynetAgenda,
     /// PyTorch eager.
     Torch,
+    /// PyTorch by levels as its practitioners write it: level sets made in
+    /// the collate step, fused gate matrices, one call per role and level,
+    /// the losses once at the end.
+    TorchLevels,
     /// PyTorch batched level by level (`batchlab_torch.run`, schedule `depth`).
     TorchDepth,
     /// PyTorch batched by DyNet's agenda.
@@ -43,9 +47,14 @@ pub enum Peer {
     /// PyTorch batched by an FSM `search train` learned on PyTorch's graph
     /// of the FSM's training trace.
     TorchFsm,
-    /// DGL's message passing by topological frontiers, in DGL's own
-    /// environment.
+    /// DGL as its users write it (its Tree-LSTM example's form: fused gates,
+    /// the cell nodes only in the graph, batched in the collate step), in
+    /// DGL's own environment.
     Dgl,
+    /// The earlier DGL peer: one `pull` per frontier and role over every
+    /// node, lookups and losses included, the graph built in the timed
+    /// region (kept to measure what the fair one changes).
+    DglPull,
 }
 
 impl Peer {
@@ -55,10 +64,12 @@ impl Peer {
             Peer::DynetNone => "dynet-none",
             Peer::DynetAgenda => "dynet-agenda",
             Peer::Torch => "torch",
+            Peer::TorchLevels => "torch-levels",
             Peer::TorchDepth => "torch-depth",
             Peer::TorchAgenda => "torch-agenda",
             Peer::TorchFsm => "torch-fsm",
             Peer::Dgl => "dgl",
+            Peer::DglPull => "dgl-pull",
         }
     }
 
@@ -66,7 +77,7 @@ impl Peer {
     pub fn framework(self) -> &'static str {
         match self {
             Peer::DynetNone | Peer::DynetAgenda => "dynet",
-            Peer::Dgl => "dgl",
+            Peer::Dgl | Peer::DglPull => "dgl",
             _ => "torch",
         }
     }
@@ -106,16 +117,18 @@ pub fn parse_system(name: &str) -> Option<System> {
         "dynet-none" => System::Peer(Peer::DynetNone),
         "dynet-agenda" => System::Peer(Peer::DynetAgenda),
         "torch" => System::Peer(Peer::Torch),
+        "torch-levels" => System::Peer(Peer::TorchLevels),
         "torch-depth" => System::Peer(Peer::TorchDepth),
         "torch-agenda" => System::Peer(Peer::TorchAgenda),
         "torch-fsm" => System::Peer(Peer::TorchFsm),
         "dgl" => System::Peer(Peer::Dgl),
+        "dgl-pull" => System::Peer(Peer::DglPull),
         other => System::Batchlab(parse_executor(other)?),
     })
 }
 
 /// What a system name may be, for messages.
-pub const SYSTEM_NAMES: &str = "dynet-none, dynet-agenda, torch, torch-depth, torch-agenda, torch-fsm, dgl (peers), or a batchlab executor: reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";
+pub const SYSTEM_NAMES: &str = "dynet-none, dynet-agenda, torch, torch-levels, torch-depth, torch-agenda, torch-fsm, dgl, dgl-pull (peers), or a batchlab executor: reference, dynet, dynet:agenda, dynet:depth, cavs, policy:<heuristic>, policy:fsm, edbatch, edbatch-nolayout";
 
 /// The peers' Python environment: the interpreter, the folder holding the
 /// `batchlab_peers` package, and which frameworks import there (version, or

@@ -25,24 +25,35 @@ use crate::rows::{PeersRow, RowSet, ascending, distinct};
 use super::{list, quick_note};
 
 /// The systems in table order, with their column names.
-pub(super) const SYSTEMS: [(&str, &str); 11] = [
+pub(super) const SYSTEMS: [(&str, &str); 13] = [
     ("dynet-none", "DyNet"),
     ("dynet-agenda", "DyNet autobatch"),
     ("torch", "PyTorch eager"),
+    ("torch-levels", "PyTorch by levels"),
     ("torch-depth", "PyTorch by depth"),
     ("torch-agenda", "PyTorch by agenda"),
     ("torch-fsm", "PyTorch by FSM"),
     ("dgl", "DGL"),
+    ("dgl-pull", "DGL, one pull per role (earlier peer)"),
     ("reference", "batchlab reference"),
     ("dynet", "batchlab dynet"),
     ("cavs", "batchlab cavs"),
     ("edbatch", "batchlab edbatch"),
 ];
 
-/// The PyTorch systems a practitioner may pick: the eager loop, the same
-/// cells batched by depth, by DyNet's agenda and by the learned FSM, and DGL
-/// (on PyTorch).
-pub(super) const TORCH: [&str; 5] = ["torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl"];
+/// The PyTorch systems a practitioner may pick: the eager loop, the model
+/// batched by levels by hand, the same cells batched by `bt.run` by depth, by
+/// DyNet's agenda and by the learned FSM, and DGL (on PyTorch; its earlier
+/// peer too, though never the faster).
+pub(super) const TORCH: [&str; 7] = [
+    "torch",
+    "torch-levels",
+    "torch-depth",
+    "torch-agenda",
+    "torch-fsm",
+    "dgl",
+    "dgl-pull",
+];
 
 /// batchlab's batching executors (its best is the fastest of these).
 pub(super) const BATCHLAB_BEST: [&str; 3] = ["dynet", "cavs", "edbatch"];
