@@ -439,3 +439,67 @@ fn a_recording_missing_its_loss_or_a_gradient_is_an_error() {
         "{e}"
     );
 }
+
+/// Regression: `replay --model M --hidden 8`, `export-model --model M
+/// --hidden 8` and `replay --executor reference --policy P` ran as if the
+/// flag were absent. A flag the command would not read is a usage error
+/// (exit 2) naming it.
+#[test]
+fn a_flag_the_command_would_not_read_is_refused() {
+    let d = fixture("model-tree");
+    let d = d.to_str().unwrap();
+    let out = tmp("unread-flags");
+    let out = out.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec![
+                "replay",
+                "--model",
+                d,
+                "--executor",
+                "cavs",
+                "--hidden",
+                "8",
+            ],
+            "--hidden 8",
+        ),
+        (
+            vec!["replay", "--model", d, "--executor", "cavs", "--batch", "4"],
+            "--batch 4",
+        ),
+        (
+            vec!["export-model", "--model", d, "--hidden", "8", "--out", out],
+            "--hidden 8",
+        ),
+        (vec!["script", "--model", d, "--batch", "4"], "--batch 4"),
+        (
+            vec![
+                "replay",
+                "--model",
+                d,
+                "--executor",
+                "reference",
+                "--policy",
+                "agenda",
+            ],
+            "--policy agenda",
+        ),
+        (
+            vec![
+                "replay",
+                "--model",
+                d,
+                "--executor",
+                "cavs",
+                "--layouts",
+                out,
+            ],
+            "--layouts",
+        ),
+    ] {
+        let o = engine(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(flag) && e.contains("drop"), "{args:?}: {e}");
+    }
+}

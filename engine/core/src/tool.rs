@@ -312,9 +312,25 @@ pub fn exit(result: anyhow::Result<()>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error_chain(&e));
-            ExitCode::FAILURE
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// Flags that do not go together (one the command would not read): a usage
+/// error, exit status 2 as clap's own, raised where clap cannot see the
+/// rule (a flag with a default, a rule on a flag's value).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A [`UsageError`] as an `anyhow::Error`.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
 }
 
 #[cfg(test)]

@@ -20,12 +20,12 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly. [range: 1 to 1000000]
-    #[arg(long, default_value_t = 32, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
-    batch: usize,
-    /// Hidden size when recording on the fly. [range: 1 to 65536]
-    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
-    hidden: usize,
+    /// Batch size when recording on the fly (--workload; default 32). [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
+    batch: Option<usize>,
+    /// Hidden size when recording on the fly (--workload; default 64). [range: 1 to 65536]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
+    hidden: Option<usize>,
     /// Seed of the weights and of the per-node data the trace does not record
     /// (as `engine replay --seed`; also
     /// the record seed when recording on the fly). [range: any 64-bit number]
@@ -77,7 +77,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     engine::io::distinct_outputs(&inputs, &[("--out", &a.out)])?;
     let budget = a.memory.budget();
-    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let source = super::TraceInput::of(
+        &a.trace,
+        &a.model,
+        &a.workload,
+        (a.batch, a.hidden),
+        (32, 64),
+        a.seed,
+    )?;
     let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     let what = a

@@ -134,23 +134,40 @@ impl Loaded {
 
 impl<'a> TraceInput<'a> {
     /// From the flags (`--trace`, `--model`, `--workload`, `--batch`,
-    /// `--hidden`, `--seed`).
+    /// `--hidden`, `--seed`); `size` is `(--batch, --hidden)` as given,
+    /// `defaults` the command's. The one rule for every command that reads
+    /// these: `--batch` and `--hidden` size a workload recorded on the fly,
+    /// so with a trace or a folder (whose sizes are their own) they are
+    /// refused, never ignored.
     pub(crate) fn of(
         trace: &'a Option<std::path::PathBuf>,
         model: &'a Option<std::path::PathBuf>,
         workload: &'a Option<String>,
-        batch: usize,
-        hidden: usize,
+        size: (Option<usize>, Option<usize>),
+        defaults: (usize, usize),
         seed: u64,
-    ) -> Self {
-        TraceInput {
+    ) -> anyhow::Result<Self> {
+        if workload.is_none() {
+            let input = match (trace, model) {
+                (Some(_), _) => "--trace",
+                _ => "--model",
+            };
+            for (flag, v) in [("--batch", size.0), ("--hidden", size.1)] {
+                if let Some(v) = v {
+                    return Err(engine::tool::usage(format!(
+                        "{flag} {v}: sizes a workload recorded on the fly (--workload); {input} brings its own sizes: drop {flag}"
+                    )));
+                }
+            }
+        }
+        Ok(TraceInput {
             trace: trace.as_deref(),
             model: model.as_deref(),
             workload: workload.as_deref(),
-            batch,
-            hidden,
+            batch: size.0.unwrap_or(defaults.0),
+            hidden: size.1.unwrap_or(defaults.1),
             seed,
-        }
+        })
     }
 
     /// Refuses a command whose session (`shape`: the weights, their packed

@@ -31,12 +31,12 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly. [range: 1 to 1000000]
-    #[arg(long, default_value_t = 32, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
-    batch: usize,
-    /// Hidden size when recording on the fly. [range: 1 to 65536]
-    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
-    hidden: usize,
+    /// Batch size when recording on the fly (--workload; default 32). [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
+    batch: Option<usize>,
+    /// Hidden size when recording on the fly (--workload; default 64). [range: 1 to 65536]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
+    hidden: Option<usize>,
     /// Executor, `NAME[:POLICY]` (the specs' grammar; `:POLICY` is the same
     /// as --policy): `reference` (one node at a time), `dynet` (primitive ops
     /// batched by the policy, agenda|agenda-updated|depth), `cavs` (all ready
@@ -130,8 +130,8 @@ impl Args {
             trace: None,
             model: None,
             workload: None,
-            batch: 32,
-            hidden: 64,
+            batch: None,
+            hidden: None,
             executor: executor.to_string(),
             policy,
             layouts,
@@ -310,6 +310,20 @@ pub(super) fn executor(a: &Args, model: &Model) -> anyhow::Result<Executor> {
         Ok(arg.instantiate()?)
     };
     let kind = name.kind;
+    // A flag the executor would not read is refused, never ignored.
+    if let (Some(p), false) = (&a.policy, kind.takes_policy()) {
+        return Err(engine::tool::usage(format!(
+            "--policy {p}: --executor {} batches by no policy; drop --policy",
+            kind.name()
+        )));
+    }
+    if a.layouts.is_some() && !matches!(kind, ExecutorKind::EdBatch | ExecutorKind::EdBatchNoLayout)
+    {
+        return Err(engine::tool::usage(format!(
+            "--layouts is read by --executor edbatch and edbatch-nolayout only (got {}); drop it",
+            a.executor
+        )));
+    }
     Ok(match kind {
         ExecutorKind::Reference => Executor::Reference,
         ExecutorKind::Cavs => Executor::Cavs,
@@ -353,7 +367,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // A missing library or GPU is reported as such (never a CPU fall back).
     engine::device::check_available(device)?;
     let budget = a.memory.budget();
-    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let source = super::TraceInput::of(
+        &a.trace,
+        &a.model,
+        &a.workload,
+        (a.batch, a.hidden),
+        (32, 64),
+        a.seed,
+    )?;
     let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {

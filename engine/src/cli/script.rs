@@ -30,12 +30,12 @@ pub struct Args {
     /// Record this workload on the fly instead of reading a trace.
     #[arg(long)]
     workload: Option<String>,
-    /// Batch size when recording on the fly. [range: 1 to 1000000]
-    #[arg(long, default_value_t = 8, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
-    batch: usize,
-    /// Hidden size when recording on the fly. [range: 1 to 65536]
-    #[arg(long, default_value_t = 64, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
-    hidden: usize,
+    /// Batch size when recording on the fly (--workload; default 8). [range: 1 to 1000000]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::BATCH))]
+    batch: Option<usize>,
+    /// Hidden size when recording on the fly (--workload; default 64). [range: 1 to 65536]
+    #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::HIDDEN))]
+    hidden: Option<usize>,
     /// Forward batching policy: depth (VPPS' level order), agenda,
     /// agenda-updated, cavs, typewise, or a policy file from `search train`.
     #[arg(long, default_value = "depth")]
@@ -158,7 +158,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     };
     let budget = a.memory.budget();
-    let source = super::TraceInput::of(&a.trace, &a.model, &a.workload, a.batch, a.hidden, a.seed);
+    let source = super::TraceInput::of(
+        &a.trace,
+        &a.model,
+        &a.workload,
+        (a.batch, a.hidden),
+        (8, 64),
+        a.seed,
+    )?;
     let input = source.open(budget.as_ref())?;
     let (trace, cells) = (&input.trace, &input.cells);
     if trace.meta.level == Some(Level::Op) {
