@@ -24,7 +24,7 @@ use experiments::peers::PeersEnv;
 use crate::error::{ReproError, Result};
 
 /// The harness files, embedded: (path under `batchlab_peers/`, text).
-pub const HARNESS: [(&str, &str); 11] = [
+pub const HARNESS: [(&str, &str); 12] = [
     (
         "__init__.py",
         include_str!("../peers/batchlab_peers/__init__.py"),
@@ -44,6 +44,10 @@ pub const HARNESS: [(&str, &str); 11] = [
     (
         "dgl_peer.py",
         include_str!("../peers/batchlab_peers/dgl_peer.py"),
+    ),
+    (
+        "dgl_pull.py",
+        include_str!("../peers/batchlab_peers/dgl_pull.py"),
     ),
     (
         "explain.py",

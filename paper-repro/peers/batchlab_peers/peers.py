@@ -23,7 +23,7 @@ from importlib import metadata
 from . import codegen
 from .program import Program
 
-PEERS = ("dynet-none", "dynet-agenda", "torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl")
+PEERS = ("dynet-none", "dynet-agenda", "torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl", "dgl-pull")
 #: The peers that run PyTorch batched by a schedule (:mod:`batchlab_peers.batched`).
 BATCHED = {"torch-depth": "depth", "torch-agenda": "agenda", "torch-fsm": "fsm"}
 
@@ -35,7 +35,7 @@ class PeerUnavailable(Exception):
 def framework_of(peer):
     if peer not in PEERS:
         raise ValueError(f"unknown peer {peer!r}: expected one of {', '.join(PEERS)}")
-    return "torch" if peer.startswith("torch") else peer if peer == "dgl" else "dynet"
+    return "torch" if peer.startswith("torch") else "dgl" if peer.startswith("dgl") else "dynet"
 
 
 def probe(framework):
@@ -408,6 +408,10 @@ def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=N
         raise ValueError(f"{peer} runs on the CPU only ({fw} from PyPI has no CUDA build): run it with --device cpu")
     if fw == "dynet":
         return DynetPeer(export, 1 if peer == "dynet-agenda" else 0, profiling, train)
+    if peer == "dgl-pull":
+        from .dgl_pull import DglPullPeer
+
+        return DglPullPeer(export, threads, train)
     if fw == "dgl":
         from .dgl_peer import DglPeer
 
