@@ -633,3 +633,32 @@ fn executor_names_take_their_policy_as_the_specs_write_it() {
         stderr(&o)
     );
 }
+
+/// Regression: a FIFO given as a trace hung `engine inspect` (reading it
+/// waits for a writer). Every reader of a user's file refuses what is not a
+/// regular file, naming it.
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_folder_given_as_a_file_is_refused_not_waited_on() {
+    let dir = tmp("fifo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("trace.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let f = fifo.to_str().unwrap();
+    for args in [
+        vec!["inspect", f],
+        vec!["replay", "--trace", f, "--executor", "cavs"],
+    ] {
+        let o = engine(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(e.contains(f) && e.contains("not a regular file"), "{e}");
+    }
+    let o = engine(&["inspect", dir.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains("a folder, not a regular file"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -324,6 +324,39 @@ fn the_schedule_service_speaks_binary_frames() {
         rest.contains("error") && rest.contains("ends after 5 of its 12 words"),
         "{rest}"
     );
+
+    // Regression: a header refused for an unknown field left its words in
+    // the stream, so the next, valid request failed. They are skipped.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine"))
+        .args(["schedule", "--serve", "--policy", "depth"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        let mut bad =
+            b"B {\"workload\":\"w\",\"types\":[\"a\",\"b\"],\"nodes\":3,\"args\":2,\"colour\":1}\n"
+                .to_vec();
+        for w in words {
+            bad.extend(w.to_le_bytes());
+        }
+        stdin.write_all(&bad).unwrap();
+        stdin.write_all(&frame(3, 2, &words)).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let text = out.stdout;
+    let nl = text.iter().position(|&b| b == b'\n').unwrap();
+    let first = String::from_utf8_lossy(&text[..nl]).to_string();
+    assert!(
+        first.contains("error") && first.contains("colour"),
+        "{first}"
+    );
+    let rest = &text[nl + 1..];
+    let nl = rest.iter().position(|&b| b == b'\n').unwrap();
+    let head: serde_json::Value = serde_json::from_slice(&rest[..nl]).unwrap();
+    assert_eq!(head["batch_sizes"], serde_json::json!([2, 1]), "{head}");
 }
 
 /// A layouts folder whose `leaf.json` held another cell's layout ran with
@@ -501,5 +534,21 @@ fn a_flag_the_command_would_not_read_is_refused() {
         let e = stderr(&o);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
         assert!(e.contains(flag) && e.contains("drop"), "{args:?}: {e}");
+    }
+}
+
+/// Regression: for a model folder, the layouts' errors suggested `planner
+/// layout --all`, which plans zoo workloads, not the folder's cells.
+#[test]
+fn a_model_folders_layout_errors_suggest_planning_that_folder() {
+    let d = fixture("model-tree");
+    let d = d.to_str().unwrap();
+    let missing = tmp("no-layouts");
+    for extra in [vec![], vec!["--layouts", missing.to_str().unwrap()]] {
+        let mut args = vec!["replay", "--model", d, "--executor", "edbatch:agenda"];
+        args.extend(extra);
+        let e = stderr(&engine(&args));
+        assert!(e.contains(&format!("planner layout --model {d}")), "{e}");
+        assert!(!e.contains("--all"), "{e}");
     }
 }

@@ -83,7 +83,7 @@ pub fn draw(a: &CurveArgs, out: &Path, command: &str) -> Result<Vec<PathBuf>> {
 
 /// One report, checked to have epochs.
 fn read(path: &Path) -> Result<TrainReport> {
-    let text = std::fs::read_to_string(path).map_err(|e| ReproError::io(path, e))?;
+    let text = engine::io::read_to_string(path).map_err(|e| ReproError::io(path, e))?;
     let r: TrainReport = serde_json::from_str(&text).map_err(|e| {
         ReproError::Usage(format!(
             "{}: not an `engine train --json` report: {e}",

@@ -1,4 +1,6 @@
-//! File output shared by every batchlab tool: atomic writes, so an interrupted run
+//! File input and output shared by every batchlab tool: user files read only
+//! when they are regular files ([`read`], [`read_to_string`]: a FIFO or a
+//! device would block or never end), atomic writes, so an interrupted run
 //! never leaves a half-written trace, policy or layout behind, and
 //! [`clean_up_on_interrupt`], so it leaves no temporary file either.
 
@@ -7,6 +9,37 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// Refuses what is not a regular file (after symlinks): reading a FIFO
+/// waits for a writer that may never come, a device may never end.
+fn regular(path: &Path) -> std::io::Result<()> {
+    let m = fs::metadata(path)?;
+    if m.is_file() {
+        return Ok(());
+    }
+    let what = if m.is_dir() {
+        "a folder"
+    } else {
+        "a FIFO, socket or device"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{what}, not a regular file"),
+    ))
+}
+
+/// `std::fs::read` of a user's file, refusing what is not a regular file.
+pub fn read(path: &Path) -> std::io::Result<Vec<u8>> {
+    regular(path)?;
+    fs::read(path)
+}
+
+/// `std::fs::read_to_string` of a user's file, refusing what is not a
+/// regular file.
+pub fn read_to_string(path: &Path) -> std::io::Result<String> {
+    regular(path)?;
+    fs::read_to_string(path)
+}
 
 /// Temporary files being written now: what an interrupt removes.
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());

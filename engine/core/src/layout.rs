@@ -263,7 +263,7 @@ impl LayoutFile {
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<LayoutFile, LayoutFileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| LayoutFileError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| LayoutFileError::Io {
             path: shown.clone(),
             source,
         })?;

@@ -351,6 +351,11 @@ pub fn export_model(
         .filter(|&v| model.role_of(g, v).role.loss)
         .map(|v| v.0)
         .collect();
+    // An export is what a peer is checked against by its loss: without a
+    // loss node its reference loss would read 0, a check that cannot fail.
+    if loss_nodes.is_empty() {
+        return Err(ReplayError::NoLoss(model.workload.name.clone()).into());
+    }
     let prog = expand(&model.workload, g, cells, model.hidden)?;
     let og = &prog.graph;
     let mut agenda = AgendaPolicy::fixed();
@@ -580,7 +585,7 @@ impl Export {
 
     /// Reads an export file.
     pub fn read(path: &Path) -> Result<Export, ExportError> {
-        let bytes = std::fs::read(path).map_err(|source| TensorsError::Io {
+        let bytes = crate::io::read(path).map_err(|source| TensorsError::Io {
             file: path.display().to_string(),
             source,
         })?;

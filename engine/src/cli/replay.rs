@@ -217,23 +217,40 @@ fn vpps_report(session: &Session) -> Option<VppsReport> {
     })
 }
 
+/// The command that writes the layouts of this input into `out`: a model
+/// folder's cells are planned from the folder, a zoo workload's by name.
+fn layout_command(model: &Model, folder: Option<&std::path::Path>, out: &str) -> String {
+    match folder {
+        Some(m) => format!(
+            "planner layout --model {} --batch 8 --out-dir {out}",
+            m.display()
+        ),
+        None => format!(
+            "planner layout --all --hidden {} --batch 8 --out-dir {out}",
+            model.hidden
+        ),
+    }
+}
+
 /// Reads the layout file of every role's cell from `dir` (`<cell>.json`, or
 /// `<cell>.baseline.json` for the DyNet order).
 pub(super) fn layouts(
     model: &Model,
+    folder: Option<&std::path::Path>,
     dir: &std::path::Path,
     baseline: bool,
 ) -> anyhow::Result<Vec<(String, LayoutFile)>> {
+    let write = |out: &str| layout_command(model, folder, out);
     if !dir.is_dir() {
         bail!(
-            "--layouts {}: {}; give the folder `planner layout --all --hidden {} --batch 8 --out-dir DIR` writes",
+            "--layouts {}: {}; give the folder `{}` writes",
             dir.display(),
             if dir.exists() {
                 "not a folder"
             } else {
                 "no such folder"
             },
-            model.hidden
+            write("DIR")
         );
     }
     let mut files = Vec::new();
@@ -252,10 +269,9 @@ pub(super) fn layouts(
         });
         if !path.exists() {
             bail!(
-                "{}: no layout for cell {name}; write them with `planner layout --all --hidden {} --batch 8 --out-dir {}`",
+                "{}: no layout for cell {name}; write them with `{}`",
                 path.display(),
-                model.hidden,
-                dir.display()
+                write(&dir.display().to_string())
             );
         }
         let file = LayoutFile::read(&path)?;
@@ -263,11 +279,10 @@ pub(super) fn layouts(
         // field: a renamed or copied file would leave its role unplanned.
         if file.cell != *name {
             bail!(
-                "{}: field `cell` is {:?}, but the file's name makes it the layout of cell {name:?}; write the folder again with `planner layout --all --hidden {} --batch 8 --out-dir {}`",
+                "{}: field `cell` is {:?}, but the file's name makes it the layout of cell {name:?}; write the folder again with `{}`",
                 path.display(),
                 file.cell,
-                model.hidden,
-                dir.display()
+                write(&dir.display().to_string())
             );
         }
         files.push((path.display().to_string(), file));
@@ -331,9 +346,9 @@ pub(super) fn executor(a: &Args, model: &Model) -> anyhow::Result<Executor> {
         ExecutorKind::EdBatch | ExecutorKind::EdBatchNoLayout => {
             let Some(dir) = &a.layouts else {
                 bail!(
-                    "--executor {} needs --layouts DIR (write them with `planner layout --all --hidden {} --batch 8 --out-dir DIR`)",
+                    "--executor {} needs --layouts DIR (write them with `{}`)",
                     a.executor,
-                    model.hidden
+                    layout_command(model, a.model.as_deref(), "DIR")
                 );
             };
             if given.is_none() {
@@ -343,7 +358,12 @@ pub(super) fn executor(a: &Args, model: &Model) -> anyhow::Result<Executor> {
                     kind.name()
                 );
             }
-            let files = layouts(model, dir, kind == ExecutorKind::EdBatchNoLayout)?;
+            let files = layouts(
+                model,
+                a.model.as_deref(),
+                dir,
+                kind == ExecutorKind::EdBatchNoLayout,
+            )?;
             Executor::EdBatch(policy("typewise")?, compile_layouts(model, &files)?)
         }
         ExecutorKind::Policy => {

@@ -328,8 +328,24 @@ fn binary_request(
     input: &mut impl std::io::BufRead,
     what: &str,
 ) -> anyhow::Result<(String, Graph, bool)> {
-    let h: BinaryHead =
-        serde_json::from_str(head).with_context(|| format!("{what}: binary request header"))?;
+    let h: BinaryHead = match serde_json::from_str(head) {
+        Ok(h) => h,
+        Err(e) => {
+            // A refused header still announces its words: skip them, so the
+            // next request is read from its start (where the header does not
+            // say how many, nothing can be skipped).
+            let v: Option<serde_json::Value> = serde_json::from_str(head).ok();
+            let sizes = v
+                .as_ref()
+                .and_then(|v| Some((v.get("nodes")?.as_u64()?, v.get("args")?.as_u64()?)));
+            if let Some((n, m)) = sizes.filter(|&(n, m)| n.max(m) < u64::from(u32::MAX)) {
+                let words = 3 * n + 1 + m;
+                std::io::copy(&mut (&mut *input).take(4 * words), &mut std::io::sink())
+                    .with_context(|| format!("{what}: skipping the refused request's words"))?;
+            }
+            return Err(anyhow::Error::new(e).context(format!("{what}: binary request header")));
+        }
+    };
     // Refuse sizes no graph has before reading (and allocating) them.
     if h.nodes >= u32::MAX as usize || h.args >= u32::MAX as usize {
         bail!(

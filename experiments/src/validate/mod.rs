@@ -37,7 +37,7 @@ pub const MAX_EPISODES: u64 = 1_000_000;
 /// Reads and checks a spec file (see [`parse_spec`]).
 pub fn load_spec(path: &Path, quick: bool) -> Result<Spec, SpecError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| SpecError::Io {
+    let text = engine::io::read_to_string(path).map_err(|source| SpecError::Io {
         file: file.clone(),
         source,
     })?;

@@ -129,7 +129,7 @@ impl CellLibrary {
     /// so a trace always means the same computation for the same name).
     pub fn load_file(&mut self, path: &Path) -> Result<String, CellError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| CellError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| CellError::Io {
             path: shown.clone(),
             source,
         })?;

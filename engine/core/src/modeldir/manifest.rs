@@ -76,7 +76,7 @@ impl Manifest {
     /// then the values (format, version, names, files).
     pub fn read(path: &Path) -> Result<Manifest, ModelDirError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ModelDirError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| ModelDirError::Io {
             file: file.clone(),
             source,
         })?;

@@ -164,10 +164,11 @@ impl ModelDir {
                     ));
                 }
                 let shown = cpath.display().to_string();
-                let text = std::fs::read_to_string(&cpath).map_err(|source| ModelDirError::Io {
-                    file: shown.clone(),
-                    source,
-                })?;
+                let text =
+                    crate::io::read_to_string(&cpath).map_err(|source| ModelDirError::Io {
+                        file: shown.clone(),
+                        source,
+                    })?;
                 let name = crate::cells::CellSpec::parse(&text, &shown)?
                     .name()
                     .to_string();

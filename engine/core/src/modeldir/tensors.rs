@@ -95,7 +95,7 @@ impl Tensors {
     /// Reads every tensor of a safetensors file.
     pub fn read(path: &Path) -> Result<Tensors, TensorsError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| TensorsError::Io {
+        let bytes = crate::io::read(path).map_err(|source| TensorsError::Io {
             file: file.clone(),
             source,
         })?;

@@ -277,7 +277,7 @@ impl PolicyFile {
     /// Reads a policy file.
     pub fn read(path: &Path) -> Result<PolicyFile, PolicyFileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyFileError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| PolicyFileError::Io {
             file: file.clone(),
             source,
         })?;

@@ -150,7 +150,7 @@ impl ScheduleFile {
     /// Reads a schedule file.
     pub fn read(path: &Path) -> Result<Self, ScheduleFileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScheduleFileError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| ScheduleFileError::Io {
             file: file.clone(),
             source,
         })?;

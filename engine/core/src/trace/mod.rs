@@ -175,6 +175,14 @@ pub enum TraceError {
         /// The later node it reads.
         arg: u32,
     },
+    /// A `meta` size of 0 (a hidden size or a batch holds at least one).
+    #[error("{file}: field `meta.{field}`: 0; a trace's {field} is at least 1")]
+    ZeroSize {
+        /// File name.
+        file: String,
+        /// `hidden` or `batch_size`.
+        field: &'static str,
+    },
     /// A node's `data` field is not allowed or malformed.
     #[error("{file}: node {node}: field `data`: {message}")]
     Data {
@@ -226,7 +234,7 @@ impl Trace {
     /// Reads and validates a trace file.
     pub fn read(path: &Path) -> Result<Trace, TraceError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+        let text = crate::io::read_to_string(path).map_err(|source| TraceError::Io {
             file: file.clone(),
             source,
         })?;

@@ -60,6 +60,17 @@ pub(super) fn parse(text: &str, file: &str) -> Result<Trace, TraceError> {
         }
     };
     check_header(Some(&raw.format), Some(raw.version), file)?;
+    for (field, v) in [
+        ("hidden", raw.meta.hidden),
+        ("batch_size", raw.meta.batch_size),
+    ] {
+        if v == Some(0) {
+            return Err(TraceError::ZeroSize {
+                file: file.to_string(),
+                field,
+            });
+        }
+    }
     let graph_err = |source| TraceError::Graph {
         file: file.to_string(),
         source,

@@ -354,3 +354,17 @@ fn forward_argument_is_refused_naming_the_node() {
         "t.json: node 1: argument #0 = 2 is not an earlier node (a trace lists every node after its arguments)"
     );
 }
+
+/// Regression: a trace whose `meta.hidden` was 0 was refused later, by a
+/// cell ("hidden size must be at least 1"), naming neither the file nor
+/// the field.
+#[test]
+fn a_zero_size_in_meta_is_refused_naming_the_file_and_field() {
+    let e = err(&mutate(r#""hidden": 64"#, r#""hidden": 0"#));
+    assert_eq!(
+        e,
+        "t.json: field `meta.hidden`: 0; a trace's hidden is at least 1"
+    );
+    let e = err(&mutate(r#""batch_size": 2"#, r#""batch_size": 0"#));
+    assert!(e.starts_with("t.json: field `meta.batch_size`: 0"), "{e}");
+}

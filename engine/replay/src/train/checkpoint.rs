@@ -127,7 +127,7 @@ impl Checkpoint {
     /// hidden size, parameter shapes).
     pub fn read_for(path: &Path, model: &Model) -> Result<Checkpoint, CheckpointError> {
         let p = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
+        let bytes = crate::io::read(path).map_err(|source| CheckpointError::Io {
             path: p.clone(),
             source,
         })?;
