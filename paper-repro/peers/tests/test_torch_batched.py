@@ -143,6 +143,24 @@ class TorchBatchedTest(unittest.TestCase):
                         self.assertLessEqual(r["grad_rel_err"], 1e-4, r["grad_worst"])
                     self.assertGreater(r["batches"], 0)
 
+    def test_torch_levels_state_in_lists_or_buffers_gives_the_same_numbers(self):
+        import numpy as np
+
+        from batchlab_peers.export import Export
+        from batchlab_peers.levels import LevelsPeer
+
+        for f in self.exports():
+            e = Export.read(f)
+            for train in (True, False):
+                with self.subTest(export=os.path.basename(f), train=train):
+                    runs = {lists: LevelsPeer(e, 1, train=train, lists=lists) for lists in (True, False)}
+                    losses = {lists: p.run_once()["loss"] for lists, p in runs.items()}
+                    self.assertAlmostEqual(losses[True], losses[False], delta=1e-5 * abs(losses[False]))
+                    if train:
+                        for (_, spec, a), (_, _, b) in zip(runs[True].gradients(), runs[False].gradients()):
+                            scale = max(float(np.abs(b).max()), 1e-6)
+                            self.assertLessEqual(float(np.abs(a - b).max()) / scale, 1e-5, spec["name"])
+
     def test_torch_fsm_without_its_training_trace_is_an_error(self):
         f = self.exports()[0]
         with tempfile.TemporaryDirectory() as t:
