@@ -24,7 +24,7 @@ use experiments::peers::PeersEnv;
 use crate::error::{ReproError, Result};
 
 /// The harness files, embedded: (path under `batchlab_peers/`, text).
-pub const HARNESS: [(&str, &str); 12] = [
+pub const HARNESS: [(&str, &str); 13] = [
     (
         "__init__.py",
         include_str!("../peers/batchlab_peers/__init__.py"),
@@ -56,6 +56,10 @@ pub const HARNESS: [(&str, &str); 12] = [
     (
         "export.py",
         include_str!("../peers/batchlab_peers/export.py"),
+    ),
+    (
+        "levels.py",
+        include_str!("../peers/batchlab_peers/levels.py"),
     ),
     ("peers.py", include_str!("../peers/batchlab_peers/peers.py")),
     (

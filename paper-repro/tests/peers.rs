@@ -182,6 +182,8 @@ fn pytorch_batched_by_depth_agenda_and_fsm_matches_batchlab_on_the_six_workloads
     let log = unit_tests_with(&py, &dir, &env);
     for test in [
         "test_batched_peers_equal_the_reference",
+        "test_torch_levels_equals_the_reference",
+        "test_torch_levels_state_in_lists_or_buffers_gives_the_same_numbers",
         "test_torch_fsm_without_its_training_trace_is_an_error",
         "test_device_cuda_runs_pytorch_there_and_refuses_what_cannot",
     ] {

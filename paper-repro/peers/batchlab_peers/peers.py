@@ -23,7 +23,17 @@ from importlib import metadata
 from . import codegen
 from .program import Program
 
-PEERS = ("dynet-none", "dynet-agenda", "torch", "torch-depth", "torch-agenda", "torch-fsm", "dgl", "dgl-pull")
+PEERS = (
+    "dynet-none",
+    "dynet-agenda",
+    "torch",
+    "torch-levels",
+    "torch-depth",
+    "torch-agenda",
+    "torch-fsm",
+    "dgl",
+    "dgl-pull",
+)
 #: The peers that run PyTorch batched by a schedule (:mod:`batchlab_peers.batched`).
 BATCHED = {"torch-depth": "depth", "torch-agenda": "agenda", "torch-fsm": "fsm"}
 
@@ -416,6 +426,10 @@ def open_peer(peer, export, threads, profiling=0, train=False, trace=None, fsm=N
         from .dgl_peer import DglPeer
 
         return DglPeer(export, threads, train)
+    if peer == "torch-levels":
+        from .levels import LevelsPeer
+
+        return LevelsPeer(export, threads, train, device)
     if peer in BATCHED:
         if trace is None:
             raise ValueError(f"{peer} needs --trace (the export's trace: its samples)")
