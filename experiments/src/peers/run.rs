@@ -548,8 +548,9 @@ pub(crate) fn run(todo: &[Run], sink: &Sink, opts: &RunOptions) -> Result<(), Ru
                 let cmd = match sys {
                     Some(System::Peer(peer)) => {
                         let Some(env) = env else { continue };
-                        let python = match (peer, &env.dgl_python) {
-                            (Peer::Dgl, Some(p)) => p,
+                        // DGL's peers run in DGL's own environment.
+                        let python = match (peer.framework(), &env.dgl_python) {
+                            ("dgl", Some(p)) => p,
                             _ => &env.python,
                         };
                         let mut cmd = harness_in(

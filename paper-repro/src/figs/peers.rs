@@ -145,9 +145,9 @@ pub(super) fn effects_reading(all: &[(String, Effects)], floor: f64) -> String {
         .filter_map(|(p, e)| e.batches.map(|(f, d)| format!("{p} {f}/{d}")))
         .collect();
     format!(
-        "The engine effect, batchlab's fastest executor ÷ the fastest PyTorch system (eager, or \
-         batched by depth, agenda or the FSM): {}{}. The policy effect inside PyTorch, by FSM ÷ \
-         by depth: {} (batches FSM/depth: {}).",
+        "The engine effect, batchlab's fastest executor ÷ the fastest PyTorch or DGL system of \
+         the point (eager, by levels by hand, DGL, or bt.run by depth, agenda or the FSM): {}{}. \
+         The policy effect inside PyTorch, by FSM ÷ by depth: {} (batches FSM/depth: {}).",
         range(&engine),
         if below.is_empty() {
             String::new()
