@@ -552,3 +552,32 @@ fn a_model_folders_layout_errors_suggest_planning_that_folder() {
         assert!(!e.contains("--all"), "{e}");
     }
 }
+
+/// Regression: `export-model` of a trace without a loss node wrote an
+/// export whose reference loss read 0 and exited 0.
+#[test]
+fn exporting_a_model_without_a_loss_is_refused() {
+    let dir = copy_of("model-tree", "no-loss-role");
+    let manifest = dir.join("model.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    for r in m["roles"].as_array_mut().unwrap() {
+        r["loss"] = serde_json::Value::Bool(false);
+    }
+    std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
+    let out = tmp("no-loss.safetensors");
+    let o = engine(&[
+        "export-model",
+        "--model",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("no loss node") && e.contains("would read 0"),
+        "{e}"
+    );
+    assert!(!out.exists());
+}

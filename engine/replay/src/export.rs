@@ -74,6 +74,12 @@ pub enum ExportError {
     /// (the message names the file and the tensor).
     #[error(transparent)]
     Tensors(#[from] TensorsError),
+    /// The trace has no loss node: a peer is checked against the export by
+    /// its loss, which would read 0.
+    #[error(
+        "workload {0} has no loss node (a loss role, or in a model folder a scalar output nothing reads): an export is checked by its loss, which would read 0"
+    )]
+    NoLoss(String),
     /// The file is a safetensors file but not a (readable) export.
     #[error("{path}: {message}")]
     Format {
@@ -354,7 +360,7 @@ pub fn export_model(
     // An export is what a peer is checked against by its loss: without a
     // loss node its reference loss would read 0, a check that cannot fail.
     if loss_nodes.is_empty() {
-        return Err(ReplayError::NoLoss(model.workload.name.clone()).into());
+        return Err(ExportError::NoLoss(model.workload.name.clone()));
     }
     let prog = expand(&model.workload, g, cells, model.hidden)?;
     let og = &prog.graph;
