@@ -310,3 +310,57 @@ def test_a_constant_loss_weight_between_cells_is_a_scale_op(engine: str, tmp_pat
     assert "op: scale" in cells and "factor: 0.1" in cells, cells
     r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "cavs", "--train", "--check")
     assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4, r["expected"]
+
+
+def test_save_over_a_model_folder_keeps_the_users_other_files(tmp_path: Path) -> None:
+    """Regression: saving over a model folder deleted what the user kept in
+    it (a policy, a report)."""
+    m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+    out = tmp_path / "m"
+    record(m, [[1, 2]], out)
+    (out / "policy.yaml").write_text("mine")
+    (out / "reports").mkdir()
+    (out / "reports" / "r.md").write_text("also mine")
+    record(m, [[1, 2, 3]], out)
+    assert (out / "policy.yaml").read_text() == "mine"
+    assert (out / "reports" / "r.md").read_text() == "also mine"
+    assert (out / "model.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_save_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    """Regression: saving to a path that is a symbolic link replaced the
+    link by a folder."""
+    m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    record(m, [[1, 2]], tmp_path / "link")
+    assert (tmp_path / "link").is_symlink()
+    assert (tmp_path / "real" / "model.json").is_file()
+    record(m, [[1, 2, 3]], tmp_path / "link")
+    assert (tmp_path / "link").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+
+
+def test_sigterm_during_a_save_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """Regression: SIGTERM during Recorder.save left `.NAME.tmp-PID` behind
+    (SIGINT cleaned up)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import os, signal, sys, torch
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from tests.test_errors import Chain, record
+import batchlab_torch._recording.folder as folder
+real = folder.safetensors_bytes
+def stop(*a, **k):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return real(*a, **k)
+folder.safetensors_bytes = stop
+m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+record(m, [[1, 2]], {str(tmp_path / "m")!r})
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 128 + 15, (p.returncode, p.stderr)
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())

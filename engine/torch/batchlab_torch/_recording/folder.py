@@ -15,10 +15,14 @@ or interrupted save leaves the previous folder (or none) intact.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import platform
 import shutil
+import signal
+import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -327,13 +331,52 @@ def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]
     return len(text).to_bytes(8, "little") + text + b"".join(blobs)
 
 
+@contextlib.contextmanager
+def _terminate_as_exit() -> Any:
+    """While a save runs, SIGTERM ends the process through Python's cleanup
+    (``SystemExit``, status 143) rather than at once, so the half-written
+    folder is removed as on SIGINT. A handler the user installed is kept."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _keep_users_files(old: str, new: str, own: set[str]) -> None:
+    """Copies into ``new`` what the user put in the model folder ``old``
+    beside the recording's own files (a policy, layouts, a report): a save
+    replaces the recording, never the user's other files."""
+    for name in os.listdir(old):
+        if name in own:
+            continue
+        src, dst = os.path.join(old, name), os.path.join(new, name)
+        if os.path.isdir(src) and not os.path.islink(src):
+            shutil.copytree(src, dst, symlinks=True)
+        else:
+            shutil.copy2(src, dst, follow_symlinks=False)
+
+
 def _write_dir(
     path: str, texts: dict[str, bytes], tensors: dict[str, tuple[dict[str, torch.Tensor], dict[str, str]]]
 ) -> None:
     """Writes the files into a sibling folder, then swaps it into ``path``.
     An existing ``path`` must be a model folder (it has ``model.json``) or
-    empty: anything else is refused, never overwritten."""
+    empty: anything else is refused, never overwritten; the user's other
+    files in a model folder are kept. A ``path`` that is a symbolic link
+    stays one: its target is replaced. An interrupt (SIGINT, SIGTERM) leaves
+    no temporary folder behind."""
     path = os.path.abspath(path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise RecordError(f"{path}: exists and is not a folder; save into a new or a model folder")
@@ -342,25 +385,35 @@ def _write_dir(
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    own = {name.split("/")[0] for name in (*texts, *tensors)}
     old: str | None = None
-    try:
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(os.path.join(tmp, "cells"))
-        for name, data in texts.items():
-            with open(os.path.join(tmp, name), "wb") as f:
-                f.write(data)
-        for name, (ts, meta) in tensors.items():
-            with open(os.path.join(tmp, name), "wb") as f:
-                f.write(safetensors_bytes(ts, meta))
-        if os.path.exists(path):
-            old = os.path.join(parent, f".{os.path.basename(path)}.old-{os.getpid()}")
-            os.rename(path, old)
-        os.rename(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not os.path.exists(path):
-            os.rename(old, path)
-        raise
+    with _terminate_as_exit():
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.makedirs(os.path.join(tmp, "cells"))
+            for name, data in texts.items():
+                with open(os.path.join(tmp, name), "wb") as f:
+                    f.write(data)
+            for name, (ts, meta) in tensors.items():
+                with open(os.path.join(tmp, name), "wb") as f:
+                    f.write(safetensors_bytes(ts, meta))
+            if os.path.exists(path):
+                _keep_users_files(path, tmp, own)
+                old = os.path.join(parent, f".{os.path.basename(path)}.old-{os.getpid()}")
+                os.rename(path, old)
+            try:
+                os.rename(tmp, path)
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                raise RecordError(
+                    f"{path}: another save made this folder while this one was writing; nothing was replaced: save again"
+                ) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None and not os.path.exists(path):
+                os.rename(old, path)
+            raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
