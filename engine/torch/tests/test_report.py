@@ -56,3 +56,38 @@ def test_ggnn_report_has_the_pyg_baseline(tmp_path: Path) -> None:
     assert any(r["system"] == "pyg" and r["mode"] == "training" for r in rows), rows
     assert "÷ the hand-written `pyg`" in md, md
     assert " ✗" not in md, md
+
+
+def test_a_setup_that_prints_or_exits_is_named(tmp_path: Path) -> None:
+    """Regression: a setup that printed to standard output broke the
+    harness's answer ("JSON: expected value"), and one that called
+    `sys.exit` ended it without a word about the setup."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    folder = root / "engine" / "core" / "tests" / "fixtures" / "model-tree"
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(root / "paper-repro" / "peers"), str(root / "engine" / "torch")])
+    )
+    talk = tmp_path / "talk.py"
+    talk.write_text(
+        "from batchlab_torch.examples.tree_lstm import setup as example\n"
+        "def setup(folder):\n    print('hello from the setup')\n    return example(folder)\n"
+    )
+    leave = tmp_path / "leave.py"
+    leave.write_text("import sys\ndef setup(folder):\n    sys.exit(3)\n")
+
+    def bench(setup: Path) -> subprocess.CompletedProcess:
+        args = ["--setup", f"{setup}:setup", "--model", str(folder), "--list"]
+        cmd = [sys.executable, "-m", "batchlab_peers.torch_bench", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+    p = bench(talk)
+    assert p.returncode == 0, p.stderr
+    assert "eager" in json.loads(p.stdout)["systems"]
+    assert "hello from the setup" in p.stderr
+    p = bench(leave)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "the setup exited (sys.exit(3))" in p.stderr, p.stderr

@@ -39,6 +39,7 @@ status 0, or 2 with the error on standard error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -55,23 +56,37 @@ from batchlab_torch._running.memory import keep_freed_memory
 
 
 def load_setup(spec: str, folder: str) -> dict[str, Any]:
-    """Runs the ``FILE.py:FUNC`` (or ``module:FUNC``) setup on ``folder``."""
+    """Runs the ``FILE.py:FUNC`` (or ``module:FUNC``) setup on ``folder``.
+    What the setup prints goes to standard error (standard output carries
+    this harness's answers), and a setup that exits is named as such."""
     where, _, func = spec.rpartition(":")
     if not where or not func:
         raise SystemExit(f"--setup {spec}: expected FILE.py:FUNC or module:FUNC")
-    if where.endswith(".py"):
-        # As `python FILE.py` would: the file's folder first on the path, so
-        # the setup imports the modules beside it.
-        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
-        s = importlib.util.spec_from_file_location("batchlab_user_setup", where)
-        if s is None or s.loader is None:
-            raise SystemExit(f"--setup {spec}: cannot load {where}")
-        mod = importlib.util.module_from_spec(s)
-        sys.modules["batchlab_user_setup"] = mod
-        s.loader.exec_module(mod)
-    else:
-        mod = importlib.import_module(where)
-    out = getattr(mod, func)(folder)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            if where.endswith(".py"):
+                # As `python FILE.py` would: the file's folder first on the
+                # path, so the setup imports the modules beside it.
+                sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+                s = importlib.util.spec_from_file_location("batchlab_user_setup", where)
+                if s is None or s.loader is None:
+                    raise SystemExit(f"--setup {spec}: cannot load {where}")
+                mod = importlib.util.module_from_spec(s)
+                sys.modules["batchlab_user_setup"] = mod
+                s.loader.exec_module(mod)
+            else:
+                mod = importlib.import_module(where)
+            out = getattr(mod, func)(folder)
+    except SystemExit as e:
+        if isinstance(e.code, str) and e.code.startswith(f"--setup {spec}:"):
+            raise
+        raise SystemExit(
+            f"--setup {spec}: the setup exited (sys.exit({e.code!r})) instead of returning its dict"
+        ) from None
+    if not isinstance(out, dict):
+        raise SystemExit(
+            f"--setup {spec}: the setup returned {type(out).__name__}, not a dict of model, cells, samples"
+        )
     for key in ("model", "cells", "samples"):
         if key not in out:
             raise SystemExit(f"--setup {spec}: the setup's result has no {key!r}")
