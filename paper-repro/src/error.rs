@@ -80,6 +80,9 @@ pub enum ReproError {
     /// A bad command-line value (the message names the flag).
     #[error("{0}")]
     Usage(String),
+    /// Some of a run's rows failed (the report is written and shows them).
+    #[error("{0}")]
+    RowsFailed(String),
     /// The peers' environment could not be made or used.
     #[error("peers: {0}")]
     Peers(String),

@@ -102,3 +102,43 @@ fn model_builtin_that_is_no_trace_is_an_error_naming_the_flag() {
     assert!(err.contains("nothing.json"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Regression: `paper-repro model` exited 0 when every batchlab row had
+/// failed (truncated weights): the report is written, the exit says which
+/// rows failed.
+#[test]
+fn model_run_whose_rows_failed_exits_non_zero_naming_them() {
+    let dir = tmp("model-truncated");
+    let folder = dir.join("m");
+    std::fs::create_dir_all(folder.join("cells")).unwrap();
+    for sub in ["", "cells"] {
+        for e in std::fs::read_dir(fixture().join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, folder.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    let w = folder.join("weights.safetensors");
+    let bytes = std::fs::read(&w).unwrap();
+    std::fs::write(&w, &bytes[..bytes.len() - 40]).unwrap();
+    let out = dir.join("out");
+    let o = run(&[
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+        "model",
+        "--model",
+        folder.to_str().unwrap(),
+        "--rounds",
+        "1",
+        "--no-train",
+    ]);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("rows failed") && err.contains("weights.safetensors"),
+        "{err}"
+    );
+    assert!(out.join("REPORT.md").is_file());
+}

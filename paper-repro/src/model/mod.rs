@@ -732,5 +732,21 @@ pub fn run_command(
         let rows = measure(a, &dir, &work, &fsm, &layouts, builtin, &s, &rows_file)?;
         (analysis, rows)
     };
-    report::write(&dir, &analysis, &rows, out, command)
+    let path = report::write(&dir, &analysis, &rows, out, command)?;
+    // A report with failed rows is written (it shows them), but the run is
+    // not a success: the exit says so, naming the first failure.
+    let failed: Vec<&Row> = rows.iter().filter(|r| r.error.is_some()).collect();
+    if let Some(first) = failed.first() {
+        return Err(ReproError::RowsFailed(format!(
+            "{} of {} rows failed (the report at {} shows them); the first, {} {} round {}: {}",
+            failed.len(),
+            rows.len(),
+            path.display(),
+            first.mode,
+            first.system,
+            first.round + 1,
+            first.error.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(path)
 }
