@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 from batchlab_peers.export import Export
 from batchlab_peers.levels import LevelsPeer
 from batchlab_torch.examples import tree_lstm_levels
@@ -50,9 +49,18 @@ GATES = ("i", "fl", "fr", "o", "u")
 
 def example_model(e: Export) -> TreeLSTM:
     """The example's model holding the export's weights."""
-    by_role = {r["role"]: {p["name"]: torch.from_numpy(e.param(p)) for p in r["params"]} for r in e.roles}
+    by_role = {
+        r["role"]: {p["name"]: torch.from_numpy(e.param(p)) for p in r["params"]}
+        for r in e.roles
+    }
     emb, leaf, node, out = (
-        by_role[k] for k in ("embed.word", "tree_lstm.leaf", "tree_lstm.internal", "sentiment.loss")
+        by_role[k]
+        for k in (
+            "embed.word",
+            "tree_lstm.leaf",
+            "tree_lstm.internal",
+            "sentiment.loss",
+        )
     )
     vocab, hidden = emb["E"].shape
     m = TreeLSTM(vocab=vocab, hidden=hidden, classes=out["W"].shape[0])
@@ -84,36 +92,31 @@ def example_trees(e: Export, vocab: int, classes: int) -> list[Tree]:
             read_by_a_cell.update((left, right))
         elif role == "sentiment.loss":
             made[n["ports"][0][0]].label = n["label"] % classes
-    return [t for i, t in made.items() if isinstance(t, Tree) and i not in read_by_a_cell]
+    return [
+        t for i, t in made.items() if isinstance(t, Tree) and i not in read_by_a_cell
+    ]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("export", help="a tree-lstm export (engine export-model)")
     ap.add_argument("--repeats", type=int, default=11)
-    ap.add_argument("--train", action="store_true", help="time the backward of the loss too")
+    ap.add_argument(
+        "--train", action="store_true", help="time the backward of the loss too"
+    )
     a = ap.parse_args()
     torch.set_num_threads(1)
     e = Export.read(a.export)
     m = example_model(e)
     trees = example_trees(e, m.vocab, m.out.proj.out_features)
     hidden = m.leaf.iou.out_features // 3
-    print(f"{len(trees)} trees, {sum(t.size() for t in trees)} tree nodes, hidden {hidden}, train {a.train}")
+    print(
+        f"{len(trees)} trees, {sum(t.size() for t in trees)} tree nodes, hidden {hidden}, train {a.train}"
+    )
     lv = tree_lstm_levels.flatten(trees, m.vocab)
 
     def flattened_before() -> torch.Tensor:
-        # tree_lstm_levels.losses after its flatten, line for line
-        h = torch.zeros(lv.n, hidden)
-        c = torch.zeros(lv.n, hidden)
-        h[lv.leaf_ids], c[lv.leaf_ids] = m.leaf(m.embed(lv.words))
-        for ids, left, right in lv.internal:
-            h[ids], c[ids] = m.node(h[left], c[left], h[right], c[right])
-        per_node = F.cross_entropy(m.out.proj(h), lv.labels, reduction="none")
-        out, start = [], 0
-        for r in lv.roots:
-            out.append(per_node[start : r + 1].sum())
-            start = r + 1
-        return sum(out)
+        return sum(tree_lstm_levels.level_losses(m, lv))
 
     def timed(fn: Callable[[], torch.Tensor]) -> tuple[float, float]:
         m.zero_grad(set_to_none=True)
@@ -140,14 +143,18 @@ def main() -> None:
     names = list(systems)
     times: dict[str, list[float]] = {k: [] for k in names}
     for k in names:
-        print(f"  {k}: loss {systems[k]()[1]:.6f} (reference {e.header['reference_loss']:.6f})")
+        print(
+            f"  {k}: loss {systems[k]()[1]:.6f} (reference {e.header['reference_loss']:.6f})"
+        )
     for rep in range(a.repeats):
         for k in names[rep % 3 :] + names[: rep % 3]:
             gc.collect()
             times[k].append(systems[k]()[0])
     med = {k: statistics.median(v) for k, v in times.items()}
     for k in names:
-        print(f"{k}: median {med[k] * 1e3:.2f} ms (least {min(times[k]) * 1e3:.2f}, most {max(times[k]) * 1e3:.2f})")
+        print(
+            f"{k}: median {med[k] * 1e3:.2f} ms (least {min(times[k]) * 1e3:.2f}, most {max(times[k]) * 1e3:.2f})"
+        )
     print(
         f"example ÷ torch-levels: {med['example'] / med['torch-levels']:.2f}; "
         f"flattened before ÷ torch-levels: {med['example, flattened before'] / med['torch-levels']:.2f}"

@@ -42,13 +42,12 @@ when training the backward. Inference runs under ``torch.inference_mode()``.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from . import codegen
 from .export import Export
-from .peers import PeerUnavailable
+from .peers import PeerUnavailable, timed_step
 from .program import Program
 
 #: The row-wise PyTorch statement of each non-affine op (``F.linear``,
@@ -598,30 +597,7 @@ class DglPeer:
         return terms[0] if len(terms) == 1 else torch.stack(terms).sum()
 
     def run_once(self):
-        torch = self.torch
-        if self.train:
-            for leaves in self.leaves:
-                for t in leaves.values():
-                    t.grad = None
-        t0, c0 = time.perf_counter(), time.process_time()
-        if self.train:
-            total = self._forward()
-            t1 = time.perf_counter()
-            total.backward()
-        else:
-            with torch.inference_mode():
-                total = self._forward()
-            t1 = time.perf_counter()
-        t2, c2 = time.perf_counter(), time.process_time()
-        return {
-            "construction_s": None,
-            "forward_s": t1 - t0,
-            "backward_s": t2 - t1 if self.train else None,
-            "total_s": t2 - t0,
-            "cpu_s": c2 - c0,
-            "loss": float(total.detach()),
-            "batches": len(self.frontiers),  # g.pull calls
-        }
+        return timed_step(self.torch, self._forward, self.train, self.leaves, len(self.frontiers))  # g.pull calls
 
     def gradients(self):
         """Per role and parameter: (role, spec, gradient array) of the last

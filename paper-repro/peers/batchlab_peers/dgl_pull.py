@@ -28,10 +28,9 @@ copies out of place on every pull; and the graph is built inside the timed
 region, where the example builds it in its data loader's collate function.
 """
 
-import time
 from importlib import metadata
 
-from .peers import PeerUnavailable, torch_gradients, torch_params
+from .peers import PeerUnavailable, timed_step, torch_gradients, torch_params
 from .program import Program
 
 
@@ -152,30 +151,11 @@ class DglPullPeer:
         return g.ndata["out"][idx, 0, 0].sum()
 
     def run_once(self):
-        torch = self.torch
-        if self.train:
-            for ps in self.params:
-                for p in ps.values():
-                    p.grad = None
-        t0, c0 = time.perf_counter(), time.process_time()
-        if self.train:
-            total = self._propagate()
-            t1 = time.perf_counter()
-            total.backward()
-        else:
-            with torch.no_grad():
-                total = self._propagate()
-            t1 = time.perf_counter()
-        t2, c2 = time.perf_counter(), time.process_time()
-        return {
-            "construction_s": None,
-            "forward_s": t1 - t0,
-            "backward_s": t2 - t1 if self.train else None,
-            "total_s": t2 - t0,
-            "cpu_s": c2 - c0,
-            "loss": float(total.detach()),
-            "batches": self.pulls,  # g.pull and g.apply_nodes calls
-        }
+        # Inference under no_grad, as this peer always ran it; its pulls
+        # (g.pull and g.apply_nodes calls) are counted by the run itself.
+        r = timed_step(self.torch, self._propagate, self.train, self.params, None, inference=self.torch.no_grad())
+        r["batches"] = self.pulls
+        return r
 
     def gradients(self):
         """Per role and parameter: (spec, gradient array) of the last step."""

@@ -71,12 +71,11 @@ it.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import codegen
-from .peers import PeerUnavailable, torch_device
+from .peers import PeerUnavailable, timed_step, torch_device
 from .program import Program
 
 #: A gather: how one port input of a call is read. From the buffers
@@ -729,34 +728,7 @@ class LevelsPeer:
         return torch.stack([p.sum() for p in parts]).sum()
 
     def run_once(self) -> dict[str, Any]:
-        torch = self.torch
-        if self.train:
-            for ps in self.leaves:
-                for p in ps.values():
-                    p.grad = None
-        t0, c0 = time.perf_counter(), time.process_time()
-        if self.train:
-            total = self.forward()
-            self.sync()
-            t1 = time.perf_counter()
-            total.backward()
-            self.sync()
-        else:
-            with torch.inference_mode():
-                total = self.forward()
-            self.sync()
-            t1 = time.perf_counter()
-        loss = float(total.detach())
-        t2, c2 = time.perf_counter(), time.process_time()
-        return {
-            "construction_s": None,
-            "forward_s": t1 - t0,
-            "backward_s": t2 - t1 if self.train else None,
-            "total_s": t2 - t0,
-            "cpu_s": c2 - c0,
-            "loss": loss,
-            "batches": len(self.calls),
-        }
+        return timed_step(self.torch, self.forward, self.train, self.leaves, len(self.calls), self.sync)
 
     def gradients(self) -> list[tuple[str, dict[str, Any], Any]]:
         """Per role and export parameter: (role, spec, gradient array) of the

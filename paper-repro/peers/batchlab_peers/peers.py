@@ -398,6 +398,41 @@ def torch_device(torch, device):
     return dev, lambda: None
 
 
+def timed_step(torch, forward, train, leaves, batches, sync=None, inference=None):
+    """One timed mini-batch of a PyTorch-based peer, as ``run_once``
+    returns it: the gradients of ``leaves`` (dicts of tensors) cleared, then
+    ``forward()`` (the summed loss) timed, under ``inference`` (default
+    ``torch.inference_mode()``) unless ``train``, where its backward is timed
+    apart; ``sync`` waits for the device before each clock read."""
+    if train:
+        for ps in leaves:
+            for p in ps.values():
+                p.grad = None
+    wait = sync or (lambda: None)
+    t0, c0 = time.perf_counter(), time.process_time()
+    if train:
+        total = forward()
+        wait()
+        t1 = time.perf_counter()
+        total.backward()
+        wait()
+    else:
+        with inference if inference is not None else torch.inference_mode():
+            total = forward()
+        wait()
+        t1 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
+    return {
+        "construction_s": None,
+        "forward_s": t1 - t0,
+        "backward_s": t2 - t1 if train else None,
+        "total_s": t2 - t0,
+        "cpu_s": c2 - c0,
+        "loss": float(total.detach()),
+        "batches": batches,
+    }
+
+
 def torch_gradients(roles, params):
     """Per role and parameter of ``roles``: (role, spec, gradient array) of
     the PyTorch tensors ``params`` (zeros where no gradient reached one)."""

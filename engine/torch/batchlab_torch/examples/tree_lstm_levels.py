@@ -63,7 +63,12 @@ def flatten(trees: list[Tree], vocab: int) -> Levels:
 
 def losses(model: TreeLSTM, trees: list[Tree]) -> list[torch.Tensor]:
     """Each tree's summed loss (what ``model(tree)`` returns), computed level by level."""
-    lv = flatten(trees, model.vocab)
+    return level_losses(model, flatten(trees, model.vocab))
+
+
+def level_losses(model: TreeLSTM, lv: Levels) -> list[torch.Tensor]:
+    """:func:`losses` of a mini-batch already flattened (the collate step's
+    work done)."""
     hidden = model.leaf.iou.out_features // 3
     h = torch.zeros(lv.n, hidden)
     c = torch.zeros(lv.n, hidden)
