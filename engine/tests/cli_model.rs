@@ -209,11 +209,8 @@ fn export_and_schedule_read_a_model_folder() {
     assert!((got - loss).abs() <= 1e-4 * loss.abs(), "{got} vs {loss}");
     // The export carries the folder's weights, not seeded ones.
     let export = engine::export::Export::read(&out).unwrap();
-    let weights = engine::modeldir::ModelDir::open(&d)
-        .unwrap()
-        .weights()
-        .unwrap();
-    let w = weights.get("leaf.iou.weight").unwrap();
+    let folder = engine::modeldir::ModelDir::open(&d).unwrap();
+    let w = folder.weights().get("leaf.iou.weight").unwrap();
     assert_eq!(export.param("leaf", "leaf.iou.weight"), Some(w));
     let s = tmp("tree.schedule.json");
     let v = json(&engine(&[
@@ -580,4 +577,43 @@ fn exporting_a_model_without_a_loss_is_refused() {
         "{e}"
     );
     assert!(!out.exists());
+}
+
+/// Regression (issue 45, class 3): a folder whose `leaf` cell was replaced
+/// by one with fewer outputs made `replay` and `train` panic at
+/// `store.rs:61` and `script` at `vpps/compile.rs:478`, while `inspect`
+/// and `schedule` exited 0. Every command now refuses it when it opens the
+/// folder, with the same message, exit 1, no panic.
+#[test]
+fn panic_on_a_misfit_cell_every_command_refuses_the_folder_alike() {
+    let dir = copy_of("model-tree", "misfit-cell");
+    let leaf = dir.join("cells/leaf.yaml");
+    let text = std::fs::read_to_string(&leaf).unwrap();
+    std::fs::write(
+        &leaf,
+        text.replace("outputs: [\"mul_1\", \"mul\"]", "outputs: [\"mul_1\"]"),
+    )
+    .unwrap();
+    let d = dir.to_str().unwrap();
+    let out = tmp("misfit-out");
+    let out = out.to_str().unwrap();
+    for args in [
+        vec!["replay", "--model", d, "--executor", "cavs"],
+        vec!["replay", "--model", d, "--executor", "cavs", "--train"],
+        vec!["train", "--model", d, "--epochs", "1"],
+        vec!["script", "--model", d],
+        vec!["inspect", "--model", d],
+        vec!["schedule", "--model", d],
+        vec!["export-model", "--model", d, "--out", out],
+    ] {
+        let o = engine(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        assert!(
+            e.contains("field `roles[2].ports[0]`: role `leaf` feeds it")
+                && e.contains("only 1 output(s)"),
+            "{args:?}: {e}"
+        );
+    }
 }

@@ -142,6 +142,20 @@ impl Model {
                 params,
             });
         }
+        // Every feeder's cell can feed the port that lists it (a model
+        // folder's `open` checked this already; a cell library given with a
+        // zoo trace has not been): the executors index outputs by it.
+        let by_name: std::collections::HashMap<&str, &RoleModel> =
+            roles.iter().map(|r| (r.role.role.as_str(), r)).collect();
+        for r in &roles {
+            for (p, feeders) in r.role.ports.iter().enumerate() {
+                for f in feeders {
+                    if let Some(producer) = by_name.get(f.as_str()) {
+                        r.cell.check_binding(p, &producer.cell)?;
+                    }
+                }
+            }
+        }
         let mut type_role = Vec::with_capacity(g.types().len());
         for (_, op) in g.types().iter() {
             let name = &op.name;

@@ -34,7 +34,7 @@ fn model_folders_replay_to_pytorchs_numbers_on_every_cpu_executor() {
         let dir = ModelDir::open(&fixture(name)).unwrap();
         let exp = dir.expected().unwrap().unwrap();
         let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
-        model.load_weights(&dir.weights().unwrap()).unwrap();
+        model.load_weights(dir.weights()).unwrap();
         for (label, mut ex) in executors() {
             let (_, store) = session::replay(&dir.trace, &model, &dir.cells, &mut ex).unwrap();
             let c = expected::check_outputs(&dir.trace, &model, &store, &exp).unwrap();
@@ -53,7 +53,7 @@ fn model_folders_train_to_pytorchs_gradients() {
         let dir = ModelDir::open(&fixture(name)).unwrap();
         let exp = dir.expected().unwrap().unwrap();
         let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
-        model.load_weights(&dir.weights().unwrap()).unwrap();
+        model.load_weights(dir.weights()).unwrap();
         for (label, mut ex) in executors().into_iter().filter(|(l, _)| *l != "dynet") {
             let mut s = Session::open(
                 engine_replay::device::DeviceKind::Cpu,
@@ -84,7 +84,7 @@ fn a_probe_agrees_op_by_op_with_pytorch() {
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
     let exp = dir.expected().unwrap().unwrap();
     let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
-    model.load_weights(&dir.weights().unwrap()).unwrap();
+    model.load_weights(dir.weights()).unwrap();
     for r in 0..model.roles.len() {
         if let Some(p) = expected::probe(&model, &exp, r) {
             assert_eq!(
@@ -117,7 +117,7 @@ fn a_probe_agrees_op_by_op_with_pytorch() {
 #[test]
 fn missing_and_misshapen_weights_are_named_with_their_file() {
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
-    let mut w = dir.weights().unwrap();
+    let mut w = dir.weights().clone();
     let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
     let mut t = w.get("out.proj.bias").unwrap().clone();
     t.shape = vec![t.data.len() - 1];
@@ -139,7 +139,7 @@ fn sliced_affines_read_in_place_train_to_pytorchs_gradients_under_a_planned_layo
     let dir = ModelDir::open(&fixture("model-tree")).unwrap();
     let exp = dir.expected().unwrap().unwrap();
     let mut model = model::model(&dir.trace, &dir.cells, 7).unwrap();
-    model.load_weights(&dir.weights().unwrap()).unwrap();
+    model.load_weights(dir.weights()).unwrap();
     let layouts = fixture("model-tree-layouts");
     let files: Vec<(String, engine_core::layout::LayoutFile)> = ["leaf", "node", "out"]
         .iter()

@@ -121,7 +121,7 @@ impl Loaded {
         let mut model =
             engine::model::model(&self.trace, &self.cells, seed).context("building the model")?;
         if let Some(d) = &self.dir {
-            model.load_weights(&d.weights()?)?;
+            model.load_weights(d.weights())?;
         }
         Ok(model)
     }

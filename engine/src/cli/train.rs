@@ -284,7 +284,7 @@ fn run_folder(a: Args, dir: &std::path::Path) -> anyhow::Result<()> {
     );
     let cfg = engine::train::run::FolderConfig {
         trace: folder.trace.clone(),
-        weights: folder.weights()?,
+        weights: folder.weights().clone(),
         batch: a.batch,
         epochs: a.epochs,
         max_batches: a.max_batches,

@@ -218,7 +218,7 @@ fn work(f: &Flags) -> Result<(), String> {
         ),
         (None, Some(d)) => {
             let dir = engine::modeldir::ModelDir::open(d).map_err(|e| e.to_string())?;
-            let w = dir.weights().map_err(|e| e.to_string())?;
+            let w = dir.weights().clone();
             (dir.cells, dir.trace, Some(w))
         }
         (None, None) => return Err("give one of --trace and --model".into()),

@@ -12,11 +12,16 @@
 //!
 //! [`ModelDir::open`] checks the folder as a whole: the manifest's fields,
 //! every role's cell file (its name, its ports against the manifest's
-//! feeders), the trace against the roles. Its [`ModelDir::cells`] holds the
+//! feeders, each feeder's outputs against the port's inputs, a loss a
+//! scalar nothing reads), the trace against the manifest and the roles
+//! (counts, batchability, each node's instance and arguments), the weights
+//! against the cells. Every tool opens a folder this way, so a folder one
+//! refuses, all refuse, with the same message. Its [`ModelDir::cells`] holds the
 //! folder's cells and defines its workload, so `Model::new` (engine-replay)
 //! and the op-level expansion resolve the trace's types as they do a zoo
 //! trace's.
 
+mod check;
 mod manifest;
 pub mod tensors;
 
@@ -112,6 +117,8 @@ pub struct ModelDir {
     pub workload: Workload,
     /// Its trace.
     pub trace: Trace,
+    /// Its parameters, read and checked against the cells when opened.
+    weights: Tensors,
 }
 
 impl ModelDir {
@@ -152,8 +159,8 @@ impl ModelDir {
         // Looked up per feeder and per trace type: sets, so that a model of
         // many roles opens in linear time (not a scan of the roles each).
         let role_names: HashSet<&str> = manifest.roles.iter().map(|r| r.role.as_str()).collect();
-        // Ports per cell, each cell instantiated once however many roles use it.
-        let mut ports_of: BTreeMap<&str, usize> = BTreeMap::new();
+        // Each cell instantiated once however many roles use it.
+        let mut instantiated: check::Cells = BTreeMap::new();
         for (i, r) in manifest.roles.iter().enumerate() {
             if cells.spec(&r.cell).is_none() {
                 let cpath = path.join("cells").join(format!("{}.yaml", r.cell));
@@ -183,12 +190,13 @@ impl ModelDir {
                 }
                 cells.add_yaml(&text, &shown)?;
             }
-            let ports = match ports_of.get(r.cell.as_str()) {
-                Some(&n) => n,
+            let ports = match instantiated.get(r.cell.as_str()) {
+                Some(cell) => cell.ports.len(),
                 None => {
                     let cell = cells.instantiate(&r.cell, manifest.hidden.max(1) as usize)?;
-                    ports_of.insert(&r.cell, cell.ports.len());
-                    cell.ports.len()
+                    let n = cell.ports.len();
+                    instantiated.insert(&r.cell, cell);
+                    n
                 }
             };
             if ports != r.ports.len() {
@@ -221,6 +229,7 @@ impl ModelDir {
                 type_name: Some(r.type_name.clone()),
             });
         }
+        check::roles(&manifest, &mfile, &instantiated)?;
         let workload = Workload {
             name: manifest.name.clone(),
             roles,
@@ -263,20 +272,22 @@ impl ModelDir {
                 });
             }
         }
+        check::trace(&manifest, &mfile, &tfile, &trace, &workload, &instantiated)?;
+        let weights = check::weights(&path.join(&manifest.files.weights), &instantiated)?;
         Ok(ModelDir {
             path: path.to_path_buf(),
             manifest,
             cells,
             workload,
             trace,
+            weights,
         })
     }
 
-    /// The parameters (`weights.safetensors`).
-    pub fn weights(&self) -> Result<Tensors, ModelDirError> {
-        Ok(Tensors::read(
-            &self.path.join(&self.manifest.files.weights),
-        )?)
+    /// The parameters (`weights.safetensors`), every cell's present at its
+    /// shape.
+    pub fn weights(&self) -> &Tensors {
+        &self.weights
     }
 
     /// The recording framework's own numbers (`expected.safetensors`), when

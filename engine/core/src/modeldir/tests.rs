@@ -74,7 +74,7 @@ fn both_fixtures_open_and_define_their_workload() {
             d.workload.roles.iter().any(|r| r.loss),
             "{name} has a loss role"
         );
-        let w = d.weights().unwrap();
+        let w = d.weights();
         assert!(!w.is_empty());
         assert!(d.expected().unwrap().unwrap().get("loss").is_some());
     }
@@ -246,6 +246,150 @@ fn quadratic_role_checks_a_manifest_of_many_roles_is_checked_whole() {
     assert!(
         e.contains(&format!("field `roles[{last}].ports[0]`"))
             && e.contains("`nobody` is not a role of the model"),
+        "{e}"
+    );
+}
+
+/// Regression (issue 45, class 3): a role's cell replaced by another with
+/// other outputs opened, and `engine replay|train` then panicked at
+/// `store.rs:61`, `engine script` at `vpps/compile.rs:478`, while
+/// `inspect` and `schedule` ran as if nothing were wrong. `open` checks
+/// every feeder against the port that lists it.
+#[test]
+fn panic_on_a_cell_that_does_not_fit_its_readers_it_is_refused_at_open() {
+    let d = copy("model-tree", "misfit");
+    edit(
+        &d.join("cells/leaf.yaml"),
+        "outputs: [\"mul_1\", \"mul\"]",
+        "outputs: [\"mul_1\"]",
+    );
+    let e = err(&d);
+    assert!(
+        e.contains("model.json: field `roles[2].ports[0]`")
+            && e.contains("role `leaf` feeds it")
+            && e.contains("only 1 output")
+            && e.contains("cells/node.yaml against cells/leaf.yaml"),
+        "{e}"
+    );
+}
+
+fn set_role_field(d: &Path, role: &str, field: &str, value: serde_json::Value) {
+    let m = d.join(MANIFEST);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    let roles = v["roles"].as_array_mut().unwrap();
+    let r = roles.iter_mut().find(|r| r["role"] == role).unwrap();
+    r[field] = value;
+    std::fs::write(&m, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// Regression (issue 45, class 3): a loss on a role whose cell is not one
+/// scalar, or on a role another role reads (its loss counted twice), was
+/// accepted and trained on silently.
+#[test]
+fn a_loss_that_is_not_one_scalar_or_is_read_is_refused() {
+    let d = copy("model-tree", "loss-vector");
+    set_role_field(&d, "leaf", "loss", true.into());
+    let e = err(&d);
+    assert!(
+        e.contains("field `roles[1].loss`") && e.contains("2 output(s) of shape [4], [4]"),
+        "{e}"
+    );
+    let d = copy("model-tree", "loss-twice");
+    set_role_field(&d, "out", "loss", true.into());
+    let e = err(&d);
+    assert!(
+        e.contains("field `roles[4].ports[0]`")
+            && e.contains("reads loss role `out`")
+            && e.contains("count twice"),
+        "{e}"
+    );
+}
+
+/// Regression (issue 45, class 3): the manifest's counts and batchability
+/// were never compared with the trace, and a node's instance out of range
+/// surfaced later as "has no loss".
+#[test]
+fn a_manifest_that_disagrees_with_its_trace_names_the_field() {
+    let d = copy("model-tree", "nodes");
+    edit(&d.join(MANIFEST), "\"nodes\": 183", "\"nodes\": 184");
+    let e = err(&d);
+    assert!(
+        e.contains("field `nodes`: says 184 nodes") && e.contains("has 183"),
+        "{e}"
+    );
+    let d = copy("model-tree", "instances");
+    edit(&d.join(MANIFEST), "\"instances\": 2", "\"instances\": 3");
+    let e = err(&d);
+    assert!(
+        e.contains("trace.json") && e.contains("field `meta.batch_size`: 2"),
+        "{e}"
+    );
+    let d = copy("model-tree", "instance");
+    edit(
+        &d.join("trace.json"),
+        "{\"type\": 1, \"args\": [89], \"instance\": 1}",
+        "{\"type\": 1, \"args\": [89], \"instance\": 7}",
+    );
+    let e = err(&d);
+    assert!(
+        e.contains("node 90: field `instance`: 7 is out of range") && e.contains("2 samples"),
+        "{e}"
+    );
+    let d = copy("model-tree", "batchable");
+    set_role_field(&d, "leaf", "batchable", false.into());
+    let e = err(&d);
+    assert!(
+        e.contains("field `roles[1].batchable`: false")
+            && e.contains("type `leaf[4]` is batchable"),
+        "{e}"
+    );
+}
+
+/// Regression (issue 45, class 3): a node whose arguments fit none of its
+/// cell's ports opened, and only the executors refused it.
+#[test]
+fn a_node_whose_arguments_fit_no_port_is_refused_at_open() {
+    let d = copy("model-tree", "args");
+    edit(
+        &d.join("trace.json"),
+        "{\"type\": 3, \"args\": [1], \"instance\": 0, \"data\": {\"label\": 3}}",
+        "{\"type\": 3, \"args\": [0], \"instance\": 0, \"data\": {\"label\": 3}}",
+    );
+    let e = err(&d);
+    assert!(
+        e.contains("trace.json: node 2 (type `out[4;int]`): field `args`")
+            && e.contains("embedding.embed"),
+        "{e}"
+    );
+}
+
+/// Regression (issue 45, class 3): `inspect`, `schedule` and `planner
+/// layout` accepted a folder whose weights were missing, truncated or of
+/// another shape than the cells; only the executors read them.
+#[test]
+fn missing_truncated_or_misshapen_weights_are_refused_at_open() {
+    let d = copy("model-tree", "no-weights");
+    std::fs::remove_file(d.join("weights.safetensors")).unwrap();
+    let e = err(&d);
+    assert!(e.contains("weights.safetensors"), "{e}");
+    let d = copy("model-tree", "cut-weights");
+    let bytes = std::fs::read(d.join("weights.safetensors")).unwrap();
+    std::fs::write(d.join("weights.safetensors"), &bytes[..bytes.len() - 4]).unwrap();
+    let e = err(&d);
+    assert!(
+        e.contains("weights.safetensors: not a readable safetensors file"),
+        "{e}"
+    );
+    let d = copy("model-tree", "shape-weights");
+    let mut w = Tensors::read(&d.join("weights.safetensors")).unwrap();
+    w.insert("out.proj.bias", Tensor::new(vec![6], vec![0.0; 6]));
+    w.write(&d.join("weights.safetensors"), &Default::default())
+        .unwrap();
+    let e = err(&d);
+    assert!(
+        e.contains("tensor `out.proj.bias` has shape [6]")
+            && e.contains("cell `out` (cells/out.yaml)"),
         "{e}"
     );
 }
