@@ -617,3 +617,96 @@ fn panic_on_a_misfit_cell_every_command_refuses_the_folder_alike() {
         );
     }
 }
+
+/// Regression (issue 45, class 4): an output path that is a file of the
+/// input model folder, or another input of the command, was written over
+/// (the recording destroyed, exit 0). Each is refused before anything is
+/// written, naming both flags, and the folder is left byte for byte.
+#[test]
+fn outputs_onto_the_input_folder_are_refused_and_destroy_nothing() {
+    let dir = copy_of("model-tree", "clobber");
+    let d = dir.to_str().unwrap();
+    let before: Vec<(PathBuf, Vec<u8>)> = [
+        "model.json",
+        "trace.json",
+        "weights.safetensors",
+        "cells/leaf.yaml",
+    ]
+    .iter()
+    .map(|f| (dir.join(f), std::fs::read(dir.join(f)).unwrap()))
+    .collect();
+    let policy = tmp("clobber-policy.yaml");
+    std::fs::write(&policy, "not read: refused first\n").unwrap();
+    let p = policy.to_str().unwrap();
+    let at = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let (weights, leaf, new_cell, manifest) = (
+        at("weights.safetensors"),
+        at("cells/leaf.yaml"),
+        at("cells/export.bin"),
+        at("model.json"),
+    );
+    for (args, said) in [
+        (
+            vec![
+                "train",
+                "--model",
+                d,
+                "--epochs",
+                "1",
+                "--checkpoint",
+                &weights,
+            ],
+            "--checkpoint",
+        ),
+        (
+            vec![
+                "schedule", "--model", d, "--policy", "depth", "--out", &leaf,
+            ],
+            "inside --model",
+        ),
+        (
+            vec!["export-model", "--model", d, "--out", &new_cell],
+            "inside --model",
+        ),
+        (
+            vec![
+                "export-model",
+                "--trace",
+                &at("trace.json"),
+                "--out",
+                &manifest,
+            ],
+            "the same file as --trace",
+        ),
+        (
+            vec![
+                "train",
+                "--model",
+                d,
+                "--epochs",
+                "1",
+                "--policy",
+                p,
+                "--checkpoint",
+                p,
+            ],
+            "the same file as --policy",
+        ),
+    ] {
+        let o = engine(&args);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+        assert!(
+            e.contains(said) && e.contains("refusing to overwrite"),
+            "{args:?}: {e}"
+        );
+    }
+    for (f, bytes) in before {
+        assert_eq!(std::fs::read(&f).unwrap(), bytes, "{} changed", f.display());
+    }
+    assert!(!dir.join("cells/export.bin").exists());
+    assert_eq!(
+        std::fs::read_to_string(&policy).unwrap(),
+        "not read: refused first\n"
+    );
+}

@@ -341,3 +341,81 @@ fn out_equal_to_cells_or_baseline_out_is_refused() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("another output"), "{}", stderr(&o));
 }
+
+/// A copy of the committed model folder `model-tree` at `to`.
+fn model_copy(to: &str) -> PathBuf {
+    let src =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/core/tests/fixtures/model-tree");
+    let dst = tmp(to);
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(dst.join("cells")).unwrap();
+    for sub in ["", "cells"] {
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, dst.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    dst
+}
+
+/// Regression (issue 45, class 4): `planner layout --out M/model.json`, and
+/// `--out-dir M` when a cell is named `model`, wrote over the folder's
+/// manifest. Both are refused before anything is written.
+#[test]
+fn layout_outputs_onto_the_model_folder_are_refused() {
+    let dir = model_copy("clobber-model");
+    let d = dir.to_str().unwrap();
+    let manifest = std::fs::read(dir.join("model.json")).unwrap();
+    let out = dir.join("model.json");
+    let o = planner(&[
+        "layout",
+        "--model",
+        d,
+        "--batch",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the same file as --model"),
+        "{}",
+        stderr(&o)
+    );
+    // A cell named `model`: its planned layout would be M/model.json.
+    let text = std::fs::read_to_string(dir.join("model.json")).unwrap();
+    std::fs::write(
+        dir.join("model.json"),
+        text.replace("\"cell\": \"out\"", "\"cell\": \"model\""),
+    )
+    .unwrap();
+    let cell = std::fs::read_to_string(dir.join("cells/out.yaml")).unwrap();
+    std::fs::write(
+        dir.join("cells/model.yaml"),
+        cell.replace("name: \"out\"", "name: \"model\""),
+    )
+    .unwrap();
+    let renamed = std::fs::read(dir.join("model.json")).unwrap();
+    let o = planner(&["layout", "--model", d, "--batch", "4", "--out-dir", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--out-dir") && stderr(&o).contains("the same file as --model"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(dir.join("model.json")).unwrap(), renamed);
+    assert_ne!(renamed, manifest);
+    // Planning into a folder of its own is fine.
+    let o = planner(&[
+        "layout",
+        "--model",
+        d,
+        "--batch",
+        "4",
+        "--out-dir",
+        dir.join("layouts").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

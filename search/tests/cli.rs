@@ -680,3 +680,47 @@ fn interrupted_write_leaves_no_temporary_file() {
         assert!(std::fs::read_to_string(&out).unwrap().ends_with("}\n"));
     }
 }
+
+/// Regression (issue 45, class 4): `search train --trace M/trace.json --out
+/// M/model.json` wrote the policy over the model folder's manifest. The
+/// trace's folder is an input too when it is a model folder.
+#[test]
+fn a_policy_onto_the_traces_model_folder_is_refused() {
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/core/tests/fixtures/model-tree");
+    let dst = dir().join("clobber-model");
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(dst.join("cells")).unwrap();
+    for sub in ["", "cells"] {
+        for e in std::fs::read_dir(src.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::copy(&p, dst.join(sub).join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    let manifest = std::fs::read(dst.join("model.json")).unwrap();
+    let trace = dst.join("trace.json");
+    for out in ["model.json", "weights.safetensors", "cells/leaf.yaml"] {
+        let o = search(&[
+            "train",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            dst.join(out).to_str().unwrap(),
+        ]);
+        fails_with(&o, "refusing to overwrite an input");
+    }
+    assert_eq!(std::fs::read(dst.join("model.json")).unwrap(), manifest);
+    // Beside the recording, a policy is the user's own file: allowed.
+    let o = search(&[
+        "train",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--episodes",
+        "2",
+        "--out",
+        dst.join("policy.yaml").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -201,12 +201,15 @@ mod interrupt {
 /// before anything is read or written (an atomic write over an input
 /// destroys it however carefully it writes).
 #[derive(Debug, thiserror::Error)]
-#[error("{flag} {path}: the same file as {other_flag} {other}; refusing to overwrite {what}")]
+#[error("{flag} {path}: {relation} {other_flag} {other}; refusing to overwrite {what}")]
 pub struct SamePathError {
     /// The output flag (`--out`).
     pub flag: String,
     /// Its path as given.
     pub path: String,
+    /// `the same file as`, or `inside` (an input that is a folder: every
+    /// file in it is an input).
+    pub relation: &'static str,
     /// The flag it collides with.
     pub other_flag: String,
     /// That path as given.
@@ -217,21 +220,32 @@ pub struct SamePathError {
 
 /// Refuses outputs that are an input or each other: the same path after
 /// resolving `.`, `..` and links, or, where both exist, the same file
-/// (hard links). Pairs are `(flag, path)`; the first collision is named.
+/// (hard links). An input that is a folder (a model folder's `cells/`, a
+/// layouts folder) makes every path inside it an input. Pairs are `(flag,
+/// path)`; the first collision is named.
 pub fn distinct_outputs(
     inputs: &[(&str, &Path)],
     outputs: &[(&str, &Path)],
-) -> Result<(), SamePathError> {
+) -> Result<(), Box<SamePathError>> {
     for (i, (flag, out)) in outputs.iter().enumerate() {
         let mine = Identity::of(out);
         let clash = |what: &'static str, (other_flag, other): &(&str, &Path)| {
-            mine.same(&Identity::of(other)).then(|| SamePathError {
+            let theirs = Identity::of(other);
+            let relation = if mine.same(&theirs) {
+                "the same file as"
+            } else if theirs.folder && mine.path.starts_with(&theirs.path) {
+                "inside"
+            } else {
+                return None;
+            };
+            Some(Box::new(SamePathError {
                 flag: flag.to_string(),
                 path: out.display().to_string(),
+                relation,
                 other_flag: other_flag.to_string(),
                 other: other.display().to_string(),
                 what,
-            })
+            }))
         };
         if let Some(e) = inputs.iter().find_map(|x| clash("an input", x)) {
             return Err(e);
@@ -247,6 +261,8 @@ pub fn distinct_outputs(
 /// device and inode.
 struct Identity {
     path: std::path::PathBuf,
+    /// An existing folder.
+    folder: bool,
     #[cfg(unix)]
     inode: Option<(u64, u64)>,
 }
@@ -265,6 +281,7 @@ impl Identity {
         });
         Identity {
             path,
+            folder: p.is_dir(),
             #[cfg(unix)]
             inode: fs::metadata(p).ok().map(|m| {
                 use std::os::unix::fs::MetadataExt;
@@ -352,6 +369,24 @@ mod tests {
         assert!(e.to_string().contains("another output"), "{e}");
         // Different files are fine.
         distinct_outputs(&[("--trace", &input)], &[("--out", &a)]).unwrap();
+        // A file inside an input folder is an input, spelled any way.
+        let e = distinct_outputs(
+            &[("--layouts", &dir.join("sub"))],
+            &[("--out", &dir.join("sub/x.json"))],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("inside --layouts"), "{e}");
+        let e = distinct_outputs(
+            &[("--layouts", &dir.join("sub"))],
+            &[("--out", &dir.join("./sub/../sub/y"))],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("inside"), "{e}");
+        distinct_outputs(
+            &[("--layouts", &dir.join("sub"))],
+            &[("--out", &dir.join("subway.json"))],
+        )
+        .unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 

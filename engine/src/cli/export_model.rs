@@ -69,13 +69,8 @@ struct Summary {
 pub fn run(a: Args) -> anyhow::Result<()> {
     // The export may not land on what it is made from: the trace, or a
     // model folder's files.
-    let folder = super::model_inputs(&a.model);
-    let mut inputs: Vec<(&str, &std::path::Path)> =
-        folder.iter().map(|p| ("--model", p.as_path())).collect();
-    if let Some(t) = &a.trace {
-        inputs.push(("--trace", t));
-    }
-    engine::io::distinct_outputs(&inputs, &[("--out", &a.out)])?;
+    let owned = super::source_inputs(&a.model, &a.trace);
+    engine::io::distinct_outputs(&super::pairs(&owned), &[("--out", &a.out)])?;
     let budget = a.memory.budget();
     let source = super::TraceInput::of(
         &a.trace,

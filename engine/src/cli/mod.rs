@@ -277,21 +277,39 @@ pub(crate) fn flag_error(e: engine::workloads::RecordError) -> anyhow::Error {
     }
 }
 
-/// The files of a `--model DIR` that an output must not overwrite (with
-/// [`engine::io::distinct_outputs`]).
-pub(crate) fn model_inputs(model: &Option<std::path::PathBuf>) -> Vec<std::path::PathBuf> {
-    model
+/// What a command reading `--model DIR` or `--trace T` must not overwrite
+/// (with [`engine::io::distinct_outputs`]): the folder's recording, or the
+/// trace and, when it lies in a model folder, that folder's recording.
+pub(crate) fn source_inputs(
+    model: &Option<std::path::PathBuf>,
+    trace: &Option<std::path::PathBuf>,
+) -> Vec<(&'static str, std::path::PathBuf)> {
+    let folder = model
         .iter()
-        .flat_map(|d| {
-            [
-                "model.json",
-                "trace.json",
-                "weights.safetensors",
-                "expected.safetensors",
-            ]
-            .map(|f| d.join(f))
-        })
-        .collect()
+        .flat_map(|d| engine::modeldir::ModelDir::own_files(d))
+        .map(|p| ("--model", p));
+    let trace = trace
+        .iter()
+        .flat_map(|t| engine::modeldir::ModelDir::with_its_folder(t))
+        .map(|p| ("--trace", p));
+    folder.chain(trace).collect()
+}
+
+/// `--policy VALUE` as an input: the file, when VALUE names one (a policy
+/// from `search train`); nothing for a heuristic's name.
+pub(crate) fn policy_input(
+    flag: &'static str,
+    value: Option<&str>,
+) -> Option<(&'static str, std::path::PathBuf)> {
+    let path = std::path::PathBuf::from(value?);
+    path.is_file().then_some((flag, path))
+}
+
+/// Borrowed `(flag, path)` pairs of `owned`.
+pub(crate) fn pairs<'a>(
+    owned: &'a [(&'static str, std::path::PathBuf)],
+) -> Vec<(&'a str, &'a std::path::Path)> {
+    owned.iter().map(|(f, p)| (*f, p.as_path())).collect()
 }
 
 #[cfg(test)]

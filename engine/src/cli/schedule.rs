@@ -149,14 +149,9 @@ fn check_workload(policy: &PolicyArg, name: &str, workload: &str) -> anyhow::Res
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
-        let folder = super::model_inputs(&a.model);
-        let mut inputs: Vec<(&str, &std::path::Path)> =
-            folder.iter().map(|p| ("--model", p.as_path())).collect();
-        inputs.push(("--policy", std::path::Path::new(&a.policy)));
-        if let Some(t) = &a.trace {
-            inputs.push(("--trace", t));
-        }
-        engine::io::distinct_outputs(&inputs, &[("--out", out)])?;
+        let mut owned = super::source_inputs(&a.model, &a.trace);
+        owned.extend(super::policy_input("--policy", Some(&a.policy)));
+        engine::io::distinct_outputs(&super::pairs(&owned), &[("--out", out)])?;
     }
     let policy = parse_policy(&a.policy)?;
     if a.serve {

@@ -139,12 +139,13 @@ fn policy(name: &str) -> anyhow::Result<Box<dyn engine::sched::BatchPolicy + Sen
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let folder = super::model_inputs(&a.model);
-    let mut inputs: Vec<(&str, &std::path::Path)> =
-        folder.iter().map(|p| ("--model", p.as_path())).collect();
-    if let Some(t) = &a.trace {
-        inputs.push(("--trace", t));
-    }
+    let mut owned = super::source_inputs(&a.model, &a.trace);
+    owned.extend(super::policy_input("--policy", Some(&a.policy)));
+    owned.extend(super::policy_input(
+        "--backward-policy",
+        Some(&a.backward_policy),
+    ));
+    let inputs = super::pairs(&owned);
     let outputs: Vec<(&str, &std::path::Path)> = [("--out", &a.out), ("--kernel", &a.kernel)]
         .into_iter()
         .filter_map(|(f, p)| Some((f, p.as_deref()?)))

@@ -141,6 +141,18 @@ fn dataset(name: &str, flag: &str) -> anyhow::Result<Dataset> {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    // The checkpoint may not land on what the run reads. (With --resume it
+    // is read and rewritten: it is the run's own file, not an input.)
+    if let Some(checkpoint) = &a.checkpoint {
+        let mut owned = super::source_inputs(&a.model, &None);
+        owned.extend(a.layouts.clone().map(|l| ("--layouts", l)));
+        owned.extend(super::policy_input("--policy", a.policy.as_deref()));
+        owned.extend(super::policy_input(
+            "--backward-policy",
+            Some(&a.backward_policy),
+        ));
+        engine::io::distinct_outputs(&super::pairs(&owned), &[("--checkpoint", checkpoint)])?;
+    }
     if let Some(dir) = a.model.clone() {
         return run_folder(a, &dir);
     }

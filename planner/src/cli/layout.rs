@@ -194,18 +194,44 @@ fn shown_planned(r: &Row, b: Baseline) -> (u64, u64) {
     }
 }
 
-pub fn run(a: Args) -> anyhow::Result<()> {
+/// Refuses outputs that are inputs (a `--cells` file, a model folder's
+/// recording) or each other, before anything is written: `--out`,
+/// `--baseline-out` and the two files per cell `--out-dir` gets.
+fn check_outputs(a: &Args, names: &[String]) -> anyhow::Result<()> {
+    let folder: Vec<PathBuf> = a
+        .model
+        .iter()
+        .flat_map(|d| engine::modeldir::ModelDir::own_files(d))
+        .collect();
     let inputs: Vec<(&str, &std::path::Path)> = a
         .cell_files
         .iter()
         .map(|c| ("--cells", c.as_path()))
+        .chain(folder.iter().map(|p| ("--model", p.as_path())))
         .collect();
+    let in_dir: Vec<PathBuf> = match &a.out_dir {
+        Some(dir) => names
+            .iter()
+            .flat_map(|n| {
+                [
+                    dir.join(format!("{n}.json")),
+                    dir.join(format!("{n}.baseline.json")),
+                ]
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     let outputs: Vec<(&str, &std::path::Path)> =
         [("--out", &a.out), ("--baseline-out", &a.baseline_out)]
             .into_iter()
             .filter_map(|(f, p)| Some((f, p.as_deref()?)))
+            .chain(in_dir.iter().map(|p| ("--out-dir", p.as_path())))
             .collect();
-    engine::io::distinct_outputs(&inputs, &outputs)?;
+    Ok(engine::io::distinct_outputs(&inputs, &outputs)?)
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    check_outputs(&a, &[])?;
     let folder = match &a.model {
         Some(d) => Some(engine::modeldir::ModelDir::open(d)?),
         None => None,
@@ -227,6 +253,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         None => lib.names().map(str::to_owned).collect(),
     };
     let table = a.all || (a.model.is_some() && a.cell.is_none());
+    check_outputs(&a, &names)?;
     if let Some(dir) = &a.out_dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating output folder {}", dir.display()))?;

@@ -69,7 +69,11 @@ struct Report {
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
-        engine::io::distinct_outputs(&[("--trace", &a.trace)], &[("--out", out)])?;
+        // The trace and, when it is a model folder's, the rest of that folder.
+        let traces = engine::modeldir::ModelDir::with_its_folder(&a.trace);
+        let inputs: Vec<(&str, &std::path::Path)> =
+            traces.iter().map(|p| ("--trace", p.as_path())).collect();
+        engine::io::distinct_outputs(&inputs, &[("--out", out)])?;
     }
     let trace = super::load::trace(&a.trace)?;
     let g = &trace.graph;

@@ -290,7 +290,10 @@ fn teacher(
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let hyper = a.hyperparameters()?;
-    let mut inputs: Vec<(&str, &std::path::Path)> = vec![("--trace", &a.trace)];
+    // The trace and, when it is a model folder's, the rest of that folder.
+    let traces = engine::modeldir::ModelDir::with_its_folder(&a.trace);
+    let mut inputs: Vec<(&str, &std::path::Path)> =
+        traces.iter().map(|p| ("--trace", p.as_path())).collect();
     if let Some(t) = a.teacher.as_deref().filter(|t| *t != "optimise") {
         inputs.push(("--teacher", std::path::Path::new(t)));
     }

@@ -299,6 +299,46 @@ impl ModelDir {
         }
     }
 
+    /// The files of the model folder at `dir` that are the recording (its
+    /// manifest, trace, weights, expected outputs and `cells/` folder), for
+    /// [`crate::io::distinct_outputs`]: no output may land on one. The
+    /// manifest's file names when it parses, the recorder's otherwise. The
+    /// user's other files in the folder (a policy, layouts, a report) are
+    /// not among them.
+    pub fn own_files(dir: &Path) -> Vec<PathBuf> {
+        let named = Manifest::read(&dir.join(MANIFEST)).ok().map(|m| m.files);
+        let (trace, weights, expected) = match named {
+            Some(f) => (f.trace, f.weights, f.expected),
+            None => (
+                "trace.json".into(),
+                "weights.safetensors".into(),
+                Some("expected.safetensors".into()),
+            ),
+        };
+        let mut files = vec![dir.join(MANIFEST), dir.join(trace), dir.join(weights)];
+        files.extend(expected.map(|e| dir.join(e)));
+        files.push(dir.join("cells"));
+        files
+    }
+
+    /// [`ModelDir::own_files`] of the model folder `file` lies in, with
+    /// `file`; just `file` when its folder is not a model folder. For an
+    /// input given as a file (`--trace DIR/trace.json`): the rest of its
+    /// folder is the recording too.
+    pub fn with_its_folder(file: &Path) -> Vec<PathBuf> {
+        let mut files = vec![file.to_path_buf()];
+        if let Some(dir) = file.parent()
+            && ModelDir::is_model_dir(if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            })
+        {
+            files.extend(ModelDir::own_files(dir));
+        }
+        files
+    }
+
     /// The manifest's path, for messages.
     pub fn manifest_path(&self) -> PathBuf {
         self.path.join(MANIFEST)
