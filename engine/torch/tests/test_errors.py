@@ -228,6 +228,31 @@ def test_a_zoo_name_is_refused(engine: str, folder: Path, tmp_path: Path) -> Non
     replay_fails(engine, d, "model.json", "built-in workload")
 
 
+def test_a_zoo_name_is_refused_when_the_recorder_is_made(engine: str, tmp_path: Path) -> None:
+    """Regression: ``Recorder(..., name="tree-lstm")`` recorded and saved a
+    folder that every tool then refused. The recorder refuses the name when
+    it is made, for every name ``engine workloads`` lists (and the package's
+    list is that list)."""
+    import subprocess
+
+    from batchlab_torch._recording.tracer import ZOO_WORKLOADS
+
+    listed = json.loads(subprocess.run([engine, "workloads", "--json"], capture_output=True, check=True).stdout)
+    names = {w["name"] for w in listed}
+    assert names == ZOO_WORKLOADS
+    m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+    for n in sorted(names):
+        with pytest.raises(bt.RecordError, match="built-in workload"):
+            bt.Recorder(m, cells={"cell": m.cell}, name=n)
+    with pytest.raises(bt.RecordError, match="non-empty"):
+        bt.Recorder(m, cells={"cell": m.cell}, name="")
+    rec = bt.Recorder(m, cells={"cell": m.cell}, name="tree-lstm-mine")
+    with rec:
+        m([1, 2])
+    rec.save(str(tmp_path / "m"))
+    assert json.loads((tmp_path / "m" / "model.json").read_text())["name"] == "tree-lstm-mine"
+
+
 class Children(nn.Module):
     """A cell over a node's children's states; ``fn(self, x, hs)`` is its body."""
 
@@ -364,3 +389,24 @@ record(m, [[1, 2]], {str(tmp_path / "m")!r})
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert p.returncode == 128 + 15, (p.returncode, p.stderr)
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_one_recorder_saved_twice_writes_the_same_folder(tmp_path: Path) -> None:
+    """Issue 45 reported an IndexError on a Recorder's second save: a second
+    save (to another path or the same one) writes the same bytes, and
+    recording more samples after a save extends the recording."""
+    m = Chain(lambda self, x: torch.tanh(self.lin(x)))
+    rec = bt.Recorder(m, cells={"cell": m.cell})
+    with rec:
+        for s in [[1, 2, 3], [4, 5]]:
+            m(s)
+    rec.save(str(tmp_path / "a"))
+    rec.save(str(tmp_path / "b"))
+    rec.save(str(tmp_path / "a"))
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    with rec:
+        m([6, 7])
+    rec.save(str(tmp_path / "c"))
+    assert json.loads((tmp_path / "c" / "model.json").read_text())["instances"] == 3

@@ -135,6 +135,43 @@ def static_repr(x: Any) -> str:
     return f"<{type(x).__name__}>"
 
 
+# The built-in workloads' names (`engine workloads`), which a model folder may
+# not take: the tools would read its trace as the zoo workload's. Kept equal
+# to the engine's list by tests/test_errors.py.
+ZOO_WORKLOADS = frozenset(
+    {
+        "bilstm-tagger",
+        "bilstm-tagger-char",
+        "lstm-nmt",
+        "tree-lstm",
+        "tree-gru",
+        "mv-rnn",
+        "tree-lstm-2type",
+        "lattice-lstm",
+        "lattice-gru",
+        "fixed-lstm",
+        "var-lstm",
+        "tree-fc",
+        "td-rnn",
+        "td-lstm",
+        "rvnn",
+    }
+)
+
+
+def check_name(name: str, who: str) -> str:
+    """``name`` if a model folder may bear it (not empty, not a zoo
+    workload's), else a :class:`RecordError` naming ``who``'s ``name=``."""
+    if not isinstance(name, str) or not name:
+        raise RecordError(f"{who}: name={name!r}: give a non-empty string (default: torch- and the class's name)")
+    if name in ZOO_WORKLOADS:
+        raise RecordError(
+            f"{who}: name={name!r} is a built-in workload's name (`engine workloads`); "
+            "the tools would read the recording as that workload: choose another name"
+        )
+    return name
+
+
 def default_name(model: nn.Module) -> str:
     """``torch-`` and the model class's name in kebab case (``TreeLSTM`` ->
     ``torch-tree-lstm``): never a zoo workload's name."""
@@ -163,7 +200,7 @@ class Tracer:
             raise RecordError(f"{who}: cells is empty; mark at least one submodule, e.g. cells={{'node': model.node}}")
         paths = {id(m): p for p, m in model.named_modules(remove_duplicate=False)}
         self.model = model
-        self.name = name or default_name(model)
+        self.name = default_name(model) if name is None else check_name(name, who)
         self.cells: dict[str, nn.Module] = {}
         self.paths: dict[str, str] = {}
         for role, mod in cells.items():
