@@ -74,6 +74,8 @@ pub mod ranges {
     pub const ROUNDS: (usize, usize) = (1, 1000);
     /// `--budget` of the exact search: node expansions.
     pub const EXPANSIONS: (u64, u64) = (1, 1_000_000_000_000);
+    /// `--timeout`: seconds one measuring process may run.
+    pub const TIMEOUT_S: (u64, u64) = (1, 604_800);
     /// A time budget, in seconds (0 stops at once with the best found).
     pub const BUDGET_S: (f64, f64) = (0.0, 604_800.0);
 }

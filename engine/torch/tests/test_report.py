@@ -91,3 +91,38 @@ def test_a_setup_that_prints_or_exits_is_named(tmp_path: Path) -> None:
     p = bench(leave)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "the setup exited (sys.exit(3))" in p.stderr, p.stderr
+
+
+def test_a_setup_that_hangs_or_runs_other_samples_fails_the_run(tmp_path: Path) -> None:
+    """Regression: a setup that hung hung `paper-repro model`; one that
+    returned other samples than the folder's (fewer, or as many but other
+    ones) ended in exit 0, its throughput computed with the folder's count
+    and its loss marked ✗ in a table. Each now fails the run, naming why."""
+    repro = tool("paper-repro")
+    root = Path(__file__).resolve().parents[3]
+    folder = str(root / "engine" / "core" / "tests" / "fixtures" / "model-tree")
+    example = "from batchlab_torch.examples.tree_lstm import setup as example\n"
+    setups = {
+        "hang": "import time\ndef setup(folder):\n    time.sleep(3600)\n",
+        "fewer": example
+        + "def setup(folder):\n    s = example(folder)\n    s['samples'] = s['samples'][:1]\n    return s\n",
+        "other": example
+        + "def setup(folder):\n    s = example(folder)\n    s['samples'] = [s['samples'][0]] * len(s['samples'])\n"
+        + "    s.pop('baselines', None)\n    return s\n",
+    }
+    for name, text in setups.items():
+        (tmp_path / f"{name}.py").write_text(text)
+
+    def model_run(name: str, *extra: str) -> str:
+        args = ["--quick", "--out", str(tmp_path / f"out-{name}"), "model", "--model", folder]
+        args += ["--torch", f"{tmp_path / name}.py:setup", "--rounds", "1", "--no-train", *extra]
+        p = run(repro, *args, ok=False)
+        assert p.returncode == 1, (name, p.returncode, p.stderr)
+        return p.stderr
+
+    e = model_run("hang", "--timeout", "5")
+    assert "ran past --timeout 5 s and was killed" in e, e
+    e = model_run("fewer")
+    assert "the setup returned 1 samples" in e and "recorded on 2" in e, e
+    e = model_run("other")
+    assert "rows failed" in e and "is not the recording's" in e, e

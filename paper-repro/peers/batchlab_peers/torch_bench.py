@@ -90,6 +90,22 @@ def load_setup(spec: str, folder: str) -> dict[str, Any]:
     for key in ("model", "cells", "samples"):
         if key not in out:
             raise SystemExit(f"--setup {spec}: the setup's result has no {key!r}")
+    # Every system's throughput is the folder's samples over its time, and
+    # its loss is checked against the recording's: the setup must hand back
+    # the samples the folder was recorded on.
+    with open(os.path.join(folder, "model.json")) as f:
+        recorded = json.load(f).get("instances")
+    try:
+        n = len(out["samples"])
+    except TypeError:
+        raise SystemExit(
+            f"--setup {spec}: the setup's 'samples' is a {type(out['samples']).__name__}, not a list"
+        ) from None
+    if n != recorded:
+        raise SystemExit(
+            f"--setup {spec}: the setup returned {n} samples, but {folder} was recorded on {recorded} "
+            "(model.json `instances`): return the samples the folder was recorded on"
+        )
     return out
 
 

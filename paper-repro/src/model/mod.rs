@@ -14,7 +14,7 @@
 pub mod report;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
 
 use engine::modeldir::ModelDir;
 use engine::sched::{Encoding, PolicyArg, SameTypeDag, run_policy};
@@ -43,6 +43,12 @@ pub struct ModelArgs {
     /// [default: 3, 1 with --quick]. [range: 1 to 100000]
     #[arg(long, value_parser = engine::tool::int_in(engine::tool::ranges::REPEAT))]
     pub repeats: Option<usize>,
+    /// Seconds one measuring process (a system's round: the setup, one
+    /// untimed and the timed mini-batches) may run before it is killed and
+    /// its row fails naming this flag; also bounds the setup's `--list`
+    /// call. [range: 1 to 604800]
+    #[arg(long, default_value_t = 1800, value_parser = engine::tool::int_in(engine::tool::ranges::TIMEOUT_S))]
+    pub timeout: u64,
     /// CPU threads of every system. [range: 1 to 4096]
     #[arg(long, default_value_t = 1, value_parser = engine::tool::int_in(engine::tool::ranges::THREADS))]
     pub threads: usize,
@@ -364,15 +370,18 @@ struct System {
 }
 
 /// Runs `cmd`; the JSON it wrote to `result`, or why not.
-fn launch(mut cmd: Command, threads: usize, result: &Path) -> std::result::Result<Value, String> {
+fn launch(
+    mut cmd: Command,
+    threads: usize,
+    timeout: u64,
+    result: &Path,
+) -> std::result::Result<Value, String> {
     let t = threads.to_string();
     for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
         cmd.env(var, &t);
     }
     let _ = std::fs::remove_file(result);
-    let out = cmd
-        .output()
-        .map_err(|e| format!("starting {:?}: {e}", cmd.get_program()))?;
+    let out = output_within(&mut cmd, timeout)?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let tail: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -380,6 +389,107 @@ fn launch(mut cmd: Command, threads: usize, result: &Path) -> std::result::Resul
     }
     let text = std::fs::read_to_string(result).map_err(|e| format!("{}: {e}", result.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", result.display()))
+}
+
+/// Relative difference within which a system's loss equals the recording's.
+pub const LOSS_TOLERANCE: f64 = 1e-4;
+
+/// The recording's loss (`expected.safetensors`), when the folder has one.
+fn recorded_loss(dir: &ModelDir) -> Option<f64> {
+    dir.expected().ok().flatten().and_then(|e| {
+        e.get("loss")
+            .and_then(|t| t.data.first())
+            .map(|&x| f64::from(x))
+    })
+}
+
+/// A row's loss against the recording's: a system run on the folder's
+/// weights and samples that gives another loss did not run the recorded
+/// model on the recorded samples (a setup returning other samples or
+/// another model), and its time is not comparable. The built-in trace runs
+/// on its own seeded weights and is not compared.
+fn same_loss(v: &Value, family: &str, expected: Option<f64>) -> std::result::Result<(), String> {
+    let (Some(l), Some(e)) = (v.get("loss").and_then(Value::as_f64), expected) else {
+        return Ok(());
+    };
+    if family == "built-in" || (l - e).abs() <= LOSS_TOLERANCE * e.abs().max(1e-12) {
+        return Ok(());
+    }
+    Err(format!(
+        "its loss {l} is not the recording's {e} (expected.safetensors `loss`) within {LOSS_TOLERANCE}: it did not run the recorded model on the recorded samples (does the setup return the samples the folder was recorded on, in order?)"
+    ))
+}
+
+/// `cmd`'s output, or an error naming `--timeout` when it runs longer than
+/// `timeout` seconds: then it and every process it started (its process
+/// group: a setup's own helpers, bt.run's schedule service) are killed.
+fn output_within(cmd: &mut Command, timeout: u64) -> std::result::Result<Output, String> {
+    use std::io::Read;
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting {:?}: {e}", cmd.get_program()))?;
+    // Drained on threads, so a child that fills a pipe never blocks.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(timeout);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => {
+                kill_group(&mut child);
+                let _ = child.wait();
+                return Err(format!(
+                    "{:?} ran past --timeout {timeout} s and was killed (a setup or model that hangs; raise --timeout for a slow one)",
+                    cmd.get_program()
+                ));
+            }
+            Err(e) => return Err(format!("waiting for {:?}: {e}", cmd.get_program())),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// Kills `child` and the processes of its group.
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) on the group this child leads (process_group(0)).
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
 }
 
 /// The measuring settings.
@@ -410,6 +520,7 @@ pub fn measure(
     s: &Settings<'_>,
     rows_file: &Path,
 ) -> Result<Vec<Row>> {
+    let expected_loss = recorded_loss(dir);
     let prep = Prepared {
         fsm: fsm.to_path_buf(),
         layouts: layouts.to_path_buf(),
@@ -437,9 +548,8 @@ pub fn measure(
         (Some(setup), Some((py, harness))) => {
             let mut cmd = bench(py, harness, setup, &a.model)?;
             cmd.arg("--list");
-            let out = cmd
-                .output()
-                .map_err(|e| ReproError::Peers(format!("{}: {e}", py.display())))?;
+            let out = output_within(&mut cmd, a.timeout)
+                .map_err(|e| ReproError::Peers(format!("--torch {setup}: {e}")))?;
             if !out.status.success() {
                 return Err(ReproError::Peers(format!(
                     "--torch {setup}: {}",
@@ -550,7 +660,8 @@ pub fn measure(
                         sys.name
                     );
                 }
-                let r = launch(cmd, a.threads, &result);
+                let r = launch(cmd, a.threads, a.timeout, &result)
+                    .and_then(|v| same_loss(&v, sys.family, expected_loss).map(|()| v));
                 let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
                 let row = match r {
                     Ok(v) => Row {

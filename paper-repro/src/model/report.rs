@@ -154,11 +154,7 @@ pub fn write(
 ) -> Result<PathBuf> {
     let m = &dir.manifest;
     let g = &dir.trace.graph;
-    let expected_loss = dir.expected().ok().flatten().and_then(|e| {
-        e.get("loss")
-            .and_then(|t| t.data.first())
-            .map(|&x| f64::from(x))
-    });
+    let expected_loss = super::recorded_loss(dir);
     let mut md = String::new();
     let _ = writeln!(md, "# Model report: {}\n", m.name);
     let _ = writeln!(
@@ -249,7 +245,9 @@ pub fn write(
             let loss = match (s.loss, expected_loss) {
                 // The built-in trace runs on its own seeded weights.
                 (Some(l), _) if s.family == "built-in" => format!("{l:.4}"),
-                (Some(l), Some(e)) if (l - e).abs() <= 1e-4 * e.abs().max(1e-12) => {
+                (Some(l), Some(e))
+                    if (l - e).abs() <= super::LOSS_TOLERANCE * e.abs().max(1e-12) =>
+                {
                     format!("{l:.4} ✓")
                 }
                 (Some(l), Some(_)) => format!("{l:.4} ✗"),

@@ -25,7 +25,7 @@ from .._flat import unflatten as tree_unflatten
 from .cell import Cell, bl_shape
 from .graph import Kind, RecordError, Src
 from .lower import DataIn, LoweringError, lower, tshape
-from .tracer import ZERO, Stack, Tracer
+from .tracer import ZERO, Stack, Tracer, check_name
 
 
 class _Tape:
@@ -59,6 +59,11 @@ class Recorder(Tracer):
     keeps_values = True
 
     def __init__(self, model: nn.Module, cells: dict[str, nn.Module], *, name: str | None = None) -> None:
+        # A folder's name, checked now rather than by the tools after the
+        # save. (bt.run's discovery may run under a zoo workload's name: the
+        # peers run a zoo trace's policy on it.)
+        if name is not None:
+            check_name(name, "Recorder")
         super().__init__(model, cells, name=name)
         self._tape: _Tape | None = None
 

@@ -200,7 +200,7 @@ class Tracer:
             raise RecordError(f"{who}: cells is empty; mark at least one submodule, e.g. cells={{'node': model.node}}")
         paths = {id(m): p for p, m in model.named_modules(remove_duplicate=False)}
         self.model = model
-        self.name = default_name(model) if name is None else check_name(name, who)
+        self.name = name or default_name(model)
         self.cells: dict[str, nn.Module] = {}
         self.paths: dict[str, str] = {}
         for role, mod in cells.items():
