@@ -36,7 +36,7 @@ enum Command {
     Workloads(workloads::Args),
     /// List the built-in cells, or show one instantiated at a hidden size.
     Cells(cells::Args),
-    /// Execute a trace with real kernels (reference, dynet, cavs, policy) and measure it.
+    /// Execute a trace with real kernels (reference, dynet, cavs, policy, edbatch, edbatch-nolayout, vpps) and measure it, forward or (--train) forward and backward.
     Replay(replay::Args),
     /// The batches a policy picks for a trace, as a schedule file; or a service scheduling each trace sent to it (batchlab_torch.run).
     Schedule(schedule::Args),
@@ -314,3 +314,27 @@ pub(crate) fn pairs<'a>(
 
 #[cfg(test)]
 engine::flag_range_test!(Cli);
+
+/// Regression (issue 45, class 10): `engine --help` described `replay`
+/// with four executors of seven.
+#[cfg(test)]
+#[test]
+fn help_of_replay_names_every_executor() {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let replay = cmd
+        .get_subcommands()
+        .find(|c| c.get_name() == "replay")
+        .expect("a replay subcommand");
+    let about = replay
+        .get_about()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    for kind in engine::sched::ExecutorKind::ALL {
+        assert!(
+            about.contains(kind.name()),
+            "{} missing from: {about}",
+            kind.name()
+        );
+    }
+}
