@@ -759,31 +759,25 @@ pub(crate) unsafe fn grad_row_op<B: GradRows>(op: &GRowOp, b: &B, r: usize, data
             }
             GKind::PickLoss { width } => {
                 let (x, d) = (val(0), dx(0));
-                let mut p = [0.0f32; 64];
+                // The softmax of each row, vectorised (a row may be a whole
+                // vocabulary); one buffer for the op's rows.
+                let mut p = vec![0.0f32; *width];
+                let label = data.1 as usize % width;
                 for (c, (xc, dc)) in x
                     .chunks_exact(*width)
                     .zip(d.chunks_exact_mut(*width))
                     .enumerate()
                 {
                     let g = dy[c];
-                    let max = xc.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut max = f32::NEG_INFINITY;
+                    super::simd::row_max(xc, &mut max);
                     let mut sum = 0.0;
-                    for (i, &v) in xc.iter().enumerate() {
-                        let e = (v - max).exp();
-                        if i < p.len() {
-                            p[i] = e;
-                        }
-                        sum += e;
-                    }
-                    let label = data.1 as usize % width;
-                    for (i, d) in dc.iter_mut().enumerate() {
-                        let e = if i < p.len() {
-                            p[i]
-                        } else {
-                            (xc[i] - max).exp()
-                        };
+                    super::simd::exp_shifted(xc, max, &mut p, &mut sum);
+                    let inv = 1.0 / sum;
+                    let store = st(0);
+                    for (i, (d, &e)) in dc.iter_mut().zip(&p).enumerate() {
                         let onehot = if i == label { 1.0 } else { 0.0 };
-                        *d = g * (e / sum - onehot) + if st(0) { 0.0 } else { *d };
+                        *d = g * (e * inv - onehot) + if store { 0.0 } else { *d };
                     }
                 }
             }

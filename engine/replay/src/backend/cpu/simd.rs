@@ -287,6 +287,66 @@ pub fn gelu_grad1(x: f32) -> f32 {
         + x * INV_SQRT_2PI * (-0.5 * x * x).exp()
 }
 
+/// Lanes of the row reductions below: independent accumulators, so the
+/// compiler keeps them in vector registers (a single running sum or max is
+/// a chain it may not reorder).
+const LANES: usize = 16;
+
+multiversion! {
+    /// The largest of `x` (−∞ for an empty row; a NaN is passed over, as
+    /// `f32::max` does), into `max`.
+    pub fn row_max(x: &[f32], max: &mut f32) {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a = a.max(v);
+            }
+        }
+        let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        *max = acc.iter().copied().fold(tail, f32::max);
+    }
+}
+
+multiversion! {
+    /// `y = e^(x − shift)` elementwise, and `Σ y` into `sum`: a softmax's
+    /// numerators and denominator (the log-softmax of a loss over a
+    /// vocabulary is thousands of these per row).
+    pub fn exp_shifted(x: &[f32], shift: f32, y: &mut [f32], sum: &mut f32) {
+        let mut acc = [0.0f32; LANES];
+        let mut xs = x.chunks_exact(LANES);
+        let mut ys = y.chunks_exact_mut(LANES);
+        for (xc, yc) in (&mut xs).zip(&mut ys) {
+            for ((a, o), &v) in acc.iter_mut().zip(yc.iter_mut()).zip(xc) {
+                *o = exp1::<FMA>(v - shift);
+                *a += *o;
+            }
+        }
+        let mut tail = 0.0;
+        for (o, &v) in ys.into_remainder().iter_mut().zip(xs.remainder()) {
+            *o = exp1::<FMA>(v - shift);
+            tail += *o;
+        }
+        *sum = acc.iter().sum::<f32>() + tail;
+    }
+}
+
+multiversion! {
+    /// `Σ e^(x − shift)` into `sum` ([`exp_shifted`] without keeping the
+    /// terms).
+    pub fn exp_shifted_sum(x: &[f32], shift: f32, sum: &mut f32) {
+        let mut acc = [0.0f32; LANES];
+        let mut xs = x.chunks_exact(LANES);
+        for xc in &mut xs {
+            for (a, &v) in acc.iter_mut().zip(xc) {
+                *a += exp1::<FMA>(v - shift);
+            }
+        }
+        let tail: f32 = xs.remainder().iter().map(|&v| exp1::<FMA>(v - shift)).sum();
+        *sum = acc.iter().sum::<f32>() + tail;
+    }
+}
+
 multiversion! {
     /// `y = gelu(x)` elementwise ([`gelu1`]).
     pub fn gelu(x: &[f32], y: &mut [f32]) {
