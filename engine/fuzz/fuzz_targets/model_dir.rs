@@ -1,5 +1,7 @@
-//! A whole model folder → `ModelDir::open`, then `weights()` and
-//! `expected()`. The input is the folder's files, framed as text:
+//! A whole model folder → `ModelDir::open` (the folder checked whole: the
+//! cells against the roles that read them, the manifest against the trace,
+//! the weights against the cells), then `weights()` and `expected()`. The
+//! input is the folder's files, framed as text:
 //!
 //! ```text
 //! %%% model.json
@@ -92,7 +94,16 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    let _ = d.weights().map_err(|e| e.to_string());
+    // Opened means checked whole: the weights were read and fit the cells.
+    for r in &d.workload.roles {
+        let cell = d.cells.instantiate(&r.cell, d.manifest.hidden.max(1) as usize);
+        if let Ok(cell) = cell {
+            for &p in &cell.params {
+                let v = cell.value(p);
+                assert!(d.weights().require(&v.name, &v.shape, "fuzz").is_ok());
+            }
+        }
+    }
     let _ = d.expected().map_err(|e| e.to_string());
     let _ = d.manifest_path();
     for r in &d.workload.roles {

@@ -138,3 +138,30 @@ def test_an_unread_answer_is_not_given_to_the_next_mini_batch() -> None:
         got = runner.run(other, "depth")
         want = [m(s) for s in other]
     assert len(got) == 1 and rel_err(got[0], want[0]) <= 1e-5
+
+
+def test_a_policy_file_rewritten_between_calls_is_read_again(engine: str, search: str, tmp_path: Path) -> None:
+    """Regression: the schedule service read a policy file once and kept it
+    for the session, so a policy retrained into the same file went on
+    scheduling with the old one. A file changed on disk starts a new
+    service: rewritten as garbage, the next call fails naming it; written
+    back, it runs again."""
+    m, cells = make()
+    samples = trees()
+    runner = bt.Runner(m, cells)
+    trace, policy = tmp_path / "t.json", tmp_path / "p.yaml"
+    runner.save_trace(samples, str(trace))
+    run(search, "train", "--trace", str(trace), "--episodes", "20", "--out", str(policy))
+    good = policy.read_bytes()
+    with torch.no_grad():
+        want = [m(s) for s in samples]
+        got = runner.run(samples, str(policy))
+        assert all(rel_err(g, w) <= 1e-5 for g, w in zip(got, want))
+        assert runner.stats.misses == 0
+        policy.write_text("format: not-a-policy\n")
+        with pytest.raises(bt.ScheduleError, match="p.yaml"):
+            runner.run(samples, str(policy))
+        policy.write_bytes(good)
+        got = runner.run(samples, str(policy))
+    assert all(rel_err(g, w) <= 1e-5 for g, w in zip(got, want))
+    assert runner.stats.misses == 0

@@ -82,6 +82,7 @@ class _Server:
         )
         self.policy = policy
         self.engine = engine
+        self.read_version: tuple[int, int, int] | None = None  # the policy file it read
         self.pending = False  # a request sent whose answer is not read yet
         # A request is ~16 bytes a node, more than a pipe's default 64 KiB:
         # a bigger pipe takes it in one write, not in turns with the reader.
@@ -90,14 +91,39 @@ class _Server:
         except (AttributeError, OSError):
             pass  # not Linux, or above /proc/sys/fs/pipe-max-size: the default pipe works, in turns
 
+    @staticmethod
+    def version(policy: str) -> tuple[int, int, int] | None:
+        """The policy file as it is on disk now (inode, size, modification
+        time), or None for a heuristic's name: the service read the file
+        when it started, so a file rewritten since (a policy retrained in
+        the same session) needs a new one."""
+        try:
+            st = os.stat(policy)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
     @classmethod
     def get(cls, engine: str, policy: str) -> _Server:
         with cls._lock:
+            now = cls.version(policy)
             s = cls._all.get((engine, policy))
+            if s is not None and s.proc.poll() is None and s.read_version != now:
+                s.close()
+                s = None
             if s is None or s.proc.poll() is not None:
                 s = cls(engine, policy)
+                s.read_version = now
                 cls._all[(engine, policy)] = s
             return s
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
 
     def ask(self, request: bytes) -> tuple[dict, list[np.ndarray]]:
         """Sends a binary request; the answer's header and its batches."""
@@ -174,12 +200,7 @@ class _Server:
     @classmethod
     def close_all(cls) -> None:
         for s in cls._all.values():
-            try:
-                if s.proc.stdin is not None:
-                    s.proc.stdin.close()
-                s.proc.wait(timeout=5)
-            except Exception:
-                s.proc.kill()
+            s.close()
         cls._all.clear()
 
 
