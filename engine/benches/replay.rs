@@ -10,8 +10,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use engine::backend::cpu::gemm::{
     ASeg, COut, GemmScratch, Init, MR, PackedB, ReadA, gemm, gemm_read_a, pack_a,
 };
-use engine::backend::cpu::simd;
 use engine::backend::cpu::threads::{SharedMut, Threads};
+use engine::backend::cpu::{ops, simd};
 use engine::cells::CellLibrary;
 use engine::device::DeviceKind;
 use engine::executor::Executor;
@@ -200,6 +200,34 @@ fn transcendentals(c: &mut Criterion) {
             for (o, &v) in y.iter_mut().zip(&x) {
                 *o = v.exp();
             }
+        })
+    });
+    g.finish();
+    // A loss over a vocabulary: rows of 1000 class scores (lstm-nmt's
+    // target words), the row's −log softmax at its label, against the
+    // scalar loop it replaced (a running max, then one exp at a time).
+    let mut g = c.benchmark_group("softmax_rows");
+    let rows = 64;
+    let x: Vec<f32> = (0..rows * 1000)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.1)
+        .collect();
+    g.throughput(Throughput::Elements(x.len() as u64));
+    g.bench_function("pick_loss/simd", |b| {
+        b.iter(|| {
+            x.chunks_exact(1000)
+                .map(|r| ops::pick_loss(r, 7))
+                .sum::<f32>()
+        })
+    });
+    g.bench_function("pick_loss/scalar", |b| {
+        b.iter(|| {
+            x.chunks_exact(1000)
+                .map(|r| {
+                    let max = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let sum: f32 = r.iter().map(|v| simd::exp1::<false>(v - max)).sum();
+                    sum.ln() + max - r[7]
+                })
+                .sum::<f32>()
         })
     });
     g.finish();
