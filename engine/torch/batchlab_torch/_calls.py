@@ -122,6 +122,34 @@ ALIASES = frozenset(
     }
 )
 
+# The aliases that keep an integer tensor an integer tensor of the same
+# numbers: an id or a label reshaped (``target.unsqueeze(0)`` for a loss
+# over a batch of one) is still that id or label. The others make floats
+# of it (``float``, ``to``) or are float-only (``dropout``).
+INTEGER_ALIASES = frozenset(
+    {
+        "torch.Tensor.view",
+        "torch.Tensor.view_as",
+        "torch.Tensor.reshape",
+        "torch.reshape",
+        "torch.Tensor.reshape_as",
+        "torch.Tensor.squeeze",
+        "torch.squeeze",
+        "torch.Tensor.unsqueeze",
+        "torch.unsqueeze",
+        "torch.Tensor.flatten",
+        "torch.flatten",
+        "torch.Tensor.contiguous",
+        "torch.Tensor.clone",
+        "torch.clone",
+        "torch.Tensor.detach",
+        "torch.detach",
+        "torch.Tensor.cpu",
+        "torch.Tensor.cuda",
+    }
+)
+assert INTEGER_ALIASES <= ALIASES
+
 
 # Calls that compute row by row: on a stack of recorded rows (between
 # cells, ``emb(ids)`` or ``torch.cat(hs)``; inside a cell, ``torch.cat(hs)``)

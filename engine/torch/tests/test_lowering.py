@@ -219,6 +219,87 @@ def test_log_softmax_nll_is_a_pick_loss(engine: str, tmp_path: Path) -> None:
     assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4
 
 
+@pytest.mark.parametrize(
+    "reshape",
+    [
+        lambda y: y.unsqueeze(0),
+        lambda y: y.view(1),
+        lambda y: y.reshape(1),
+        lambda y: y.reshape(-1).unsqueeze(0).squeeze(0).flatten(),
+    ],
+    ids=["unsqueeze", "view", "reshape", "chain"],
+)
+def test_a_label_reshaped_inside_the_loss_cell_is_that_label(
+    reshape: Callable[[torch.Tensor], torch.Tensor], engine: str, tmp_path: Path
+) -> None:
+    """Regression (issue 44, the recorder's small refusals):
+    ``F.cross_entropy(logits.unsqueeze(0), target.unsqueeze(0))``, the
+    commonest per-instance loss, was refused ("argument is an integer
+    tensor") though a reshape keeps the value. A label reshaped is that
+    label: it records, checks against PyTorch and trains, and bt.run equals
+    the eager loop."""
+
+    class Loss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(H, 4)
+
+        def forward(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(self.proj(h).view(-1).unsqueeze(0), reshape(y))
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(9, H)
+            self.loss = Loss()
+
+        def forward(self, ws: list[int]) -> torch.Tensor:
+            return sum(self.loss(self.embed(torch.tensor(w)), torch.tensor(w % 4)) for w in ws)
+
+    torch.manual_seed(0)
+    m = M()
+    samples = [[1, 2, 3], [4, 5], [6, 7, 8, 0]]
+    rec = bt.Recorder(m, cells={"loss": m.loss})
+    with rec:
+        sum(m(s) for s in samples)
+    rec.save(str(tmp_path / "m"))
+    r = run_json(engine, "replay", "--model", str(tmp_path / "m"), "--executor", "cavs", "--train", "--check")
+    assert r["expected"]["passed"] and r["expected_gradients"][0] <= 1e-4
+    with torch.no_grad():
+        got = bt.run(m, samples, cells={"loss": m.loss}, schedule="depth")
+        want = [m(s) for s in samples]
+    assert max(abs(float(g) - float(w)) for g, w in zip(got, want)) <= 1e-5 * max(abs(float(w)) for w in want)
+
+
+def test_a_label_made_float_inside_the_cell_stays_refused(tmp_path: Path) -> None:
+    """A label turned into floats is no longer a label: still refused,
+    naming the line."""
+
+    class Loss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Linear(H, 4)
+
+        def forward(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return (self.proj(h) * y.float()).sum()
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(9, H)
+            self.loss = Loss()
+
+        def forward(self, w: int) -> torch.Tensor:
+            return self.loss(self.embed(torch.tensor([w])), torch.tensor([w % 4]))
+
+    m = M()
+    rec = bt.Recorder(m, cells={"loss": m.loss})
+    with pytest.raises(bt.RecordError, match=r"test_lowering.py:\d+.*integer tensor"):
+        with rec:
+            sum(m(w) for w in range(3))
+        rec.save(str(tmp_path / "m"))
+
+
 def test_gelu_runs_on_every_executor_and_the_vpps_emulator(engine: str, planner: str, tmp_path: Path) -> None:
     folder, layouts = recorded_with_layouts("gelu", 4, planner, tmp_path)
     assert "op: gelu" in (tmp_path / "m" / "cells" / "cell.yaml").read_text()

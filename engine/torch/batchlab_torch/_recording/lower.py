@@ -12,6 +12,7 @@ without a rule, or one whose arguments the op set cannot express, is a
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import torch
 import torch.fx as fx
 
 from .. import _calls as calls
-from .._calls import ALIASES, ZEROS, name_of
+from .._calls import ALIASES, INTEGER_ALIASES, ZEROS, name_of
 from .cell import Cell, Shape, Val, bl_dim, bl_shape
 
 
@@ -697,6 +698,13 @@ def _alias(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
             raise lw.fail("dropout in training mode: record in eval mode (model.eval())")
     if isinstance(x, Zero):
         return Zero(lw.out_tshape())
+    if isinstance(x, DataIn) and lw.node is not None and name_of(lw.node.target) in INTEGER_ALIASES:
+        # An id or a label reshaped is that id or label (a node carries one
+        # integer of each): `F.cross_entropy(logits.unsqueeze(0),
+        # target.unsqueeze(0))`, the commonest per-instance loss.
+        if math.prod(lw.out_tshape()) != 1:
+            raise lw.fail(f"a reshape of an integer input to shape {list(lw.out_tshape())}; a node carries one integer")
+        return x
     v = lw.val(x)
     if v.shape != bl_shape(lw.out_tshape()):
         raise lw.fail(f"a reshape from batchlab shape {list(v.shape)} to {list(bl_shape(lw.out_tshape()))}")
