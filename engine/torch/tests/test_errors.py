@@ -261,6 +261,7 @@ class Children(nn.Module):
         self.lin = nn.Linear(4, 4)
         self.att = nn.Linear(4, 1)
         self.norm = nn.LayerNorm(4)
+        self.q = nn.Parameter(torch.randn(4))  # a learned attention query
         self.fn = fn
 
     def forward(self, x: torch.Tensor, hs: list[torch.Tensor]) -> torch.Tensor:
@@ -296,6 +297,13 @@ UNSUPPORTED = {
         "dot-product attention",
     ),
     "log-softmax-output": (lambda s, x, hs: F.log_softmax(s.lin(x), dim=-1), "torch.nn.functional.log_softmax"),
+    # Regression (issue 44): with a learned 1-D query the error blamed the
+    # product's orientation and suggested F.linear, which only led to the
+    # real refusal; the stack is named first.
+    "attention-learned-query": (
+        lambda s, x, hs: (F.softmax(torch.cat(hs, dim=0) @ s.q, dim=0)[:, None] * torch.cat(hs, dim=0)).sum(0),
+        "a product with a stack of 2 rows (the scores of dot-product attention",
+    ),
 }
 
 

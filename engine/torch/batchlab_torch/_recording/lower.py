@@ -591,6 +591,16 @@ def _matmul(lw: Lowerer, a: tuple, k: dict, ra: tuple, rk: dict) -> Any:
     x, y = a[0], _arg(a, k, 1, "other", k.get("mat2", k.get("vec")))
     if isinstance(x, Zero) or isinstance(y, Zero):
         return Zero(lw.out_tshape())
+    stacked = next((v for v in (x, y) if isinstance(v, Stacked)), None)
+    if stacked is not None and len(stacked.items) > 1:
+        # The real cause first: whatever the other operand's orientation,
+        # a product with a stack of rows (the scores of dot-product
+        # attention, H @ q) is what has no op.
+        raise lw.fail(
+            f"a product with a stack of {len(stacked.items)} rows (the scores of dot-product attention, "
+            "torch.stack(hs) @ q) has no batchlab op: batchlab reads a stack only through sum(0), mean(0), "
+            "an index or a row-wise call (linear, sigmoid, tanh, relu, + - *)"
+        )
     if isinstance(y, ParamT):  # x @ W.t(): W x
         v = lw.val(x)
         w = y.param
