@@ -93,39 +93,10 @@ META = frozenset(
 # reaches a cell).
 ZEROS = frozenset({"torch.zeros", "torch.zeros_like", "torch.Tensor.new_zeros"})
 
-# Calls that only reshape or copy: the value is the same numbers.
-ALIASES = frozenset(
-    {
-        "torch.Tensor.view",
-        "torch.Tensor.view_as",
-        "torch.Tensor.reshape",
-        "torch.reshape",
-        "torch.Tensor.reshape_as",
-        "torch.Tensor.squeeze",
-        "torch.squeeze",
-        "torch.Tensor.unsqueeze",
-        "torch.unsqueeze",
-        "torch.Tensor.flatten",
-        "torch.flatten",
-        "torch.Tensor.contiguous",
-        "torch.Tensor.clone",
-        "torch.clone",
-        "torch.Tensor.detach",
-        "torch.detach",
-        "torch.Tensor.float",
-        "torch.Tensor.to",
-        "torch.Tensor.cpu",
-        "torch.Tensor.cuda",
-        "torch.nn.functional.dropout",
-        "torch.dropout",
-        "torch.Tensor.expand_as",
-    }
-)
-
-# The aliases that keep an integer tensor an integer tensor of the same
-# numbers: an id or a label reshaped (``target.unsqueeze(0)`` for a loss
-# over a batch of one) is still that id or label. The others make floats
-# of it (``float``, ``to``) or are float-only (``dropout``).
+# Calls that only reshape or copy and keep an integer tensor an integer
+# tensor of the same numbers: an id or a label reshaped
+# (``target.unsqueeze(0)`` for a loss over a batch of one) is still that id
+# or label.
 INTEGER_ALIASES = frozenset(
     {
         "torch.Tensor.view",
@@ -148,7 +119,19 @@ INTEGER_ALIASES = frozenset(
         "torch.Tensor.cuda",
     }
 )
-assert INTEGER_ALIASES <= ALIASES
+
+# Calls that only reshape or copy: the value is the same numbers. Beyond
+# the integer ones, those that make floats of an integer (``float``, ``to``)
+# or take floats only (``dropout``) or broadcast (``expand_as``).
+ALIASES = INTEGER_ALIASES | frozenset(
+    {
+        "torch.Tensor.float",
+        "torch.Tensor.to",
+        "torch.nn.functional.dropout",
+        "torch.dropout",
+        "torch.Tensor.expand_as",
+    }
+)
 
 
 # Calls that compute row by row: on a stack of recorded rows (between
