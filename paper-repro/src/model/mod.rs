@@ -394,6 +394,11 @@ fn launch(
 /// Relative difference within which a system's loss equals the recording's.
 pub const LOSS_TOLERANCE: f64 = 1e-4;
 
+/// Whether loss `l` equals the recording's `e` within [`LOSS_TOLERANCE`].
+pub fn same_as_recorded(l: f64, e: f64) -> bool {
+    (l - e).abs() <= LOSS_TOLERANCE * e.abs().max(1e-12)
+}
+
 /// The recording's loss (`expected.safetensors`), when the folder has one.
 fn recorded_loss(dir: &ModelDir) -> Option<f64> {
     dir.expected().ok().flatten().and_then(|e| {
@@ -412,7 +417,7 @@ fn same_loss(v: &Value, family: &str, expected: Option<f64>) -> std::result::Res
     let (Some(l), Some(e)) = (v.get("loss").and_then(Value::as_f64), expected) else {
         return Ok(());
     };
-    if family == "built-in" || (l - e).abs() <= LOSS_TOLERANCE * e.abs().max(1e-12) {
+    if family == "built-in" || same_as_recorded(l, e) {
         return Ok(());
     }
     Err(format!(

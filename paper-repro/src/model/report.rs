@@ -245,9 +245,7 @@ pub fn write(
             let loss = match (s.loss, expected_loss) {
                 // The built-in trace runs on its own seeded weights.
                 (Some(l), _) if s.family == "built-in" => format!("{l:.4}"),
-                (Some(l), Some(e))
-                    if (l - e).abs() <= super::LOSS_TOLERANCE * e.abs().max(1e-12) =>
-                {
+                (Some(l), Some(e)) if super::same_as_recorded(l, e) => {
                     format!("{l:.4} ✓")
                 }
                 (Some(l), Some(_)) => format!("{l:.4} ✗"),
