@@ -8,7 +8,7 @@ use crate::cells::{Cell, CellLibrary, PrimOp, ValueKind};
 use crate::error::ReplayError;
 use crate::graph::{Graph, NodeId};
 use crate::trace::Trace;
-use crate::workloads::{BindError, Role, TypeMismatch, Workload, bind_ports};
+use crate::workloads::{BindError, Role, TypeMismatch, Workload, bind_ports, check_feeders};
 
 /// One role: its cell and parameter tensors (indexed by value id; empty for
 /// values that are not parameters).
@@ -145,17 +145,11 @@ impl Model {
         // Every feeder's cell can feed the port that lists it (a model
         // folder's `open` checked this already; a cell library given with a
         // zoo trace has not been): the executors index outputs by it.
-        let by_name: std::collections::HashMap<&str, &RoleModel> =
-            roles.iter().map(|r| (r.role.role.as_str(), r)).collect();
-        for r in &roles {
-            for (p, feeders) in r.role.ports.iter().enumerate() {
-                for f in feeders {
-                    if let Some(producer) = by_name.get(f.as_str()) {
-                        r.cell.check_binding(p, &producer.cell)?;
-                    }
-                }
-            }
-        }
+        let table: Vec<(&str, &[Vec<String>], &Cell)> = roles
+            .iter()
+            .map(|r| (r.role.role.as_str(), r.role.ports.as_slice(), &r.cell))
+            .collect();
+        check_feeders(&table).map_err(|m| m.source)?;
         let mut type_role = Vec::with_capacity(g.types().len());
         for (_, op) in g.types().iter() {
             let name = &op.name;

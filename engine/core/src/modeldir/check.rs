@@ -7,29 +7,29 @@
 //! every tool; one that does not is refused by every tool with the same
 //! message, naming the file and the field, before any of them computes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use super::{MANIFEST, Manifest, ModelDirError, Tensors};
 use crate::cells::Cell;
 use crate::trace::Trace;
-use crate::workloads::{Workload, bind_ports};
+use crate::workloads::{Workload, bind_ports, check_feeders};
 
 /// Each role's cell, instantiated once per cell name.
 pub(super) type Cells<'a> = BTreeMap<&'a str, Cell>;
 
-/// The roles against each other: bindings, and losses.
+/// The roles against each other: losses, and bindings ([`check_feeders`]).
 pub(super) fn roles(manifest: &Manifest, mfile: &str, cells: &Cells) -> Result<(), ModelDirError> {
     let field = |field: String, message: String| ModelDirError::Field {
         file: mfile.to_string(),
         field,
         message,
     };
-    let by_name: HashMap<&str, usize> = manifest
+    let losses: HashSet<&str> = manifest
         .roles
         .iter()
-        .enumerate()
-        .map(|(i, r)| (r.role.as_str(), i))
+        .filter(|r| r.loss)
+        .map(|r| r.role.as_str())
         .collect();
     for (i, r) in manifest.roles.iter().enumerate() {
         let cell = &cells[r.cell.as_str()];
@@ -55,12 +55,7 @@ pub(super) fn roles(manifest: &Manifest, mfile: &str, cells: &Cells) -> Result<(
         }
         for (p, feeders) in r.ports.iter().enumerate() {
             for f in feeders {
-                // `open` has checked that every feeder is a role.
-                let Some(&j) = by_name.get(f.as_str()) else {
-                    continue;
-                };
-                let producer = &manifest.roles[j];
-                if producer.loss {
+                if losses.contains(f.as_str()) {
                     return Err(field(
                         format!("roles[{i}].ports[{p}]"),
                         format!(
@@ -69,20 +64,24 @@ pub(super) fn roles(manifest: &Manifest, mfile: &str, cells: &Cells) -> Result<(
                         ),
                     ));
                 }
-                cell.check_binding(p, &cells[producer.cell.as_str()])
-                    .map_err(|e| {
-                        field(
-                            format!("roles[{i}].ports[{p}]"),
-                            format!(
-                                "role `{f}` feeds it, but {e} (cells/{}.yaml against cells/{}.yaml)",
-                                r.cell, producer.cell
-                            ),
-                        )
-                    })?;
             }
         }
     }
-    Ok(())
+    let table: Vec<(&str, &[Vec<String>], &Cell)> = manifest
+        .roles
+        .iter()
+        .map(|r| (r.role.as_str(), r.ports.as_slice(), &cells[r.cell.as_str()]))
+        .collect();
+    check_feeders(&table).map_err(|m| {
+        let (r, f) = (&manifest.roles[m.role], &manifest.roles[m.feeder]);
+        field(
+            format!("roles[{}].ports[{}]", m.role, m.port),
+            format!(
+                "role `{}` feeds it, but {} (cells/{}.yaml against cells/{}.yaml)",
+                f.role, m.source, r.cell, f.cell
+            ),
+        )
+    })
 }
 
 /// The trace against the manifest and the roles.

@@ -7,7 +7,7 @@
 use thiserror::Error;
 
 use super::defined::Role;
-use crate::cells::{Arity, Cell};
+use crate::cells::{Arity, Cell, CellError};
 
 /// Why an argument list does not fit a role's ports.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -94,4 +94,44 @@ pub fn bind_ports(
         }
     }
     Ok(bound)
+}
+
+/// A feeder whose cell cannot feed the port that lists it.
+#[derive(Debug)]
+pub struct FeederMismatch {
+    /// The consuming role (its index in the list checked).
+    pub role: usize,
+    /// Its port.
+    pub port: usize,
+    /// The feeding role (its index in the list checked).
+    pub feeder: usize,
+    /// Why ([`Cell::check_binding`]).
+    pub source: CellError,
+}
+
+/// Every role's feeders against the ports that list them: `roles[i]` is a
+/// role's name, its port table (the roles feeding each port) and its cell.
+/// A port takes the first outputs of each producer ([`Cell::check_binding`]),
+/// so a feeder whose cell has fewer or other outputs would be read out of
+/// bounds. Feeders naming no role in the list are skipped (their readers
+/// report them). The first mismatch in role, port, feeder order.
+pub fn check_feeders(roles: &[(&str, &[Vec<String>], &Cell)]) -> Result<(), FeederMismatch> {
+    let by_name: std::collections::HashMap<&str, usize> =
+        roles.iter().enumerate().map(|(i, r)| (r.0, i)).collect();
+    for (i, (_, ports, cell)) in roles.iter().enumerate() {
+        for (port, feeders) in ports.iter().enumerate() {
+            for f in feeders {
+                if let Some(&feeder) = by_name.get(f.as_str()) {
+                    cell.check_binding(port, roles[feeder].2)
+                        .map_err(|source| FeederMismatch {
+                            role: i,
+                            port,
+                            feeder,
+                            source,
+                        })?;
+                }
+            }
+        }
+    }
+    Ok(())
 }

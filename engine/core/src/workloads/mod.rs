@@ -13,7 +13,7 @@ mod expand;
 mod record;
 mod spec;
 
-pub use binding::{BindError, bind_ports};
+pub use binding::{BindError, FeederMismatch, bind_ports, check_feeders};
 pub use defined::{Role, TypeMismatch, Workload};
 pub use expand::{ArgSrc, ExpandError, OpOrigin, OpProgram, expand, to_op_level};
 pub use record::{
