@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import codegen
-from .peers import PeerUnavailable, timed_step, torch_device
+from .peers import open_torch, timed_step
 from .program import Program
 
 #: A gather: how one port input of a call is read. From the buffers
@@ -564,14 +564,9 @@ class LevelsPeer:
     ) -> None:
         """``lists``: keep the state in per-level lists (True) or buffers
         (False); None, the module docs' choice (lists when training)."""
-        try:
-            import torch
-        except Exception as e:
-            raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+        torch, self.device, self.sync = open_torch(threads, device)
         self.torch = torch
         self.train = train
-        torch.set_num_threads(threads)
-        self.device, self.sync = torch_device(torch, device)
         self.name = "torch-levels"
         self.version = torch.__version__
         self.export = export

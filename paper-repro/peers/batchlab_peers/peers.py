@@ -179,14 +179,9 @@ class TorchPeer:
     framework = "torch"
 
     def __init__(self, export, threads, train=False, device="cpu"):
-        try:
-            import torch
-        except Exception as e:
-            raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+        torch, self.device, self.sync = open_torch(threads, device)
         self.torch = torch
         self.train = train
-        torch.set_num_threads(threads)
-        self.device, self.sync = torch_device(torch, device)
         self.name = "torch"
         self.version = torch.__version__
         self.program = Program(export, "torch")
@@ -383,6 +378,19 @@ def torch_params(torch, export, train, device="cpu"):
         }
         for role in export.roles
     ]
+
+
+def open_torch(threads, device):
+    """PyTorch for a peer: the module, set to ``threads`` threads, the
+    ``torch.device`` and the function that waits for it
+    (:func:`torch_device`); a missing or broken PyTorch is
+    :class:`PeerUnavailable`."""
+    try:
+        import torch
+    except Exception as e:
+        raise PeerUnavailable(f"{type(e).__name__}: {e}") from None
+    torch.set_num_threads(threads)
+    return (torch, *torch_device(torch, device))
 
 
 def torch_device(torch, device):
